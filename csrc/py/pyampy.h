@@ -1,0 +1,128 @@
+/* pyampy.h — shared declarations of the CPython binding (csrc/py/ only).
+ *
+ * The binding is the only code that sees Python.h or NumPy. Each concern has
+ * one file `csrc/py/<concern>_py.c` that exports a method table
+ * `PyMethodDef ampy_py_<concern>_methods[]` (listed once in module.c); every
+ * function there follows the same path:
+ *   parse -> validate (naming the argument) -> get pointers
+ *         -> release the GIL for large work -> call libampy
+ *         -> map an ampy_status to an exception (ampy_py_raise).
+ */
+#ifndef AMPY_PYAMPY_H
+#define AMPY_PYAMPY_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#define PY_ARRAY_UNIQUE_SYMBOL AMPY_ARRAY_API
+#ifndef AMPY_PY_DEFINE_ARRAY_API
+#define NO_IMPORT_ARRAY
+#endif
+#include <numpy/arrayobject.h>
+
+#include <stdint.h>
+
+#include "ampy/dtype.h"
+#include "ampy/iter.h"
+#include "ampy/status.h"
+
+/* Device codes carried by every tensor. */
+#define AMPY_DEV_CPU (-1) /* >= 0: CUDA device index */
+
+/* The storage object: one allocation from ampy_alloc (or a CUDA allocator),
+ * freed when the last tensor viewing it goes away. */
+typedef struct {
+    PyObject_HEAD
+    char *ptr;
+    size_t nbytes;
+    int device;
+    void (*free_fn)(void *ptr, size_t nbytes, int device); /* NULL: ampy_free */
+} AmpyStorage;
+
+/* ampy._C.TensorBase. Strides are in ELEMENTS, like torch. `data` points at
+ * the first element; `base` owns the memory (an AmpyStorage, a NumPy array, a
+ * DLPack capsule, ...) and is never NULL. */
+typedef struct {
+    PyObject_HEAD
+    char *data;
+    PyObject *base;
+    int ndim;
+    int dtype;  /* ampy_dtype  */
+    int device; /* AMPY_DEV_CPU or a CUDA index */
+    char requires_grad;
+    int64_t numel;
+    int64_t version; /* bumped by every in-place write (autograd checks it) */
+    int64_t shape[AMPY_MAX_DIMS];
+    int64_t strides[AMPY_MAX_DIMS];
+    PyObject *grad;    /* None or a Tensor          */
+    PyObject *grad_fn; /* None or an autograd node  */
+    PyObject *dict;
+    PyObject *weakreflist;
+} AmpyTensor;
+
+/* Process-wide binding state, filled by module exec and by _C._init() (which
+ * ampy/__init__.py calls with the Python-level objects). */
+typedef struct {
+    PyTypeObject *tensor_base_type; /* ampy._C.TensorBase            */
+    PyTypeObject *tensor_type;      /* ampy.Tensor (Python subclass) */
+    PyObject *dtypes[AMPY_NUM_DTYPES];    /* ampy.float32, ...        */
+    PyObject *np_dtypes[AMPY_NUM_DTYPES]; /* matching numpy dtypes     */
+    PyObject *size_type;            /* ampy.Size                     */
+} AmpyPyGlobals;
+
+extern AmpyPyGlobals ampy_py;
+extern PyTypeObject AmpyStorage_Type;
+extern PyTypeObject AmpyTensorBase_Type;
+
+/* ---- errors -------------------------------------------------------------- */
+/* Set the exception matching `s` with libampy's last message; returns NULL. */
+PyObject *ampy_py_raise(ampy_status s);
+/* Same, returning -1 (for int-returning helpers). */
+int ampy_py_raise_int(ampy_status s);
+
+/* ---- tensors ------------------------------------------------------------- */
+static inline int ampy_py_is_tensor(PyObject *o)
+{
+    return PyObject_TypeCheck(o, &AmpyTensorBase_Type);
+}
+/* Returns o as a tensor, or NULL with "fn: argument 'arg' must be a Tensor,
+ * not <type>" as TypeError. */
+AmpyTensor *ampy_py_tensor_arg(PyObject *o, const char *fn, const char *arg);
+
+/* New contiguous CPU (device == AMPY_DEV_CPU) tensor of ampy.Tensor type,
+ * uninitialised. NULL + MemoryError/ValueError on failure. */
+AmpyTensor *ampy_py_empty(int dtype, int ndim, const int64_t *shape, int device);
+/* New tensor viewing src's memory with another shape/strides/offset (elements,
+ * relative to src->data). No bounds checks: callers compute valid views. */
+AmpyTensor *ampy_py_view(AmpyTensor *src, int ndim, const int64_t *shape,
+                         const int64_t *strides, int64_t offset);
+int ampy_py_is_contiguous(const AmpyTensor *t);
+/* Byte strides of t into out[ndim]. */
+void ampy_py_byte_strides(const AmpyTensor *t, int64_t *out);
+static inline void ampy_py_bump_version(AmpyTensor *t) { t->version++; }
+
+/* ---- argument parsing ---------------------------------------------------- */
+/* dtype object (ampy.float16), a code int, or None (-> *out = dflt). Raises
+ * TypeError naming fn/arg otherwise. Returns 0 / -1. */
+int ampy_py_parse_dtype(PyObject *o, int dflt, int *out, const char *fn, const char *arg);
+/* A sequence of non-negative ints (or one int) -> shape. Returns 0 / -1. */
+int ampy_py_parse_shape(PyObject *o, int *ndim, int64_t *shape, const char *fn, const char *arg);
+PyObject *ampy_py_dtype_obj(int dtype); /* new reference */
+
+/* Release the GIL around work of at least this many elements. */
+#define AMPY_PY_GIL_RELEASE_MIN 16384
+
+/* ---- the method tables of each concern (module.c lists them) ------------- */
+extern PyMethodDef ampy_py_tensor_methods[];
+extern PyMethodDef ampy_py_cast_methods[];
+extern PyMethodDef ampy_py_ewise_methods[];
+extern PyMethodDef ampy_py_reduce_methods[];
+extern PyMethodDef ampy_py_index_methods[];
+extern PyMethodDef ampy_py_random_methods[];
+extern PyMethodDef ampy_py_gemm_methods[];
+extern PyMethodDef ampy_py_finite_methods[];
+extern PyMethodDef ampy_py_scaler_methods[];
+extern PyMethodDef ampy_py_optim_methods[];
+extern PyMethodDef ampy_py_runtime_methods[];
+
+#endif /* AMPY_PYAMPY_H */

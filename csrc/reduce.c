@@ -179,6 +179,8 @@ static void fold_row(const red_ctx *c, const char *p, int64_t s, int64_t m, int6
 static void fold_range(const red_ctx *c, const char *base, int64_t begin, int64_t end, int cls,
                        double center, acc_t *a)
 {
+    if (begin >= end) /* also avoids dividing by a zero-sized dim below */
+        return;
     const int nd = c->nr, last = nd - 1;
     int64_t idx[AMPY_MAX_DIMS], rem = begin;
     for (int d = last; d >= 0; d--) {

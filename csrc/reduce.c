@@ -325,9 +325,39 @@ static void reduce_one(const red_ctx *c, const char *base, char *out, int64_t *i
         *idx = a.bidx;
 }
 
+/* Sum/mean of many outputs that lie next to each other in the input (e.g.
+ * x.sum(0) of a row-major matrix): stream whole rows and accumulate a tile of
+ * outputs at once instead of walking one strided column per output. */
+static int try_columns(const red_ctx *c, char **ptrs, const int64_t *s, int64_t n)
+{
+    const int64_t esz = (int64_t)ampy_dtype_size(c->in_dt);
+    if ((c->op != AMPY_RED_SUM && c->op != AMPY_RED_MEAN) || c->kind != AMPY_KIND_F64 ||
+        c->split || c->nr != 1 || s[0] != esz || c->R < 2 || n < 16)
+        return 0;
+    _Alignas(64) double acc[AMPY_EWISE_BLOCK], buf[AMPY_EWISE_BLOCK];
+    for (int64_t j0 = 0; j0 < n; j0 += AMPY_EWISE_BLOCK) {
+        const int64_t m = n - j0 < AMPY_EWISE_BLOCK ? n - j0 : AMPY_EWISE_BLOCK;
+        for (int64_t j = 0; j < m; j++)
+            acc[j] = 0.0;
+        const char *p = ptrs[0] + j0 * esz;
+        for (int64_t r = 0; r < c->R; r++, p += c->rstride[0]) {
+            ampy_ewise_load(p, esz, c->in_dt, AMPY_KIND_F64, buf, m);
+            for (int64_t j = 0; j < m; j++)
+                acc[j] += buf[j];
+        }
+        if (c->op == AMPY_RED_MEAN)
+            for (int64_t j = 0; j < m; j++)
+                acc[j] /= (double)c->R;
+        ampy_ewise_store(acc, AMPY_KIND_F64, ptrs[1] + j0 * s[1], s[1], c->out_dt, m);
+    }
+    return 1;
+}
+
 static void red_inner(char **ptrs, const int64_t *s, int64_t n, void *arg)
 {
     const red_ctx *c = (const red_ctx *)arg;
+    if (try_columns(c, ptrs, s, n))
+        return;
     for (int64_t j = 0; j < n; j++)
         reduce_one(c, ptrs[0] + j * s[0], ptrs[1] + j * s[1],
                    c->has_idx ? (int64_t *)(ptrs[2] + j * s[2]) : NULL);

@@ -300,6 +300,17 @@ def test_threads(cpu_path, nthreads):
         assert_bits(acast(h, ampy.float32), h.astype(np.float32))
         b = torch_bf16_bits(x)
         assert_bits(acast(b.view(ml_dtypes.bfloat16), ampy.float32), b.astype(np.uint32) << 16)
+        # large outputs that start off a 64-byte boundary (streaming-store head)
+        for dt, want in ((ampy.float16, x.astype(np.float16)),
+                         (ampy.bfloat16, torch_bf16_bits(x))):
+            out = ampy.empty(n + 7, dtype=dt)[3:3 + n]
+            _C.copy_(out, ampy.from_numpy(x))
+            assert_bits(out.numpy(), want)
+        out = ampy.empty(n + 7, dtype=ampy.float32)[5:5 + n]
+        _C.copy_(out, ampy.from_numpy(h))
+        assert_bits(out.numpy(), h.astype(np.float32))
+        _C.copy_(out, ampy.from_numpy(x))  # same-dtype copy
+        assert_bits(out.numpy(), x)
         # strided (not contiguous) large source
         x2 = x.reshape(-1, 5)[:, ::2] if n % 5 == 0 else x[:n - n % 5].reshape(-1, 5)[:, ::2]
         assert_bits(acast(x2, ampy.float16), x2.astype(np.float16))

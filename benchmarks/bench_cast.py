@@ -98,7 +98,7 @@ def bench_size(n, reps, threads, rows):
             r["torch"] = gb(nbytes, median_time(lambda: t_out.copy_(tx), reps))
             r["torch_alloc"] = gb(nbytes, median_time(lambda: getattr(tx, meth)(), reps))
             if name not in np_cache:
-                npr = max(3, reps // 3) if n > (1 << 25) else reps  # NumPy's casts are slow
+                npr = reps
                 np_cache[name] = (
                     gb(nbytes, median_time(lambda: np.copyto(out_np, x, casting="unsafe"), npr,
                                            warmup=1)),

@@ -33,6 +33,12 @@
 #define T_MR 32
 #define T_NR 32
 #define T_KB 32 /* bf16 per tile row */
+#ifndef T_MC
+#define T_MC 256
+#endif
+#ifndef T_KC
+#define T_KC 1024
+#endif
 
 static int amx_state = -1;
 
@@ -193,7 +199,7 @@ static void tiles_end(void) { _tile_release(); }
 #pragma GCC pop_options
 
 static const gemm_impl impl_amx = {
-    "amx", T_MR, T_NR, T_KB, 256, 512, 2,
+    "amx", T_MR, T_NR, T_KB, T_MC, T_KC, 2,
     pack_a, pack_b, kernel, ampy_gemm_epilogue_avx512, tiles_begin, tiles_end,
 };
 

@@ -12,6 +12,7 @@
  * Keeping all of K inside one task (the loop order jc -> ic -> pc) is what
  * lets W hold the complete fp32 sum before the single rounding.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,9 +40,60 @@ typedef struct gemm_ctx {
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-static void *ws_alloc(int64_t bytes)
+/* ---- workspace: kept per thread between calls -------------------------
+ * Fresh multi-MiB buffers cost a page fault per 4 KiB on every call (as
+ * much time as a 1024^3 AMX product), so each thread keeps its packed-B,
+ * packed-A and W buffers (WS_SLOTS) and grows them on demand; they are freed
+ * when the thread exits. Requests above WS_CACHE_MAX are not kept. */
+enum { WS_B = 0, WS_A = 1, WS_W = 2, WS_SLOTS = 3 };
+#define WS_CACHE_MAX ((size_t)64 << 20)
+
+typedef struct ws_cache {
+    void *p[WS_SLOTS];
+    size_t n[WS_SLOTS];
+} ws_cache;
+
+static pthread_key_t ws_key;
+static pthread_once_t ws_once = PTHREAD_ONCE_INIT;
+static int ws_key_ok;
+
+static void ws_destroy(void *v)
 {
-    return aligned_alloc(64, (size_t)round_up(bytes > 0 ? bytes : 64, 64));
+    ws_cache *c = v;
+    for (int i = 0; i < WS_SLOTS; i++)
+        free(c->p[i]);
+    free(c);
+}
+
+static void ws_init(void) { ws_key_ok = pthread_key_create(&ws_key, ws_destroy) == 0; }
+
+/* A 64-byte aligned buffer of at least `bytes` for this thread's slot, or
+ * NULL. Release it with ws_put (which frees it only if it is not cached). */
+static void *ws_get(int slot, int64_t bytes)
+{
+    size_t n = (size_t)round_up(bytes > 0 ? bytes : 64, 64);
+    pthread_once(&ws_once, ws_init);
+    ws_cache *c = ws_key_ok ? pthread_getspecific(ws_key) : NULL;
+    if (ws_key_ok && !c && (c = calloc(1, sizeof *c)) != NULL &&
+        pthread_setspecific(ws_key, c) != 0) {
+        free(c);
+        c = NULL;
+    }
+    if (!c || n > WS_CACHE_MAX)
+        return aligned_alloc(64, n);
+    if (c->n[slot] < n) {
+        free(c->p[slot]);
+        c->p[slot] = aligned_alloc(64, n);
+        c->n[slot] = c->p[slot] ? n : 0;
+    }
+    return c->p[slot];
+}
+
+static void ws_put(int slot, void *p)
+{
+    ws_cache *c = ws_key_ok ? pthread_getspecific(ws_key) : NULL;
+    if (!c || c->p[slot] != p)
+        free(p);
 }
 
 /* Packed offset, in elements, of K block k0 / micro-panel q of a block whose
@@ -96,8 +148,8 @@ static void task_range(int64_t t0, int64_t t1, void *vctx)
     int64_t ldw = round_up(x->js_cols, im->nr);
     if (ldw % 256 == 0) /* avoid 4 KiB-aliased rows of W */
         ldw += 16;
-    char *ap = ws_alloc(mcp * round_up(im->kc, im->kunit) * (int64_t)im->pelem);
-    float *w = ws_alloc(mcp * ldw * 4);
+    char *ap = ws_get(WS_A, mcp * round_up(im->kc, im->kunit) * (int64_t)im->pelem);
+    float *w = ws_get(WS_W, mcp * ldw * 4);
     if (!ap || !w) {
         x->failed = 1;
     } else {
@@ -114,8 +166,8 @@ static void task_range(int64_t t0, int64_t t1, void *vctx)
         if (im->thread_end)
             im->thread_end();
     }
-    free(ap);
-    free(w);
+    ws_put(WS_A, ap);
+    ws_put(WS_W, w);
 }
 
 /* Split the M x nc block into n_ic row blocks x n_js column slices. */
@@ -141,7 +193,7 @@ static ampy_status run_one(gemm_ctx *x, int nthreads)
     if (nc_max < im->nr)
         nc_max = im->nr;
     int64_t ncap = round_up(x->N < nc_max ? x->N : nc_max, im->nr);
-    x->bp = ws_alloc(x->kp * ncap * pe);
+    x->bp = ws_get(WS_B, x->kp * ncap * pe);
     if (!x->bp)
         return ampy_error(AMPY_ERR_NOMEM, "ampy_gemm: cannot allocate %lld bytes for packed B",
                           (long long)(x->kp * ncap * pe));
@@ -155,7 +207,7 @@ static ampy_status run_one(gemm_ctx *x, int nthreads)
         int64_t ntasks = x->n_ic * x->n_js;
         ampy_parallel_for(ntasks, nthreads > 1 ? 1 : ntasks, task_range, x);
     }
-    free(x->bp);
+    ws_put(WS_B, x->bp);
     x->bp = NULL;
     if (x->failed)
         return ampy_error(AMPY_ERR_NOMEM, "ampy_gemm: cannot allocate the workspace");

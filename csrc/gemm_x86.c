@@ -37,6 +37,12 @@ int ampy_gemm_avx2_usable(void)
 
 #define X_MR 14
 #define X_NR 32
+#ifndef X_MC
+#define X_MC 252
+#endif
+#ifndef X_KC
+#define X_KC 256
+#endif
 
 /* 16 elements from p[idx..], lanes outside m read as 0, converted to f32. */
 static inline __m512 ld16(const char *p, ampy_dtype dt, int64_t idx, __mmask16 m)
@@ -219,7 +225,7 @@ void ampy_gemm_epilogue_avx512(const float *w, int64_t ldw, int64_t rows, int64_
 #pragma GCC pop_options
 
 static const gemm_impl impl512 = {
-    "avx512", X_MR, X_NR, 1, 252, 256, sizeof(float),
+    "avx512", X_MR, X_NR, 1, X_MC, X_KC, sizeof(float),
     pack_a512, pack_b512, kernel512, ampy_gemm_epilogue_avx512, 0, 0,
 };
 

@@ -159,6 +159,10 @@ static void kernel512(int64_t kcp, const void *va, const void *vb, float *w, int
 #define DECL(i) __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = _mm512_setzero_ps();
     ROWS14(DECL)
 #undef DECL
+    for (int i = 0; i < X_MR; i++) { /* the W tile is read after the loop */
+        _mm_prefetch((const char *)(w + i * ldw), _MM_HINT_T0);
+        _mm_prefetch((const char *)(w + i * ldw + 16), _MM_HINT_T0);
+    }
     for (int64_t k = 0; k < kcp; k++, a += X_MR, b += X_NR) {
         __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
 #define STEP(i)                                      \

@@ -13,6 +13,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 
 #define PY_ARRAY_UNIQUE_SYMBOL AMPY_ARRAY_API
 #ifndef AMPY_PY_DEFINE_ARRAY_API
@@ -36,12 +37,14 @@ typedef struct {
     char *ptr;
     size_t nbytes;
     int device;
+    int64_t version; /* bumped by every in-place write through any view */
+    PyObject *owner; /* non-NULL: borrowed memory kept alive by this object */
     void (*free_fn)(void *ptr, size_t nbytes, int device); /* NULL: ampy_free */
 } AmpyStorage;
 
 /* ampy._C.TensorBase. Strides are in ELEMENTS, like torch. `data` points at
- * the first element; `base` owns the memory (an AmpyStorage, a NumPy array, a
- * DLPack capsule, ...) and is never NULL. */
+ * the first element; `base` is the AmpyStorage holding the memory (never
+ * NULL); views share it, and with it the version counter. */
 typedef struct {
     PyObject_HEAD
     char *data;
@@ -51,7 +54,6 @@ typedef struct {
     int device; /* AMPY_DEV_CPU or a CUDA index */
     char requires_grad;
     int64_t numel;
-    int64_t version; /* bumped by every in-place write (autograd checks it) */
     int64_t shape[AMPY_MAX_DIMS];
     int64_t strides[AMPY_MAX_DIMS];
     PyObject *grad;    /* None or a Tensor          */
@@ -99,7 +101,9 @@ AmpyTensor *ampy_py_view(AmpyTensor *src, int ndim, const int64_t *shape,
 int ampy_py_is_contiguous(const AmpyTensor *t);
 /* Byte strides of t into out[ndim]. */
 void ampy_py_byte_strides(const AmpyTensor *t, int64_t *out);
-static inline void ampy_py_bump_version(AmpyTensor *t) { t->version++; }
+static inline void ampy_py_bump_version(AmpyTensor *t) { ((AmpyStorage *)t->base)->version++; }
+/* A storage over memory owned by `owner` (kept alive), e.g. a NumPy array. */
+AmpyStorage *ampy_py_storage_borrow(char *ptr, size_t nbytes, int device, PyObject *owner);
 
 /* ---- argument parsing ---------------------------------------------------- */
 /* dtype object (ampy.float16), a code int, or None (-> *out = dflt). Raises

@@ -1,0 +1,349 @@
+"""Tensor creation: tensor, from_numpy, zeros/ones/empty/full, arange, linspace,
+*_like, and the random generators rand/randn/randint (seeded by manual_seed)."""
+import math
+import numbers
+
+import numpy as np
+
+from . import _C
+from . import _dtype as D
+from ._tensor import Tensor
+
+__all__ = ["tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "arange",
+           "linspace", "eye", "zeros_like", "ones_like", "empty_like", "full_like", "rand",
+           "randn", "randint", "rand_like", "randn_like", "manual_seed", "seed", "initial_seed",
+           "get_rng_state", "set_rng_state", "Generator", "default_generator"]
+
+
+def _size_args(size, fn="size"):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    elif len(size) == 1 and hasattr(size[0], "__len__") and not isinstance(size[0], int):
+        size = tuple(size[0])
+    out = []
+    for s in size:
+        if isinstance(s, bool) or not isinstance(s, numbers.Integral):
+            raise TypeError(f"{fn}(): argument 'size' must be a tuple of ints, but found element "
+                            f"of type {type(s).__name__}")
+        if s < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: "
+                               f"{list(size)}")
+        out.append(int(s))
+    return tuple(out)
+
+
+def _check_device(device):
+    if device is None:
+        return None
+    from ._tensor import device as _device
+    d = _device(device) if not isinstance(device, _device) else device
+    return None if d.type == "cpu" else d
+
+
+def _finish(t, device, requires_grad):
+    dev = _check_device(device)
+    if dev is not None:
+        t = t.to(dev)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _broadcast_shapes(*shapes):
+    n = max((len(s) for s in shapes), default=0)
+    out = [1] * n
+    for s in shapes:
+        for i, v in enumerate(s):
+            j = n - len(s) + i
+            if out[j] == 1:
+                out[j] = v
+            elif v != 1 and v != out[j]:
+                raise IndexError(f"shape mismatch: indexing tensors could not be broadcast "
+                                 f"together with shapes {[list(x) for x in shapes]}")
+    return tuple(out)
+
+
+_NP_WIDEN = {np.dtype(np.int8): np.int64, np.dtype(np.int16): np.int64,
+             np.dtype(np.uint16): np.int64, np.dtype(np.uint32): np.int64,
+             np.dtype(np.uint64): np.int64, np.dtype(np.longdouble): np.float64}
+
+
+def _from_array(arr, dtype, infer_default_float):
+    if arr.dtype in _NP_WIDEN:
+        arr = arr.astype(_NP_WIDEN[arr.dtype])
+    if arr.dtype.kind == "c":
+        raise TypeError("ampy has no complex dtypes")
+    if arr.dtype == object:
+        raise TypeError("tensor(): could not infer a dtype from the data (ragged or objects)")
+    if not arr.dtype.isnative:
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    src = _C.from_numpy(np.ascontiguousarray(arr) if any(s < 0 for s in arr.strides) else arr)
+    if dtype is None:
+        dtype = src.dtype
+        if infer_default_float and dtype is D.float64:
+            dtype = D.get_default_dtype()
+    return _C.cast(src, dtype)
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    """A new tensor holding a copy of `data` (nested sequences, NumPy arrays,
+    scalars, tensors). Python floats become the default dtype (float32)."""
+    dt = D.to_dtype(dtype) if dtype is not None else None
+    if isinstance(data, Tensor):
+        t = _C.cast(data.detach() if not data.is_cuda else data.cpu(), dt or data.dtype)
+    elif isinstance(data, np.ndarray):
+        t = _from_array(data, dt, False)
+    elif isinstance(data, np.generic):
+        t = _from_array(np.asarray(data), dt, False)
+    else:
+        try:
+            arr = np.asarray(data)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"tensor(): could not build a tensor from the data: {e}") from None
+        if dt is not None and dt.is_floating_point and arr.dtype.kind in "biuf":
+            arr = arr.astype(np.float64) if dt is D.float64 or arr.dtype.kind != "f" else arr
+        t = _from_array(arr, dt, True)
+    return _finish(t, device, requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None):
+    if isinstance(data, Tensor) and (dtype is None or D.to_dtype(dtype) is data.dtype):
+        return data if device is None else data.to(device)
+    if isinstance(data, np.ndarray) and (dtype is None or D.to_dtype(dtype)._np == data.dtype):
+        try:
+            return _finish(_C.from_numpy(data), device, False)
+        except (TypeError, ValueError):
+            pass
+    return tensor(data, dtype=dtype, device=device)
+
+
+def as_tensor_like(value, like):
+    """value as a tensor to be written into `like` (scalars take like's dtype)."""
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, (bool, int, float, np.generic)):
+        return tensor(value, dtype=like.dtype if not isinstance(value, float) or
+                      like.dtype.is_floating_point else D.float64)
+    return tensor(value, dtype=like.dtype)
+
+
+def from_numpy(arr):
+    """A tensor sharing the memory of a NumPy array (zero copy)."""
+    return _C.from_numpy(arr)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False, **_):
+    size = _size_args(size, "empty")
+    return _finish(_C.empty(size, D.to_dtype(dtype) if dtype is not None else
+                            D.get_default_dtype()), device, requires_grad)
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad=False, **_):
+    size = _size_args((size,) if isinstance(size, int) else tuple(size), "full")
+    if dtype is None:
+        dtype = (D.bool if isinstance(fill_value, bool) else
+                 D.int64 if isinstance(fill_value, numbers.Integral) else D.get_default_dtype())
+    dtype = D.to_dtype(dtype)
+    t = _C.empty(size, dtype)
+    _C.copy_(t, _scalar(fill_value, dtype))
+    return _finish(t, device, requires_grad)
+
+
+def _scalar(v, dtype):
+    if isinstance(v, Tensor):
+        return v
+    t = _C.empty((), D.float64 if dtype.is_floating_point else D.int64)
+    t._numpy()[()] = v
+    return t
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False, **_):
+    return full(_size_args(size, "zeros"), 0, dtype=dtype or D.get_default_dtype(),
+                device=device, requires_grad=requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False, **_):
+    return full(_size_args(size, "ones"), 1, dtype=dtype or D.get_default_dtype(),
+                device=device, requires_grad=requires_grad)
+
+
+def _like(x, dtype):
+    return D.to_dtype(dtype) if dtype is not None else x.dtype
+
+
+def zeros_like(x, dtype=None, device=None, requires_grad=False, **_):
+    return zeros(tuple(x.shape), dtype=_like(x, dtype), device=device or x.device,
+                 requires_grad=requires_grad)
+
+
+def ones_like(x, dtype=None, device=None, requires_grad=False, **_):
+    return ones(tuple(x.shape), dtype=_like(x, dtype), device=device or x.device,
+                requires_grad=requires_grad)
+
+
+def empty_like(x, dtype=None, device=None, requires_grad=False, **_):
+    return empty(tuple(x.shape), dtype=_like(x, dtype), device=device or x.device,
+                 requires_grad=requires_grad)
+
+
+def full_like(x, fill_value, dtype=None, device=None, requires_grad=False, **_):
+    return full(tuple(x.shape), fill_value, dtype=_like(x, dtype), device=device or x.device,
+                requires_grad=requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    vals = [float(v) if isinstance(v, Tensor) else v for v in (start, end, step)]
+    start, end, step = vals
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if not all(math.isfinite(v) for v in vals):
+        raise RuntimeError("unsupported range: arange bounds must be finite")
+    if (end - start) * step < 0:
+        raise RuntimeError(f"upper bound and larger bound inconsistent with step sign")
+    n = max(0, math.ceil((end - start) / step))
+    if dtype is None:
+        dtype = (D.int64 if all(isinstance(v, numbers.Integral) for v in vals)
+                 else D.get_default_dtype())
+    t = _C.empty((n,), D.to_dtype(dtype))
+    _C.fill_arange(t, float(start), float(step))
+    return _finish(t, device, requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    t = _C.empty((steps,), D.to_dtype(dtype) if dtype is not None else D.get_default_dtype())
+    step = (end - start) / (steps - 1) if steps > 1 else 0.0
+    _C.fill_linspace(t, float(start), float(end), float(step))
+    return _finish(t, device, requires_grad)
+
+
+def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+    m = n if m is None else m
+    t = zeros(n, m, dtype=dtype)
+    k = min(n, m)
+    if k:
+        diag = t._view((k,), (m + 1,), 0)
+        _C.copy_(diag, _scalar(1, t.dtype))
+    return _finish(t, device, requires_grad)
+
+
+# ---- random numbers ----------------------------------------------------------
+class Generator:
+    """A counter-based (Philox4x32-10) generator: (seed, offset). Each call
+    consumes a block of counters, so results depend only on the seed and the
+    sequence of calls — the same on every machine and thread count."""
+
+    def __init__(self, device="cpu"):
+        self._seed = 67280421310721
+        self._offset = 0
+
+    def manual_seed(self, seed):
+        seed = int(seed)
+        if seed < -(1 << 63) or seed >= (1 << 64):
+            raise RuntimeError(f"Overflow when unpacking long long {seed}")
+        self._seed = seed & ((1 << 64) - 1)
+        self._offset = 0
+        return self
+
+    def seed(self):
+        import os
+        return self.manual_seed(int.from_bytes(os.urandom(8), "little")).initial_seed()
+
+    def initial_seed(self):
+        return self._seed
+
+    def get_state(self):
+        return tensor([self._seed & 0xFFFFFFFF, self._seed >> 32, self._offset & 0xFFFFFFFF,
+                       self._offset >> 32], dtype=D.int64)
+
+    def set_state(self, state):
+        s = [int(v) for v in state.tolist()]
+        if len(s) != 4:
+            raise RuntimeError("set_state: expected the 4-element state of get_state()")
+        self._seed = s[0] | (s[1] << 32)
+        self._offset = s[2] | (s[3] << 32)
+
+    def _take(self, n):
+        """Reserve counters for n values; returns (seed, offset)."""
+        off = self._offset
+        self._offset += n  # element i uses counter block off + i
+        return self._seed, off
+
+
+default_generator = Generator()
+
+
+def manual_seed(seed):
+    """Seed the default generator (returns it, like torch.manual_seed)."""
+    default_generator.manual_seed(seed)
+    try:
+        from . import cuda as _cuda
+        _cuda._manual_seed_all(seed)
+    except (ImportError, AttributeError):
+        pass
+    return default_generator
+
+
+def seed():
+    return default_generator.seed()
+
+
+def initial_seed():
+    return default_generator.initial_seed()
+
+
+def get_rng_state():
+    return default_generator.get_state()
+
+
+def set_rng_state(state):
+    default_generator.set_state(state)
+
+
+def _random(kind, size, dtype, generator, a=0.0, b=1.0):
+    g = generator or default_generator
+    t = _C.empty(size, dtype)
+    s, off = g._take(t.numel())
+    _C.fill_random(t, kind, s, off, float(a), float(b))
+    return t
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    dt = D.to_dtype(dtype) if dtype is not None else D.get_default_dtype()
+    if not dt.is_floating_point:
+        raise TypeError(f"\"check_uniform_bounds\" not implemented for '{dt.name}'")
+    return _finish(_random(0, _size_args(size, "rand"), dt, generator), device, requires_grad)
+
+
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    dt = D.to_dtype(dtype) if dtype is not None else D.get_default_dtype()
+    if not dt.is_floating_point:
+        raise TypeError(f"\"normal_kernel_cpu\" not implemented for '{dt.name}'")
+    return _finish(_random(1, _size_args(size, "randn"), dt, generator), device, requires_grad)
+
+
+def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
+            requires_grad=False):
+    if size is None and isinstance(high, (tuple, list)):
+        low, high, size = 0, low, high
+    if high is None:
+        low, high = 0, low
+    if size is None:
+        raise TypeError("randint() missing required argument 'size'")
+    if high <= low:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= "
+                           f"to={high}")
+    dt = D.to_dtype(dtype) if dtype is not None else D.int64
+    return _finish(_random(2, _size_args((size,), "randint"), dt, generator, low, high), device,
+                   requires_grad)
+
+
+def rand_like(x, dtype=None, **kw):
+    return rand(*x.shape, dtype=dtype or x.dtype, **kw)
+
+
+def randn_like(x, dtype=None, **kw):
+    return randn(*x.shape, dtype=dtype or x.dtype, **kw)

@@ -1,0 +1,488 @@
+"""ampy.Tensor: the Python face of _C.TensorBase.
+
+This file holds the core of the class: attributes, conversions, views and
+indexing. Math methods and operators are installed by ampy/_math.py, autograd
+methods (backward, register_hook, ...) by ampy/autograd; they all go through
+the op table in ampy/_dispatch.py.
+"""
+import numpy as np
+
+from . import _C
+from . import _dtype as D
+from . import _indexing, _views
+from ._dispatch import defop, dispatch, get_op
+
+__all__ = ["Tensor", "Size", "device"]
+
+
+class Size(tuple):
+    """torch.Size: a tuple of ints with a torch-style repr."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return f"ampy.Size({list(self)})"
+
+    def numel(self):
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+
+class device:
+    """A device: device("cpu"), device("cuda"), device("cuda:1"), device("cuda", 0)."""
+
+    __slots__ = ("type", "index")
+
+    def __init__(self, type, index=None):  # noqa: A002 (torch's name)
+        if isinstance(type, device):
+            type, index = type.type, type.index
+        elif isinstance(type, str) and ":" in type:
+            if index is not None:
+                raise ValueError(f"device(): type string {type!r} already has an index")
+            type, _, idx = type.partition(":")
+            if not idx.isdigit():
+                raise RuntimeError(f"Invalid device string: '{type}:{idx}'")
+            index = int(idx)
+        if type not in ("cpu", "cuda"):
+            raise RuntimeError(f"Expected one of cpu, cuda device type at start of device "
+                               f"string: {type}")
+        if index is not None and (not isinstance(index, int) or index < 0):
+            raise RuntimeError(f"Device index must not be negative, got {index}")
+        self.type, self.index = type, index
+
+    def __repr__(self):
+        return f"device(type='{self.type}'" + (f", index={self.index})" if self.index is not
+                                                 None else ")")
+
+    def __str__(self):
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            other = device(other)
+        return isinstance(other, device) and (self.type, self.index) == (other.type, other.index)
+
+    def __hash__(self):
+        return hash((self.type, self.index))
+
+
+_CPU = device("cpu")
+
+
+def _parse_to_args(args, kwargs):
+    """Tensor.to(dtype) / to(device) / to(device, dtype) / to(other) / to(..., dtype=)."""
+    dev = kwargs.pop("device", None)
+    dt = kwargs.pop("dtype", None)
+    kwargs.pop("non_blocking", None)
+    kwargs.pop("copy", None)
+    if kwargs:
+        raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, Tensor):
+            dev, dt = a.device, a.dtype
+        elif isinstance(a, (str, device)) and (isinstance(a, device) or
+                                               a.split(":")[0] in ("cpu", "cuda")):
+            dev = a
+        elif a is not None:
+            dt = D.to_dtype(a)
+    return (device(dev) if dev is not None else None), (D.to_dtype(dt) if dt is not None else None)
+
+
+class Tensor(_C.TensorBase):
+    """A strided n-d array of float32/float16/bfloat16/float64/int64/int32/uint8/bool."""
+
+    __array_priority__ = 1000
+    __array_ufunc__ = None  # NumPy defers to our operators (x + ndarray stays a Tensor)
+
+    # ---------------------------------------------------------------- basics
+    @property
+    def device(self):
+        i = self._device_index
+        return _CPU if i < 0 else device("cuda", i)
+
+    @property
+    def is_cuda(self):
+        return self._device_index >= 0
+
+    @property
+    def is_cpu(self):
+        return self._device_index < 0
+
+    @property
+    def requires_grad(self):
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        self.requires_grad_(flag)
+
+    def requires_grad_(self, requires_grad=True):
+        if not isinstance(requires_grad, bool):
+            raise TypeError("requires_grad must be a bool")
+        if requires_grad and not (self.dtype.is_floating_point):
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        if not requires_grad and self.grad_fn is not None:
+            raise RuntimeError("you can only change requires_grad flags of leaf variables. If you "
+                               "want to use a computed variable in a subgraph that doesn't "
+                               "require differentiation use var_no_grad = var.detach().")
+        self._requires_grad = requires_grad
+        return self
+
+    @property
+    def is_leaf(self):
+        return self.grad_fn is None
+
+    @property
+    def grad(self):
+        return self._grad
+
+    @grad.setter
+    def grad(self, g):
+        if g is not None:
+            if not isinstance(g, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of "
+                                f"type {type(g).__name__}")
+            if tuple(g.shape) != tuple(self.shape):
+                raise RuntimeError(f"assigned grad has data of a different size: "
+                                   f"{list(g.shape)} vs {list(self.shape)}")
+            if g.dtype is not self.dtype:
+                raise RuntimeError("assigned grad has data of a different type")
+        self._grad = g
+
+    @property
+    def data(self):
+        return self.detach()
+
+    @data.setter
+    def data(self, other):
+        raise RuntimeError("ampy does not support assigning Tensor.data; use copy_() under "
+                           "ampy.no_grad()")
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __hash__(self):
+        return id(self)
+
+    def __bool__(self):
+        if self.numel() != 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous"
+                               if self.numel() > 1 else
+                               "Boolean value of Tensor with no values is ambiguous")
+        return bool(self.item())
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.dtype.is_floating_point or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an "
+                            "index")
+        return int(self.item())
+
+    def __reduce_ex__(self, proto):
+        return (_rebuild, (self.detach().numpy().copy(), self.dtype.name, self.requires_grad))
+
+    def __repr__(self):
+        from ._format import format_tensor
+        return format_tensor(self)
+
+    __str__ = __repr__
+
+    # ---------------------------------------------------------- NumPy bridge
+    def numpy(self, *, force=False):
+        if self.requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
+                               "tensor.detach().numpy() instead.")
+        if self.is_cuda:
+            if not force:
+                raise TypeError("can't convert cuda:0 device type tensor to numpy. Use "
+                                "Tensor.cpu() to copy the tensor to host memory first.")
+            return self.cpu().numpy()
+        return self._numpy()
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.detach().numpy(force=True)
+        if dtype is not None and np.dtype(dtype) != a.dtype:
+            if copy is False:
+                raise ValueError("converting to another dtype needs a copy")
+            return a.astype(dtype)
+        if copy:
+            return a.copy()
+        return a
+
+    def tolist(self):
+        t = self.detach()
+        if t.dtype in (D.float16, D.bfloat16):
+            t = _C.cast(t, D.float32)
+        if t.is_cuda:
+            t = t.cpu()
+        return t._numpy().tolist()
+
+    # ---------------------------------------------------------- conversions
+    def to(self, *args, **kwargs):
+        dev, dt = _parse_to_args(args, dict(kwargs))
+        out = self
+        if dt is not None and dt is not self.dtype:
+            out = dispatch(_TO_DTYPE, out, dt)
+        if dev is not None and dev != out.device and not (dev.type == "cuda" and dev.index is None
+                                                         and out.is_cuda):
+            out = dispatch(_TO_DEVICE, out, dev)
+        return out
+
+    def type(self, dtype=None):
+        if dtype is None:
+            return f"ampy.{self.dtype.name}"
+        return self.to(D.to_dtype(dtype))
+
+    def half(self):
+        return self.to(D.float16)
+
+    def bfloat16(self):
+        return self.to(D.bfloat16)
+
+    def float(self):
+        return self.to(D.float32)
+
+    def double(self):
+        return self.to(D.float64)
+
+    def long(self):
+        return self.to(D.int64)
+
+    def int(self):
+        return self.to(D.int32)
+
+    def bool(self):
+        return self.to(D.bool)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        return self.to("cuda" if device is None else (device if isinstance(device, (str, type(
+            _CPU))) else f"cuda:{device}"))
+
+    def clone(self):
+        return dispatch(_CLONE, self)
+
+    def contiguous(self):
+        return self if self.is_contiguous() else dispatch(_CLONE, self)
+
+    def detach(self):
+        return self._view(self.shape, self.stride(), 0)
+
+    def detach_(self):
+        if self.grad_fn is not None:
+            self.grad_fn = None
+        self._requires_grad = False
+        return self
+
+    def copy_(self, src, non_blocking=False):
+        from ._creation import as_tensor_like
+        return dispatch(_COPY_, self, as_tensor_like(src, self))
+
+    def new_tensor(self, data, dtype=None):
+        from ._creation import tensor
+        return tensor(data, dtype=dtype or self.dtype)
+
+    def new_zeros(self, *size, dtype=None):
+        from ._creation import zeros
+        return zeros(*size, dtype=dtype or self.dtype)
+
+    def new_ones(self, *size, dtype=None):
+        from ._creation import ones
+        return ones(*size, dtype=dtype or self.dtype)
+
+    def new_empty(self, *size, dtype=None):
+        from ._creation import empty
+        return empty(*size, dtype=dtype or self.dtype)
+
+    def new_full(self, size, fill_value, dtype=None):
+        from ._creation import full
+        return full(size, fill_value, dtype=dtype or self.dtype)
+
+    def fill_(self, value):
+        from ._creation import as_tensor_like
+        _C.copy_(self, as_tensor_like(value, self))
+        return self
+
+    def zero_(self):
+        return self.fill_(0)
+
+    # ------------------------------------------------------------------ views
+    def view(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], (D.dtype, str)) and not isinstance(
+                shape[0], int):
+            raise NotImplementedError("view(dtype) is not supported")
+        return dispatch(_VIEW, self, shape)
+
+    def view_as(self, other):
+        return self.view(*other.shape)
+
+    def reshape(self, *shape):
+        return dispatch(_RESHAPE, self, shape)
+
+    def reshape_as(self, other):
+        return self.reshape(*other.shape)
+
+    def transpose(self, dim0, dim1):
+        return dispatch(_TRANSPOSE, self, dim0, dim1)
+
+    swapaxes = swapdims = transpose
+
+    def t(self):
+        if self.ndim > 2:
+            raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is "
+                               f"{self.ndim}D")
+        return self if self.ndim < 2 else self.transpose(0, 1)
+
+    @property
+    def T(self):
+        return self.permute(*range(self.ndim - 1, -1, -1)) if self.ndim > 1 else self
+
+    @property
+    def mT(self):
+        return self.transpose(-2, -1)
+
+    def permute(self, *dims):
+        return dispatch(_PERMUTE, self, dims)
+
+    def unsqueeze(self, dim):
+        return dispatch(_UNSQUEEZE, self, dim)
+
+    def squeeze(self, dim=None):
+        return dispatch(_SQUEEZE, self, dim)
+
+    def expand(self, *sizes):
+        return dispatch(_EXPAND, self, sizes)
+
+    def expand_as(self, other):
+        return self.expand(*other.shape)
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        return dispatch(_FLATTEN, self, start_dim, end_dim)
+
+    def unflatten(self, dim, sizes):
+        dim = _views.wrap_dim(dim, self.ndim)
+        shape = list(self.shape)
+        return self.reshape(*(shape[:dim] + list(sizes) + shape[dim + 1:]))
+
+    def narrow(self, dim, start, length):
+        return dispatch(_NARROW, self, dim, start, length)
+
+    def select(self, dim, index):
+        return dispatch(_SELECT, self, dim, index)
+
+    def unbind(self, dim=0):
+        return tuple(self.select(dim, i) for i in range(self.shape[_views.wrap_dim(dim,
+                                                                                    self.ndim)]))
+
+    def split(self, split_size, dim=0):
+        dim = _views.wrap_dim(dim, self.ndim)
+        n = self.shape[dim]
+        if isinstance(split_size, int):
+            if split_size <= 0 and n > 0:
+                raise RuntimeError("split expects split_size be non-negative")
+            sizes = [min(split_size, n - i) for i in range(0, n, split_size)] if n else [0]
+        else:
+            sizes = list(split_size)
+            if sum(sizes) != n:
+                raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} "
+                                   f"(input tensor's size at dimension {dim}), but got "
+                                   f"split_sizes={sizes}")
+        out, start = [], 0
+        for s in sizes:
+            out.append(self.narrow(dim, start, s))
+            start += s
+        return tuple(out)
+
+    def chunk(self, chunks, dim=0):
+        n = self.shape[_views.wrap_dim(dim, self.ndim)]
+        size = -(-n // chunks) if n else 1
+        return self.split(max(size, 1), dim)
+
+    def as_strided(self, size, stride, storage_offset=0):
+        return _views.as_strided(self, size, stride, storage_offset)
+
+    # --------------------------------------------------------------- indexing
+    def __getitem__(self, key):
+        return dispatch(_GETITEM, self, key)
+
+    def __setitem__(self, key, value):
+        dispatch(_SETITEM, self, key, value)
+
+
+def _rebuild(arr, dtype_name, requires_grad):
+    from ._creation import from_numpy
+    t = from_numpy(arr.view(D._ALIASES[dtype_name]._np))
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+# ---- the ops of this file, as op-table entries ------------------------------
+def _fwd_to_dtype(x, dt):
+    return _C.cast(x, dt)
+
+
+def _fwd_to_device(x, dev):
+    from . import cuda as _cuda
+    return _cuda._to_device(x, dev)
+
+
+def _fwd_clone(x):
+    return _C.cast(x, x.dtype)
+
+
+def _fwd_copy_(dst, src):
+    _C.copy_(dst, src)
+    return dst
+
+
+def _fwd_getitem(x, key):
+    return _indexing.getitem(x, key)[0]
+
+
+def _fwd_setitem(x, key, value):
+    _indexing.setitem(x, key, value)
+    return x
+
+
+defop("to_dtype")(_fwd_to_dtype)
+defop("to_device")(_fwd_to_device)
+defop("clone")(_fwd_clone)
+defop("copy_")(_fwd_copy_)
+defop("view")(lambda x, shape: _views.view(x, *shape))
+defop("reshape")(lambda x, shape: _views.reshape(x, *shape))
+defop("transpose")(_views.transpose)
+defop("permute")(lambda x, dims: _views.permute(x, *dims))
+defop("unsqueeze")(_views.unsqueeze)
+defop("squeeze")(_views.squeeze)
+defop("expand")(lambda x, sizes: _views.expand(x, *sizes))
+defop("flatten")(_views.flatten)
+defop("narrow")(_views.narrow)
+defop("select")(_views.select)
+defop("getitem")(_fwd_getitem)
+defop("setitem")(_fwd_setitem)
+
+_TO_DTYPE, _TO_DEVICE, _CLONE, _COPY_ = (get_op(n) for n in ("to_dtype", "to_device", "clone",
+                                                              "copy_"))
+_VIEW, _RESHAPE, _TRANSPOSE, _PERMUTE = (get_op(n) for n in ("view", "reshape", "transpose",
+                                                              "permute"))
+_UNSQUEEZE, _SQUEEZE, _EXPAND, _FLATTEN = (get_op(n) for n in ("unsqueeze", "squeeze", "expand",
+                                                                "flatten"))
+_NARROW, _SELECT, _GETITEM, _SETITEM = (get_op(n) for n in ("narrow", "select", "getitem",
+                                                             "setitem"))

@@ -1,0 +1,228 @@
+"""Shape and stride arithmetic of views (no element is touched here).
+
+Each function returns a new tensor that shares memory with its input through
+TensorBase._view(shape, strides, offset); autograd wraps them in ampy/_tensor.
+"""
+import math
+
+from . import _C
+
+__all__ = ["view", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "expand",
+           "flatten", "narrow", "select", "as_strided", "infer_size", "wrap_dim"]
+
+
+def wrap_dim(d, ndim, name="dim"):
+    n = ndim if ndim > 0 else 1
+    if not isinstance(d, int):
+        d = d.__index__()
+    if d < -n or d >= n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                         f"but got {d})")
+    return d + n if d < 0 else d
+
+
+def _shape_args(shape):
+    if len(shape) == 1 and not isinstance(shape[0], int) and shape[0] is not None:
+        shape = tuple(shape[0])
+    return tuple(s.__index__() if not isinstance(s, int) else s for s in shape)
+
+
+def infer_size(shape, numel):
+    shape = list(shape)
+    neg = [i for i, s in enumerate(shape) if s == -1]
+    if len(neg) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    for s in shape:
+        if s < -1:
+            raise RuntimeError(f"invalid shape dimension {s}")
+    known = math.prod(s for s in shape if s != -1)
+    if neg:
+        if known == 0 or numel % known != 0:
+            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+        shape[neg[0]] = numel // known
+    elif known != numel:
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+    return tuple(shape)
+
+
+def _view_strides(old_shape, old_strides, new_shape):
+    """torch's computeStride: strides for viewing (old_shape, old_strides) as
+    new_shape without copying, or None when impossible."""
+    numel = math.prod(old_shape)
+    if numel == 0:
+        if tuple(old_shape) == tuple(new_shape):
+            return tuple(old_strides)
+        st, out = 1, []
+        for s in reversed(new_shape):
+            out.append(st)
+            st *= max(s, 1)
+        return tuple(reversed(out))
+    new_strides = [0] * len(new_shape)
+    view_d = len(new_shape) - 1
+    chunk_base_stride = old_strides[-1] if old_strides else 1
+    tensor_numel, view_numel = 1, 1
+    for tensor_d in range(len(old_shape) - 1, -1, -1):
+        tensor_numel *= old_shape[tensor_d]
+        if tensor_d == 0 or (old_shape[tensor_d - 1] != 1 and
+                             old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride):
+            while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
+                new_strides[view_d] = view_numel * chunk_base_stride
+                view_numel *= new_shape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if tensor_d > 0:
+                chunk_base_stride = old_strides[tensor_d - 1]
+                tensor_numel, view_numel = 1, 1
+    if view_d != -1:
+        return None
+    return tuple(new_strides)
+
+
+def view(t, *shape):
+    shape = infer_size(_shape_args(shape), t.numel())
+    strides = _view_strides(tuple(t.shape), t.stride(), shape)
+    if strides is None:
+        raise RuntimeError("view size is not compatible with input tensor's size and stride (at "
+                           "least one dimension spans across two contiguous subspaces). Use "
+                           ".reshape(...) instead.")
+    return t._view(shape, strides, 0)
+
+
+def reshape(t, *shape):
+    shape = infer_size(_shape_args(shape), t.numel())
+    strides = _view_strides(tuple(t.shape), t.stride(), shape)
+    if strides is None:
+        c = _C.cast(t, t.dtype)  # contiguous copy
+        return c._view(shape, _contig_strides(shape), 0)
+    return t._view(shape, strides, 0)
+
+
+def _contig_strides(shape):
+    st, out = 1, []
+    for s in reversed(shape):
+        out.append(st)
+        st *= max(s, 1)
+    return tuple(reversed(out))
+
+
+def transpose(t, d0, d1):
+    n = t.ndim
+    if n == 0:
+        wrap_dim(d0, 0), wrap_dim(d1, 0)
+        return t._view((), (), 0)
+    d0, d1 = wrap_dim(d0, n), wrap_dim(d1, n)
+    shape, strides = list(t.shape), list(t.stride())
+    shape[d0], shape[d1] = shape[d1], shape[d0]
+    strides[d0], strides[d1] = strides[d1], strides[d0]
+    return t._view(shape, strides, 0)
+
+
+def permute(t, *dims):
+    dims = _shape_args(dims)
+    n = t.ndim
+    if len(dims) != n:
+        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does "
+                           f"not match the length of the desired ordering of dimensions i.e. "
+                           f"input.dim() = {n} is not equal to len(dims) = {len(dims)}"
+                           .replace("(sparse_coo)", ""))
+    dims = [wrap_dim(d, n) for d in dims]
+    if len(set(dims)) != n:
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
+    shape, strides = t.shape, t.stride()
+    return t._view([shape[d] for d in dims], [strides[d] for d in dims], 0)
+
+
+def unsqueeze(t, dim):
+    dim = wrap_dim(dim, t.ndim + 1)
+    shape, strides = list(t.shape), list(t.stride())
+    st = shape[dim] * strides[dim] if dim < t.ndim else 1
+    shape.insert(dim, 1)
+    strides.insert(dim, st)
+    return t._view(shape, strides, 0)
+
+
+def squeeze(t, dim=None):
+    shape, strides = list(t.shape), list(t.stride())
+    if dim is None:
+        keep = [i for i, s in enumerate(shape) if s != 1]
+    else:
+        dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+        drop = {wrap_dim(d, t.ndim) for d in dims} if t.ndim else set()
+        keep = [i for i in range(len(shape)) if not (i in drop and shape[i] == 1)]
+    return t._view([shape[i] for i in keep], [strides[i] for i in keep], 0)
+
+
+def expand(t, *sizes):
+    sizes = _shape_args(sizes)
+    n = len(sizes)
+    if n < t.ndim:
+        raise RuntimeError(f"expand(ampy.{t.dtype.name}{{{list(t.shape)}}}, size={list(sizes)}): "
+                           f"the number of sizes provided ({n}) must be greater or equal to the "
+                           f"number of dimensions in the tensor ({t.ndim})")
+    shape, strides = [], []
+    off = n - t.ndim
+    for i, s in enumerate(sizes):
+        if i < off:
+            if s < 0:
+                raise RuntimeError(f"The expanded size of the tensor ({s}) isn't allowed in a "
+                                   f"leading, non-existing dimension {i}")
+            shape.append(s)
+            strides.append(0)
+            continue
+        cur, st = t.shape[i - off], t.stride()[i - off]
+        if s == -1:
+            s = cur
+        if cur == s:
+            shape.append(s)
+            strides.append(st)
+        elif cur == 1:
+            shape.append(s)
+            strides.append(0)
+        else:
+            raise RuntimeError(f"The expanded size of the tensor ({s}) must match the existing "
+                               f"size ({cur}) at non-singleton dimension {i}.  Target sizes: "
+                               f"{list(sizes)}.  Tensor sizes: {list(t.shape)}")
+    return t._view(shape, strides, 0)
+
+
+def flatten(t, start_dim=0, end_dim=-1):
+    if t.ndim == 0:
+        return reshape(t, 1)
+    s, e = wrap_dim(start_dim, t.ndim), wrap_dim(end_dim, t.ndim)
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    shape = list(t.shape)
+    new = shape[:s] + [math.prod(shape[s:e + 1])] + shape[e + 1:]
+    return reshape(t, new)
+
+
+def narrow(t, dim, start, length):
+    dim = wrap_dim(dim, t.ndim)
+    size = t.shape[dim]
+    if start < 0:
+        start += size
+    if start < 0 or length < 0 or start + length > size:
+        raise IndexError(f"start ({start}) + length ({length}) exceeds dimension size ({size}).")
+    shape = list(t.shape)
+    shape[dim] = length
+    return t._view(shape, t.stride(), start * t.stride()[dim])
+
+
+def select(t, dim, index):
+    if t.ndim == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    dim = wrap_dim(dim, t.ndim)
+    size = t.shape[dim]
+    if index < -size or index >= size:
+        raise IndexError(f"index {index} is out of bounds for dimension {dim} with size {size}")
+    if index < 0:
+        index += size
+    shape, strides = list(t.shape), list(t.stride())
+    off = index * strides[dim]
+    del shape[dim], strides[dim]
+    return t._view(shape, strides, off)
+
+
+def as_strided(t, size, stride, storage_offset=0):
+    return t._view(tuple(size), tuple(stride), storage_offset - t.storage_offset())

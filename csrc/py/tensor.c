@@ -1,0 +1,705 @@
+/* tensor.c — ampy._C.TensorBase and ampy._C.Storage.
+ *
+ * A tensor is (data pointer, shape, element strides, dtype, device) plus a
+ * reference to the object that owns the memory. Views share the owner; the
+ * Python subclass ampy.Tensor adds the user-facing methods. Storage memory
+ * comes from ampy_alloc (the caching allocator) and is reported to
+ * tracemalloc in its own domain so leaks show up in Python-level tests.
+ */
+#include "pyampy.h"
+
+#include <string.h>
+
+#include "ampy/alloc.h"
+
+#define AMPY_TRACEMALLOC_DOMAIN 0x616d7079u /* "ampy" */
+
+/* ------------------------------------------------------------ Storage -- */
+static void storage_dealloc(AmpyStorage *s)
+{
+    if (s->owner) {
+        Py_CLEAR(s->owner);
+    } else if (s->ptr) {
+        if (s->free_fn)
+            s->free_fn(s->ptr, s->nbytes, s->device);
+        else {
+            PyTraceMalloc_Untrack(AMPY_TRACEMALLOC_DOMAIN, (uintptr_t)s->ptr);
+            ampy_free(s->ptr, s->nbytes);
+        }
+    }
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static PyObject *storage_nbytes(AmpyStorage *s, PyObject *unused)
+{
+    return PyLong_FromSize_t(s->nbytes);
+}
+
+static PyMethodDef storage_methods[] = {
+    {"nbytes", (PyCFunction)storage_nbytes, METH_NOARGS, "nbytes()\n--\n\nSize in bytes."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject AmpyStorage_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ampy._C.Storage",
+    .tp_basicsize = sizeof(AmpyStorage),
+    .tp_dealloc = (destructor)storage_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Memory owned by one or more tensors.",
+    .tp_methods = storage_methods,
+};
+
+/* New host storage of nbytes, or NULL with MemoryError. */
+static AmpyStorage *storage_new_host(size_t nbytes)
+{
+    void *p = ampy_alloc(nbytes);
+    if (!p) {
+        PyErr_Format(PyExc_MemoryError, "ampy: cannot allocate %zu bytes", nbytes);
+        return NULL;
+    }
+    AmpyStorage *s = PyObject_New(AmpyStorage, &AmpyStorage_Type);
+    if (!s) {
+        ampy_free(p, nbytes);
+        return NULL;
+    }
+    s->ptr = (char *)p;
+    s->nbytes = nbytes;
+    s->device = AMPY_DEV_CPU;
+    s->version = 0;
+    s->owner = NULL;
+    s->free_fn = NULL;
+    PyTraceMalloc_Track(AMPY_TRACEMALLOC_DOMAIN, (uintptr_t)p, nbytes);
+    return s;
+}
+
+AmpyStorage *ampy_py_storage_borrow(char *ptr, size_t nbytes, int device, PyObject *owner)
+{
+    AmpyStorage *s = PyObject_New(AmpyStorage, &AmpyStorage_Type);
+    if (!s)
+        return NULL;
+    s->ptr = ptr;
+    s->nbytes = nbytes;
+    s->device = device;
+    s->version = 0;
+    Py_INCREF(owner);
+    s->owner = owner;
+    s->free_fn = NULL;
+    return s;
+}
+
+/* ------------------------------------------------------------- Tensor -- */
+static PyTypeObject *tensor_type(void)
+{
+    return ampy_py.tensor_type ? ampy_py.tensor_type : &AmpyTensorBase_Type;
+}
+
+static AmpyTensor *tensor_alloc(void)
+{
+    PyTypeObject *tp = tensor_type();
+    AmpyTensor *t = (AmpyTensor *)tp->tp_alloc(tp, 0);
+    if (!t)
+        return NULL;
+    t->base = NULL;
+    t->data = NULL;
+    t->ndim = 0;
+    t->numel = 1;
+    t->device = AMPY_DEV_CPU;
+    t->requires_grad = 0;
+    Py_INCREF(Py_None);
+    t->grad = Py_None;
+    Py_INCREF(Py_None);
+    t->grad_fn = Py_None;
+    return t;
+}
+
+AmpyTensor *ampy_py_empty(int dtype, int ndim, const int64_t *shape, int device)
+{
+    if (!ampy_dtype_valid(dtype)) {
+        PyErr_Format(PyExc_TypeError, "ampy: invalid dtype code %d", dtype);
+        return NULL;
+    }
+    if (ndim < 0 || ndim > AMPY_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError, "ampy: tensors have at most %d dims, got %d", AMPY_MAX_DIMS,
+                     ndim);
+        return NULL;
+    }
+    if (device != AMPY_DEV_CPU) {
+        PyErr_SetString(PyExc_RuntimeError, "ampy: this allocator only makes CPU tensors");
+        return NULL;
+    }
+    const size_t isz = ampy_dtype_size(dtype);
+    int64_t numel = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0) {
+            PyErr_Format(PyExc_ValueError, "ampy: negative dimension %lld", (long long)shape[d]);
+            return NULL;
+        }
+        if (shape[d] != 0 && numel > (INT64_MAX / 16) / shape[d]) {
+            PyErr_SetString(PyExc_MemoryError, "ampy: tensor size overflows");
+            return NULL;
+        }
+        numel *= shape[d];
+    }
+    AmpyStorage *s = storage_new_host((size_t)numel * isz);
+    if (!s)
+        return NULL;
+    AmpyTensor *t = tensor_alloc();
+    if (!t) {
+        Py_DECREF(s);
+        return NULL;
+    }
+    t->base = (PyObject *)s;
+    t->data = s->ptr;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    t->numel = numel;
+    int64_t st = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        t->shape[d] = shape[d];
+        t->strides[d] = st;
+        st *= shape[d] > 1 ? shape[d] : 1;
+    }
+    return t;
+}
+
+AmpyTensor *ampy_py_view(AmpyTensor *src, int ndim, const int64_t *shape, const int64_t *strides,
+                         int64_t offset)
+{
+    AmpyTensor *t = tensor_alloc();
+    if (!t)
+        return NULL;
+    Py_INCREF(src->base);
+    t->base = src->base;
+    t->dtype = src->dtype;
+    t->device = src->device;
+    t->data = src->data + offset * (int64_t)ampy_dtype_size(src->dtype);
+    t->ndim = ndim;
+    t->numel = 1;
+    for (int d = 0; d < ndim; d++) {
+        t->shape[d] = shape[d];
+        t->strides[d] = strides[d];
+        t->numel *= shape[d];
+    }
+    return t;
+}
+
+int ampy_py_is_contiguous(const AmpyTensor *t)
+{
+    if (t->numel == 0)
+        return 1; /* torch: an empty tensor is contiguous whatever its strides */
+    int64_t expect = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] != 1 && t->strides[d] != expect)
+            return 0;
+        expect *= t->shape[d];
+    }
+    return 1;
+}
+
+void ampy_py_byte_strides(const AmpyTensor *t, int64_t *out)
+{
+    const int64_t isz = (int64_t)ampy_dtype_size(t->dtype);
+    for (int d = 0; d < t->ndim; d++)
+        out[d] = t->strides[d] * isz;
+}
+
+AmpyTensor *ampy_py_tensor_arg(PyObject *o, const char *fn, const char *arg)
+{
+    if (ampy_py_is_tensor(o))
+        return (AmpyTensor *)o;
+    PyErr_Format(PyExc_TypeError, "%s: argument '%s' must be a Tensor, not %s", fn, arg,
+                 Py_TYPE(o)->tp_name);
+    return NULL;
+}
+
+PyObject *ampy_py_dtype_obj(int dtype)
+{
+    if (ampy_dtype_valid(dtype) && ampy_py.dtypes[dtype]) {
+        Py_INCREF(ampy_py.dtypes[dtype]);
+        return ampy_py.dtypes[dtype];
+    }
+    return PyLong_FromLong(dtype);
+}
+
+int ampy_py_parse_dtype(PyObject *o, int dflt, int *out, const char *fn, const char *arg)
+{
+    if (o == NULL || o == Py_None) {
+        *out = dflt;
+        return 0;
+    }
+    for (int i = 0; i < AMPY_NUM_DTYPES; i++)
+        if (o == ampy_py.dtypes[i]) {
+            *out = i;
+            return 0;
+        }
+    if (PyLong_Check(o)) {
+        long v = PyLong_AsLong(o);
+        if (v >= 0 && v < AMPY_NUM_DTYPES) {
+            *out = (int)v;
+            return 0;
+        }
+    }
+    PyErr_Format(PyExc_TypeError, "%s: argument '%s' must be an ampy dtype, not %R", fn, arg, o);
+    return -1;
+}
+
+int ampy_py_parse_shape(PyObject *o, int *ndim, int64_t *shape, const char *fn, const char *arg)
+{
+    if (PyLong_Check(o)) {
+        long long v = PyLong_AsLongLong(o);
+        if (v == -1 && PyErr_Occurred())
+            return -1;
+        *ndim = 1;
+        shape[0] = v;
+        return 0;
+    }
+    PyObject *seq = PySequence_Fast(o, "");
+    if (!seq) {
+        PyErr_Format(PyExc_TypeError, "%s: argument '%s' must be a sequence of ints, not %s", fn,
+                     arg, Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > AMPY_MAX_DIMS) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "%s: %zd dims requested, at most %d supported", fn, n,
+                     AMPY_MAX_DIMS);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *it = PySequence_Fast_GET_ITEM(seq, i);
+        PyObject *idx = PyNumber_Index(it);
+        if (!idx) {
+            Py_DECREF(seq);
+            PyErr_Format(PyExc_TypeError, "%s: argument '%s' must contain ints, got %s", fn, arg,
+                         Py_TYPE(it)->tp_name);
+            return -1;
+        }
+        long long v = PyLong_AsLongLong(idx);
+        Py_DECREF(idx);
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            PyErr_Clear();
+            PyErr_Format(PyExc_MemoryError, "%s: dimension too large in '%s'", fn, arg);
+            return -1;
+        }
+        shape[i] = v;
+    }
+    *ndim = (int)n;
+    Py_DECREF(seq);
+    return 0;
+}
+
+static int tensor_traverse(AmpyTensor *t, visitproc visit, void *arg)
+{
+    /* the type itself is visited by subtype_traverse for Python subclasses */
+    Py_VISIT(t->base);
+    Py_VISIT(t->grad);
+    Py_VISIT(t->grad_fn);
+    Py_VISIT(t->dict);
+    return 0;
+}
+
+static int tensor_clear(AmpyTensor *t)
+{
+    Py_CLEAR(t->grad);
+    Py_CLEAR(t->grad_fn);
+    Py_CLEAR(t->dict);
+    return 0;
+}
+
+static void tensor_dealloc(AmpyTensor *t)
+{
+    /* For Python subclasses subtype_dealloc calls this and then drops the
+     * reference to the heap type itself. */
+    PyObject_GC_UnTrack(t);
+    if (t->weakreflist)
+        PyObject_ClearWeakRefs((PyObject *)t);
+    tensor_clear(t);
+    Py_CLEAR(t->base);
+    Py_TYPE(t)->tp_free((PyObject *)t);
+}
+
+static PyObject *tensor_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
+{
+    PyErr_SetString(PyExc_TypeError,
+                    "ampy.Tensor cannot be constructed directly; use ampy.tensor, ampy.empty, ...");
+    return NULL;
+}
+
+/* ------------------------------------------------------ attributes -- */
+static PyObject *shape_tuple(const AmpyTensor *t)
+{
+    PyObject *tup = PyTuple_New(t->ndim);
+    if (!tup)
+        return NULL;
+    for (int d = 0; d < t->ndim; d++) {
+        PyObject *v = PyLong_FromLongLong(t->shape[d]);
+        if (!v) {
+            Py_DECREF(tup);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(tup, d, v);
+    }
+    return tup;
+}
+
+static PyObject *get_shape(AmpyTensor *t, void *c)
+{
+    PyObject *tup = shape_tuple(t);
+    if (!tup || !ampy_py.size_type)
+        return tup;
+    PyObject *r = PyObject_CallOneArg(ampy_py.size_type, tup);
+    Py_DECREF(tup);
+    return r;
+}
+
+static PyObject *get_dtype(AmpyTensor *t, void *c) { return ampy_py_dtype_obj(t->dtype); }
+static PyObject *get_ndim(AmpyTensor *t, void *c) { return PyLong_FromLong(t->ndim); }
+static PyObject *get_device_index(AmpyTensor *t, void *c) { return PyLong_FromLong(t->device); }
+static PyObject *get_dtype_code(AmpyTensor *t, void *c) { return PyLong_FromLong(t->dtype); }
+static PyObject *get_base_obj(AmpyTensor *t, void *c)
+{
+    Py_INCREF(t->base);
+    return t->base;
+}
+
+static PyObject *get_version(AmpyTensor *t, void *c)
+{
+    return PyLong_FromLongLong(((AmpyStorage *)t->base)->version);
+}
+
+static PyGetSetDef tensor_getset[] = {
+    {"shape", (getter)get_shape, NULL, "The tensor's size, an ampy.Size.", NULL},
+    {"dtype", (getter)get_dtype, NULL, "The element type.", NULL},
+    {"ndim", (getter)get_ndim, NULL, "Number of dimensions.", NULL},
+    {"_device_index", (getter)get_device_index, NULL, "-1 for CPU, else the CUDA index.", NULL},
+    {"_dtype_code", (getter)get_dtype_code, NULL, "The ampy_dtype code.", NULL},
+    {"_storage", (getter)get_base_obj, NULL, "The Storage holding the memory.", NULL},
+    {"_version", (getter)get_version, NULL, "In-place writes seen by this memory.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef tensor_members[] = {
+    {"_requires_grad", T_BOOL, offsetof(AmpyTensor, requires_grad), 0, NULL},
+    {"_grad", T_OBJECT, offsetof(AmpyTensor, grad), 0, NULL},
+    {"grad_fn", T_OBJECT, offsetof(AmpyTensor, grad_fn), 0, "The autograd node that made it."},
+    {"__dictoffset__", T_PYSSIZET, offsetof(AmpyTensor, dict), READONLY, NULL},
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(AmpyTensor, weakreflist), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+/* --------------------------------------------------------- methods -- */
+static PyObject *m_numel(AmpyTensor *t, PyObject *u) { return PyLong_FromLongLong(t->numel); }
+static PyObject *m_dim(AmpyTensor *t, PyObject *u) { return PyLong_FromLong(t->ndim); }
+
+static PyObject *m_is_contiguous(AmpyTensor *t, PyObject *u)
+{
+    return PyBool_FromLong(ampy_py_is_contiguous(t));
+}
+
+static PyObject *m_element_size(AmpyTensor *t, PyObject *u)
+{
+    return PyLong_FromSize_t(ampy_dtype_size(t->dtype));
+}
+
+static PyObject *m_data_ptr(AmpyTensor *t, PyObject *u)
+{
+    return PyLong_FromVoidPtr(t->data);
+}
+
+static char *owner_ptr(const AmpyTensor *t) { return ((AmpyStorage *)t->base)->ptr; }
+
+static PyObject *m_storage_offset(AmpyTensor *t, PyObject *u)
+{
+    return PyLong_FromLongLong((t->data - owner_ptr(t)) / (int64_t)ampy_dtype_size(t->dtype));
+}
+
+static int normalize_dim(const AmpyTensor *t, long long d, int *out)
+{
+    int nd = t->ndim ? t->ndim : 1;
+    if (d < -nd || d >= nd) {
+        PyErr_Format(PyExc_IndexError,
+                     "Dimension out of range (expected to be in range of [%d, %d], but got %lld)",
+                     -nd, nd - 1, d);
+        return -1;
+    }
+    *out = (int)(d < 0 ? d + nd : d);
+    return 0;
+}
+
+static PyObject *m_stride(AmpyTensor *t, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "stride() takes at most one argument (dim)");
+        return NULL;
+    }
+    if (nargs == 0 || args[0] == Py_None) {
+        PyObject *tup = PyTuple_New(t->ndim);
+        if (!tup)
+            return NULL;
+        for (int d = 0; d < t->ndim; d++)
+            PyTuple_SET_ITEM(tup, d, PyLong_FromLongLong(t->strides[d]));
+        return tup;
+    }
+    long long d = PyLong_AsLongLong(args[0]);
+    int dd;
+    if ((d == -1 && PyErr_Occurred()) || normalize_dim(t, d, &dd) < 0)
+        return NULL;
+    return PyLong_FromLongLong(t->ndim ? t->strides[dd] : 1);
+}
+
+static PyObject *m_size(AmpyTensor *t, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "size() takes at most one argument (dim)");
+        return NULL;
+    }
+    if (nargs == 0 || args[0] == Py_None)
+        return get_shape(t, NULL);
+    long long d = PyLong_AsLongLong(args[0]);
+    int dd;
+    if ((d == -1 && PyErr_Occurred()) || normalize_dim(t, d, &dd) < 0)
+        return NULL;
+    return PyLong_FromLongLong(t->ndim ? t->shape[dd] : 1);
+}
+
+/* _view(shape, strides, offset): a new tensor sharing this one's memory. The
+ * Python layer computes shapes and strides of views (transpose, slicing, ...)
+ * and this checks that the view stays inside the viewed elements' span. */
+static PyObject *m_view(AmpyTensor *t, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "_view(shape, strides, offset)");
+        return NULL;
+    }
+    int nd1, nd2;
+    int64_t shape[AMPY_MAX_DIMS], strides[AMPY_MAX_DIMS];
+    if (ampy_py_parse_shape(args[0], &nd1, shape, "_view", "shape") < 0 ||
+        ampy_py_parse_shape(args[1], &nd2, strides, "_view", "strides") < 0)
+        return NULL;
+    long long off = PyLong_AsLongLong(args[2]);
+    if (off == -1 && PyErr_Occurred())
+        return NULL;
+    if (nd1 != nd2) {
+        PyErr_SetString(PyExc_ValueError, "_view: shape and strides differ in length");
+        return NULL;
+    }
+    for (int d = 0; d < nd1; d++)
+        if (shape[d] < 0) {
+            PyErr_Format(PyExc_ValueError, "_view: negative dimension %lld", (long long)shape[d]);
+            return NULL;
+        }
+    return (PyObject *)ampy_py_view(t, nd1, shape, strides, off);
+}
+
+/* _numpy(): an ndarray over the same memory (the tensor is its base). */
+static PyObject *m_numpy(AmpyTensor *t, PyObject *u)
+{
+    if (t->device != AMPY_DEV_CPU) {
+        PyErr_SetString(PyExc_TypeError,
+                        "can't convert a CUDA tensor to numpy. Use Tensor.cpu() to copy the "
+                        "tensor to host memory first.");
+        return NULL;
+    }
+    PyObject *descr = ampy_py.np_dtypes[t->dtype];
+    if (!descr) {
+        PyErr_SetString(PyExc_RuntimeError, "ampy: numpy dtypes not registered");
+        return NULL;
+    }
+    npy_intp dims[AMPY_MAX_DIMS], strides[AMPY_MAX_DIMS];
+    const int64_t isz = (int64_t)ampy_dtype_size(t->dtype);
+    for (int d = 0; d < t->ndim; d++) {
+        dims[d] = (npy_intp)t->shape[d];
+        strides[d] = (npy_intp)(t->strides[d] * isz);
+    }
+    Py_INCREF(descr);
+    PyObject *arr = PyArray_NewFromDescr(&PyArray_Type, (PyArray_Descr *)descr, t->ndim, dims,
+                                         strides, t->data, NPY_ARRAY_WRITEABLE, NULL);
+    if (!arr)
+        return NULL;
+    Py_INCREF(t);
+    if (PyArray_SetBaseObject((PyArrayObject *)arr, (PyObject *)t) < 0) {
+        Py_DECREF(arr);
+        return NULL;
+    }
+    return arr;
+}
+
+#include "ampy/elem.h"
+
+/* item(): the only element as a Python float / int / bool. */
+static PyObject *m_item(AmpyTensor *t, PyObject *u)
+{
+    if (t->numel != 1) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "a Tensor with %lld elements cannot be converted to Scalar",
+                     (long long)t->numel);
+        return NULL;
+    }
+    if (t->device != AMPY_DEV_CPU) {
+        PyErr_SetString(PyExc_RuntimeError, "item(): copy CUDA tensors to the CPU first");
+        return NULL;
+    }
+    const char *p = t->data;
+    switch (t->dtype) {
+    case AMPY_FLOAT32: return PyFloat_FromDouble(*(const float *)p);
+    case AMPY_FLOAT16: return PyFloat_FromDouble(ampy_f16_to_f32(*(const uint16_t *)p));
+    case AMPY_BFLOAT16: return PyFloat_FromDouble(ampy_bf16_to_f32(*(const uint16_t *)p));
+    case AMPY_FLOAT64: return PyFloat_FromDouble(*(const double *)p);
+    case AMPY_INT64: return PyLong_FromLongLong(*(const int64_t *)p);
+    case AMPY_INT32: return PyLong_FromLong(*(const int32_t *)p);
+    case AMPY_UINT8: return PyLong_FromLong(*(const uint8_t *)p);
+    case AMPY_BOOL: return PyBool_FromLong(*(const uint8_t *)p != 0);
+    default: PyErr_SetString(PyExc_TypeError, "item(): bad dtype"); return NULL;
+    }
+}
+
+static PyObject *m_bump_version(AmpyTensor *t, PyObject *u)
+{
+    ampy_py_bump_version(t);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef tensor_methods[] = {
+    {"numel", (PyCFunction)m_numel, METH_NOARGS, "numel()\n--\n\nNumber of elements."},
+    {"dim", (PyCFunction)m_dim, METH_NOARGS, "dim()\n--\n\nNumber of dimensions."},
+    {"is_contiguous", (PyCFunction)m_is_contiguous, METH_NOARGS,
+     "is_contiguous()\n--\n\nTrue if the elements are laid out densely in row-major order."},
+    {"element_size", (PyCFunction)m_element_size, METH_NOARGS,
+     "element_size()\n--\n\nBytes per element."},
+    {"data_ptr", (PyCFunction)m_data_ptr, METH_NOARGS,
+     "data_ptr()\n--\n\nAddress of the first element."},
+    {"storage_offset", (PyCFunction)m_storage_offset, METH_NOARGS,
+     "storage_offset()\n--\n\nOffset of the first element in its storage, in elements."},
+    {"stride", (PyCFunction)(void (*)(void))m_stride, METH_FASTCALL,
+     "stride(dim=None)\n--\n\nElement strides (a tuple), or the stride of one dim."},
+    {"size", (PyCFunction)(void (*)(void))m_size, METH_FASTCALL,
+     "size(dim=None)\n--\n\nThe shape, or the size of one dim."},
+    {"_view", (PyCFunction)(void (*)(void))m_view, METH_FASTCALL,
+     "_view(shape, strides, offset)\n--\n\nInternal: a view of the same memory."},
+    {"_numpy", (PyCFunction)m_numpy, METH_NOARGS,
+     "_numpy()\n--\n\nInternal: an ndarray sharing the memory."},
+    {"item", (PyCFunction)m_item, METH_NOARGS,
+     "item()\n--\n\nThe value of a one-element tensor as a Python number."},
+    {"_bump_version", (PyCFunction)m_bump_version, METH_NOARGS,
+     "_bump_version()\n--\n\nInternal: record an in-place write."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject AmpyTensorBase_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ampy._C.TensorBase",
+    .tp_basicsize = sizeof(AmpyTensor),
+    .tp_dealloc = (destructor)tensor_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The C part of ampy.Tensor.",
+    .tp_traverse = (traverseproc)tensor_traverse,
+    .tp_clear = (inquiry)tensor_clear,
+    .tp_weaklistoffset = offsetof(AmpyTensor, weakreflist),
+    .tp_methods = tensor_methods,
+    .tp_members = tensor_members,
+    .tp_getset = tensor_getset,
+    .tp_dictoffset = offsetof(AmpyTensor, dict),
+    .tp_new = tensor_new,
+};
+
+/* ----------------------------------------------- module functions -- */
+static PyObject *f_empty(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "empty(shape, dtype)");
+        return NULL;
+    }
+    int nd, dt;
+    int64_t shape[AMPY_MAX_DIMS];
+    if (ampy_py_parse_shape(args[0], &nd, shape, "empty", "size") < 0 ||
+        ampy_py_parse_dtype(args[1], AMPY_FLOAT32, &dt, "empty", "dtype") < 0)
+        return NULL;
+    return (PyObject *)ampy_py_empty(dt, nd, shape, AMPY_DEV_CPU);
+}
+
+/* from_numpy(arr): a tensor sharing the array's memory (zero copy). */
+static PyObject *f_from_numpy(PyObject *self, PyObject *arg)
+{
+    if (!PyArray_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "expected np.ndarray (got %s)", Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    PyArrayObject *a = (PyArrayObject *)arg;
+    PyArray_Descr *descr = PyArray_DESCR(a);
+    int dt = -1;
+    for (int i = 0; i < AMPY_NUM_DTYPES; i++)
+        if (ampy_py.np_dtypes[i] && PyArray_EquivTypes(descr, (PyArray_Descr *)ampy_py.np_dtypes[i])) {
+            dt = i;
+            break;
+        }
+    if (dt < 0) {
+        PyObject *r = PyObject_Repr((PyObject *)descr);
+        PyErr_Format(PyExc_TypeError,
+                     "can't convert np.ndarray of type %U. The only supported types are: "
+                     "float64, float32, float16, bfloat16, int64, int32, uint8, and bool.",
+                     r ? r : Py_None);
+        Py_XDECREF(r);
+        return NULL;
+    }
+    int nd = PyArray_NDIM(a);
+    if (nd > AMPY_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError, "from_numpy: %d dims, at most %d supported", nd,
+                     AMPY_MAX_DIMS);
+        return NULL;
+    }
+    const npy_intp isz = (npy_intp)ampy_dtype_size(dt);
+    AmpyTensor *t = tensor_alloc();
+    if (!t)
+        return NULL;
+    t->dtype = dt;
+    t->ndim = nd;
+    t->numel = 1;
+    for (int d = 0; d < nd; d++) {
+        npy_intp st = PyArray_STRIDE(a, d);
+        if (st < 0) {
+            Py_DECREF(t);
+            PyErr_SetString(PyExc_ValueError,
+                            "At least one stride in the given numpy array is negative, and "
+                            "tensors with negative strides are not currently supported. (You can "
+                            "probably work around this by making a copy of your array  with "
+                            "array.copy().) ");
+            return NULL;
+        }
+        if (st % isz != 0) {
+            Py_DECREF(t);
+            PyErr_SetString(PyExc_ValueError,
+                            "given numpy array strides not a multiple of the element byte size. "
+                            "Copy the numpy array to reallocate the memory.");
+            return NULL;
+        }
+        t->shape[d] = PyArray_DIM(a, d);
+        t->strides[d] = st / isz;
+        t->numel *= t->shape[d];
+    }
+    t->data = PyArray_DATA(a);
+    AmpyStorage *st = ampy_py_storage_borrow(t->data, (size_t)PyArray_NBYTES(a), AMPY_DEV_CPU, arg);
+    if (!st) {
+        Py_DECREF(t);
+        return NULL;
+    }
+    t->base = (PyObject *)st;
+    return (PyObject *)t;
+}
+
+static PyObject *f_tracemalloc_domain(PyObject *self, PyObject *u)
+{
+    return PyLong_FromUnsignedLong(AMPY_TRACEMALLOC_DOMAIN);
+}
+
+PyMethodDef ampy_py_tensor_methods[] = {
+    {"empty", (PyCFunction)(void (*)(void))f_empty, METH_FASTCALL,
+     "empty(shape, dtype)\n--\n\nA new uninitialised contiguous CPU tensor."},
+    {"from_numpy", (PyCFunction)f_from_numpy, METH_O,
+     "from_numpy(arr)\n--\n\nA tensor sharing the ndarray's memory."},
+    {"tracemalloc_domain", (PyCFunction)f_tracemalloc_domain, METH_NOARGS,
+     "tracemalloc_domain()\n--\n\nThe tracemalloc domain of tensor storage."},
+    {NULL, NULL, 0, NULL},
+};

@@ -1,0 +1,128 @@
+/* random.c — random and arithmetic-sequence fills (random.h). */
+#include <math.h>
+
+#include "ampy/cast.h"
+#include "ampy/parallel.h"
+#include "ampy/random.h"
+
+typedef struct {
+    char *dst;
+    ampy_dtype dtype;
+    int kind;
+    uint64_t seed, offset;
+    double a, b;
+} fill_ctx;
+
+/* Values are produced in double in blocks of 256 and converted with the cast
+ * kernels, so each element is rounded once to its dtype. */
+static void fill_range(int64_t begin, int64_t end, void *arg)
+{
+    const fill_ctx *c = (const fill_ctx *)arg;
+    const size_t isz = ampy_dtype_size(c->dtype);
+    double buf[256];
+    for (int64_t i0 = begin; i0 < end; i0 += 256) {
+        int64_t m = end - i0 < 256 ? end - i0 : 256;
+        for (int64_t j = 0; j < m; j++) {
+            uint32_t r[4];
+            ampy_philox4x32(c->offset + (uint64_t)(i0 + j), c->seed, r);
+            double v;
+            switch (c->kind) {
+            case AMPY_RANDOM_UNIFORM:
+                v = c->a + (c->b - c->a) * ampy_u32_to_unit(r[0]);
+                break;
+            case AMPY_RANDOM_NORMAL: {
+                double u1 = ((double)r[0] + 1.0) / 4294967296.0; /* (0, 1] */
+                double u2 = (double)r[1] / 4294967296.0;
+                v = c->a + c->b * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+                break;
+            }
+            case AMPY_RANDOM_INTEGER: {
+                uint64_t range = (uint64_t)(int64_t)(c->b - c->a);
+                uint64_t x = ((uint64_t)r[0] << 32) | r[1];
+                v = c->a + (double)(x % range);
+                break;
+            }
+            default:
+                v = ampy_u32_to_unit(r[0]) < c->a ? 1.0 : 0.0;
+                break;
+            }
+            /* keep uniform draws inside [a, b) after rounding to a half dtype */
+            buf[j] = v;
+        }
+        int64_t one = 1;
+        ampy_cast(1, &m, buf, &one, AMPY_FLOAT64, c->dst + i0 * (int64_t)isz, &one, c->dtype);
+        if (c->kind == AMPY_RANDOM_UNIFORM && ampy_dtype_is_float(c->dtype)) {
+            /* a value that rounded up to b is moved back to a (torch does the same) */
+            for (int64_t j = 0; j < m; j++) {
+                double back;
+                int64_t o = 1;
+                ampy_cast(1, &o, c->dst + (i0 + j) * (int64_t)isz, &o, c->dtype, &back, &o,
+                          AMPY_FLOAT64);
+                if (back >= c->b)
+                    ampy_cast(1, &o, &c->a, &o, AMPY_FLOAT64, c->dst + (i0 + j) * (int64_t)isz,
+                              &o, c->dtype);
+            }
+        }
+    }
+}
+
+ampy_status ampy_fill_random(void *dst, ampy_dtype dtype, int64_t n, int kind, uint64_t seed,
+                             uint64_t offset, double a, double b)
+{
+    if (!ampy_dtype_valid(dtype))
+        return ampy_error(AMPY_ERR_DTYPE, "fill_random: invalid dtype %d", (int)dtype);
+    if (n < 0 || kind < 0 || kind > AMPY_RANDOM_BERNOULLI)
+        return ampy_error(AMPY_ERR_VALUE, "fill_random: bad kind %d or size %lld", kind,
+                          (long long)n);
+    if (kind == AMPY_RANDOM_INTEGER && !(b > a))
+        return ampy_error(AMPY_ERR_VALUE, "randint: empty range [%g, %g)", a, b);
+    fill_ctx c = {(char *)dst, dtype, kind, seed, offset, a, b};
+    ampy_parallel_for(n, (int64_t)1 << 16, fill_range, &c);
+    return AMPY_OK;
+}
+
+typedef struct {
+    char *dst;
+    ampy_dtype dtype;
+    int64_t n;
+    double start, end, step;
+    int linspace;
+} seq_ctx;
+
+static void seq_range(int64_t begin, int64_t end, void *arg)
+{
+    const seq_ctx *c = (const seq_ctx *)arg;
+    const size_t isz = ampy_dtype_size(c->dtype);
+    double buf[256];
+    for (int64_t i0 = begin; i0 < end; i0 += 256) {
+        int64_t m = end - i0 < 256 ? end - i0 : 256;
+        for (int64_t j = 0; j < m; j++) {
+            int64_t i = i0 + j;
+            if (c->linspace && i >= c->n / 2)
+                buf[j] = c->end - c->step * (double)(c->n - 1 - i);
+            else
+                buf[j] = c->start + c->step * (double)i;
+        }
+        int64_t one = 1;
+        ampy_cast(1, &m, buf, &one, AMPY_FLOAT64, c->dst + i0 * (int64_t)isz, &one, c->dtype);
+    }
+}
+
+ampy_status ampy_fill_arange(void *dst, ampy_dtype dtype, int64_t n, double start, double step)
+{
+    if (!ampy_dtype_valid(dtype) || n < 0)
+        return ampy_error(AMPY_ERR_VALUE, "arange: bad dtype or size");
+    seq_ctx c = {(char *)dst, dtype, n, start, 0.0, step, 0};
+    ampy_parallel_for(n, (int64_t)1 << 16, seq_range, &c);
+    return AMPY_OK;
+}
+
+ampy_status ampy_fill_linspace(void *dst, ampy_dtype dtype, int64_t n, double start, double end,
+                               double step)
+{
+    if (!ampy_dtype_valid(dtype) || n < 0)
+        return ampy_error(AMPY_ERR_VALUE, "linspace: bad dtype or size");
+    seq_ctx c = {(char *)dst, dtype, n, start, end, step, 1};
+    ampy_parallel_for(n, (int64_t)1 << 16, seq_range, &c);
+    return AMPY_OK;
+}

@@ -18,6 +18,10 @@ dlopen (the toolkit's lib dir, then the nvidia-cublas wheel that torch installs)
 so the module builds where the toolkit lacks cuBLAS and imports where no cuBLAS
 exists at all.
 
+--fmad=false: nvcc would otherwise contract a*b+c into FMAs that the CPU
+(plain C11, no contraction) does not do, and the GPU's AMP kernels would stop
+giving the CPU's bits. Explicit fmaf() calls stay FMAs. No --use_fast_math.
+
 Objects go under build_temp; a .cu object newer than its source and every
 header is reused, so a second build only relinks.
 """
@@ -95,7 +99,7 @@ class CudaExtension(Extension):
 
     def _compile_cu(self, src, obj, includes):
         cmd = [self._nvcc(), "-c", src, "-o", obj, "-O3", "-std=c++17", "-Xcompiler", "-fPIC",
-               "-Xcompiler", "-fvisibility=hidden", "--expt-relaxed-constexpr",
+               "-Xcompiler", "-fvisibility=hidden", "--expt-relaxed-constexpr", "--fmad=false",
                "-lineinfo", "-DNDEBUG"] + _arch_flags() + [f"-I{i}" for i in includes]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:

@@ -67,11 +67,37 @@ def from_dlpack(ext_tensor):
     return _C._from_dlpack(cap)
 
 
+_TYPESTR = {"float32": "<f4", "float16": "<f2", "float64": "<f8", "int64": "<i8",
+            "int32": "<i4", "uint8": "|u1", "bool": "|b1"}
+
+
+def _cuda_array_interface(self):
+    """__cuda_array_interface__ v3 (Numba/CuPy), CUDA tensors only; `stream`
+    is ampy's stream for the device, which consumers synchronise with."""
+    if self._device_index < 0:
+        raise AttributeError("Can't get __cuda_array_interface__ on non-CUDA tensor type: "
+                             f"{self.dtype} (use __array_interface__ / numpy())")
+    if self.requires_grad:
+        raise RuntimeError("Can't get __cuda_array_interface__ on Variable that requires grad. "
+                           "If gradients aren't required, use var.detach() to get Variable that "
+                           "doesn't require grad.")
+    typestr = _TYPESTR.get(self.dtype.name)
+    if typestr is None:
+        raise TypeError(f"dtype {self.dtype} has no __cuda_array_interface__ type string")
+    isz = self.element_size()
+    strides = None if self.is_contiguous() else tuple(s * isz for s in self.stride())
+    from . import cuda
+    return {"shape": tuple(self.shape), "typestr": typestr,
+            "data": (self.data_ptr() if self.numel() else 0, False), "version": 3,
+            "strides": strides, "stream": cuda._stream_handle(self._device_index)}
+
+
 def install():
     from . import _tensor
     import ampy
     _tensor.Tensor.__dlpack__ = _dlpack
     _tensor.Tensor.__dlpack_device__ = _dlpack_device
+    _tensor.Tensor.__cuda_array_interface__ = property(_cuda_array_interface)
     ampy.from_dlpack = from_dlpack
     if "from_dlpack" not in ampy.__all__:
         ampy.__all__.append("from_dlpack")

@@ -109,7 +109,10 @@ class CudaExtension(Extension):
     def build(self, cmd):
         t0 = time.time()
         here = self.here
-        tmp = os.path.join(cmd.build_temp, "cuda")
+        # objects of different arch lists / flags never mix
+        import hashlib
+        tag = hashlib.sha1(" ".join(_arch_flags() + [self.cuda_home]).encode()).hexdigest()[:10]
+        tmp = os.path.join(cmd.build_temp, "cuda-" + tag)
         os.makedirs(tmp, exist_ok=True)
         includes = [os.path.join(here, "csrc", "include"), os.path.join(here, "cuda"),
                     os.path.join(self.cuda_home, "include")]

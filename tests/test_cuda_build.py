@@ -69,18 +69,16 @@ def test_cpu_path_has_no_device_hook():
     assert _dispatch._hooks.device is None
 
 
-def test_build_flags():
+def test_build_flags(monkeypatch):
+    monkeypatch.delenv("AMPY_CUDA_ARCH_LIST", raising=False)
     b = _build_script()
     flags = b._arch_flags()
     assert "-gencode=arch=compute_80,code=sm_80" in flags
     assert "-gencode=arch=compute_90,code=sm_90" in flags
     assert "-gencode=arch=compute_90,code=compute_90" in flags
-    os.environ["AMPY_CUDA_ARCH_LIST"] = "8.6;9.0a"
-    try:
-        assert b._arch_flags() == ["-gencode=arch=compute_86,code=sm_86",
-                                   "-gencode=arch=compute_90a,code=sm_90a"]
-    finally:
-        del os.environ["AMPY_CUDA_ARCH_LIST"]
+    monkeypatch.setenv("AMPY_CUDA_ARCH_LIST", "8.6;9.0a")
+    assert b._arch_flags() == ["-gencode=arch=compute_86,code=sm_86",
+                               "-gencode=arch=compute_90a,code=sm_90a"]
     src = open(os.path.join(HERE, "cuda", "ampy_cuda_build.py")).read()
     assert "--fmad=false" in src and '"--use_fast_math"' not in src
 

@@ -90,6 +90,10 @@ def _bind_tensor_kwargs(op, args, kwargs):
             kw[name] = ba.arguments[name]
         else:
             kw.update(ba.arguments.get(name, {}))
+    for k, v in kw.items():
+        if getattr(v, "_requires_grad", False):
+            raise NotImplementedError(f"{op.name}: ampy's autograd cannot differentiate the "
+                                      f"keyword-only tensor argument {k!r}")
     return tuple(pos), kw
 
 

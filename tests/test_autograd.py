@@ -41,7 +41,10 @@ def _has(*names):
     return all(n in table for n in names)
 
 
-needs_math = pytest.mark.skipif(not _has("add", "mul", "sum"), reason="ampy/_math.py not landed")
+# the engine sums gradients with add and reduces broadcasts with sum; index
+# rules compare with eq/ne and mask with where
+MATH_CORE = ("add", "mul", "sum", "eq", "ne", "where")
+needs_math = pytest.mark.skipif(not _has(*MATH_CORE), reason="ampy/_math.py not landed")
 
 
 # ------------------------------------------------------------------- cases
@@ -175,7 +178,7 @@ def _setitem(a, key, b):
 
 
 def _available(case):
-    missing = [o for o in case.ops if o not in ("tensor",) and not _has(o)]
+    missing = [o for o in set(case.ops) | set(MATH_CORE) if o != "tensor" and not _has(o)]
     if missing:
         pytest.skip(f"ops not in this checkout: {missing}")
 

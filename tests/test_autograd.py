@@ -262,3 +262,315 @@ def test_every_op_has_a_rule():
         base = name[:-1] if name.endswith("_") and name != "copy_" else name
         assert op.backward is not None, f"op {name!r} has no backward rule"
         assert base in cased or base in no_case_needed, f"op {name!r} has no gradient test"
+
+
+# ------------------------------------------------------------ engine semantics
+def _t(vals, rg=True, dtype=None):
+    return ampy.tensor(vals, dtype=dtype, requires_grad=rg)
+
+
+def _np(t):
+    return np.asarray(t.detach(), dtype=np.float64)
+
+
+def _torch_error(fn):
+    with pytest.raises(RuntimeError) as e:
+        fn()
+    return str(e.value)
+
+
+@needs_math
+def test_accumulates_into_leaf_grad_in_place():
+    x = _t([1.0, 2.0, 3.0])
+    (x * x).sum().backward()  # one tensor used twice: the two grads add
+    np.testing.assert_allclose(_np(x.grad), [2, 4, 6])
+    g = x.grad
+    (x * 3).sum().backward()
+    assert x.grad is g  # later accumulations add into the same tensor, as torch
+    np.testing.assert_allclose(_np(x.grad), [5, 7, 9])
+
+
+@needs_math
+def test_first_accumulation_does_not_alias_the_incoming_grad():
+    x = _t([1.0, 2.0])
+    gout = ampy.tensor([3.0, 4.0])
+    x.view(2).backward(gout)
+    gout[0] = 100.0
+    np.testing.assert_allclose(_np(x.grad), [3, 4])
+
+
+@needs_math
+def test_retain_graph_and_freed_buffers():
+    x = _t([0.5, -1.0])
+    s = ampy.exp(x).sum()
+    s.backward(retain_graph=True)
+    s.backward()
+    np.testing.assert_allclose(_np(x.grad), 2 * np.exp([0.5, -1.0]), rtol=1e-6)
+    xt = torch.tensor([0.5, -1.0], requires_grad=True)
+    st = xt.exp().sum()
+    st.backward()
+    msg = _torch_error(st.backward)
+    with pytest.raises(RuntimeError, match="Trying to backward through the graph a second time"):
+        s.backward()
+    assert msg.startswith("Trying to backward through the graph a second time")
+
+
+@needs_math
+def test_second_backward_without_saved_tensors_is_allowed_as_in_torch():
+    x = _t([1.0, 2.0])
+    s = (x + 1).sum()  # add and sum save no tensors
+    s.backward()
+    s.backward()
+    np.testing.assert_allclose(_np(x.grad), [2, 2])
+
+
+@needs_math
+def test_implicit_grad_only_for_scalars_and_requires_grad_errors():
+    x = _t([1.0, 2.0])
+    with pytest.raises(RuntimeError, match="grad can be implicitly created only for scalar "
+                                           "outputs"):
+        (x * 2).backward()
+    with pytest.raises(RuntimeError, match="element 0 of tensors does not require grad and "
+                                           "does not have a grad_fn"):
+        ampy.tensor([1.0]).sum().backward()
+    with pytest.raises(RuntimeError, match="Mismatch in shape"):
+        (x * 2).backward(ampy.ones(3))
+    with pytest.raises(RuntimeError, match="only Tensors of floating point dtype"):
+        ampy.tensor([1, 2]).requires_grad_()
+    assert x.grad is None  # nothing ran
+
+
+@needs_math
+def test_inplace_modification_of_saved_tensor_is_detected():
+    x = _t([1.0, 2.0, 3.0])
+    y = ampy.exp(x)  # exp saves its output
+    s = y.sum()
+    y[0] = 0.0
+    with pytest.raises(RuntimeError, match="one of the variables needed for gradient "
+                                           "computation has been modified by an inplace "
+                                           "operation"):
+        s.backward()
+    a = x * 2
+    b = a * a  # mul saves its inputs
+    a[1] = 5.0
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        b.sum().backward()
+
+
+@needs_math
+def test_setitem_records_history_and_leaf_inplace_is_an_error():
+    x = _t([1.0, 2.0, 3.0])
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used "
+                                           "in an in-place operation."):
+        x[0] = 5.0
+    np.testing.assert_allclose(_np(x), [1, 2, 3])  # unchanged
+    with ampy.autograd.no_grad():
+        x[0] = 5.0  # allowed without recording, as in an optimizer step
+    assert x.grad_fn is None and x.is_leaf
+    y = x * 1
+    y[1] = 0.0
+    assert y.grad_fn.name() == "IndexPutBackward0"
+    (y * ampy.tensor([1.0, 2.0, 3.0])).sum().backward()
+    np.testing.assert_allclose(_np(x.grad), [1, 0, 3])
+
+
+@needs_math
+@pytest.mark.parametrize("half", ["float16", "bfloat16"])
+def test_cast_is_differentiable_fp32_param_gets_fp32_grad(half):
+    w = np.array([[0.5, -1.25], [2.0, 0.75]])
+    xs = np.array([1.5, -0.5])
+    res = []
+    for lib, L in ((ampy, ampy), (torch, TL)):
+        dt32, dth = (ampy.float32, getattr(ampy, half)) if lib is ampy else \
+            (torch.float32, getattr(torch, half))
+        p = lib.tensor(w, dtype=dt32, requires_grad=True)
+        x = lib.tensor(xs, dtype=dth)
+        y = L.tanh(p.to(dth) * x)  # runs in half
+        assert y.dtype == dth
+        y.float().sum().backward()
+        assert p.grad.dtype == dt32
+        res.append(np.asarray(p.grad.detach(), dtype=np.float64))
+    np.testing.assert_allclose(res[0], res[1], rtol=1e-2, atol=1e-3)
+
+
+def test_grad_mode_context_decorator_and_threads():
+    ag = ampy.autograd
+    assert ag.is_grad_enabled()
+    with ag.no_grad():
+        assert not ag.is_grad_enabled()
+        with ag.enable_grad():
+            assert ag.is_grad_enabled()
+        assert not ag.is_grad_enabled()
+    assert ag.is_grad_enabled()
+
+    @ag.no_grad()
+    def f(n):
+        assert not ag.is_grad_enabled()
+        return f(n - 1) if n else ag.is_grad_enabled()
+
+    assert f(3) is False and ag.is_grad_enabled()  # recursion restores each level
+    ag.set_grad_enabled(False)
+    assert not ag.is_grad_enabled()
+    ag.set_grad_enabled(True)
+    with ag.set_grad_enabled(False):
+        assert not ag.is_grad_enabled()
+    assert ag.is_grad_enabled()
+    with pytest.raises(TypeError, match="mode"):
+        ag.set_grad_enabled("yes")
+
+    seen = {}
+    started, release = threading.Event(), threading.Event()
+
+    def worker():
+        seen["start"] = ag.is_grad_enabled()
+        with ag.no_grad():
+            started.set()
+            release.wait(5)
+            seen["inside"] = ag.is_grad_enabled()
+
+    with ag.no_grad():
+        th = threading.Thread(target=worker)
+        th.start()
+        started.wait(5)
+        with ag.enable_grad():
+            release.set()
+            th.join()
+            assert ag.is_grad_enabled()
+    assert seen == {"start": True, "inside": False}  # per thread, as torch
+
+
+@needs_math
+def test_no_grad_records_nothing_and_int_outputs_do_not_require_grad():
+    x = _t([1.0, -2.0])
+    with ampy.autograd.no_grad():
+        y = x * 2
+    assert y.grad_fn is None and not y.requires_grad
+    z = x * 2
+    assert z.requires_grad and not z.is_leaf
+    assert not ampy.gt(z, 0).requires_grad
+    d = z.detach()
+    assert d.grad_fn is None and not d.requires_grad
+    with pytest.raises(RuntimeError, match="leaf variables"):
+        z.requires_grad_(False)
+
+
+@needs_math
+def test_hooks_retain_grad_and_handles():
+    x = _t([1.0, 2.0])
+    y = x * 3
+    y.retain_grad()
+    calls = []
+    h = y.register_hook(lambda g: calls.append("y") or g * 2)
+    x.register_hook(lambda g: calls.append("x"))
+    (y * y).sum().backward()
+    assert calls == ["y", "x"]
+    np.testing.assert_allclose(_np(y.grad), 2 * 2 * np.array([3.0, 6.0]))  # after the hook
+    np.testing.assert_allclose(_np(x.grad), 3 * 4 * np.array([3.0, 6.0]))
+    assert y.retains_grad and not x.retains_grad
+    h.remove()
+    x.grad = None
+    (x * 3).sum().backward()
+    np.testing.assert_allclose(_np(x.grad), [3, 3])
+    with pytest.raises(RuntimeError, match="doesn't require gradient"):
+        ampy.ones(2).register_hook(lambda g: g)
+
+
+@needs_math
+def test_autograd_grad_matches_torch_and_leaves_grad_untouched():
+    def run(lib, L):
+        x = lib.tensor([0.5, 1.5, -1.0], dtype=lib.float64, requires_grad=True)
+        y = L.sin(x) * x
+        (gx,) = ampy.autograd.grad(y.sum(), x) if lib is ampy else torch.autograd.grad(
+            y.sum(), x)
+        assert x.grad is None
+        return np.asarray(gx.detach(), dtype=np.float64)
+
+    np.testing.assert_allclose(run(ampy, ampy), run(torch, TL), rtol=1e-12)
+    x, u = _t([1.0]), _t([2.0])
+    with pytest.raises(RuntimeError, match="appears to not have been used in the graph"):
+        ampy.autograd.grad((x * 2).sum(), [x, u])
+    gx, gu = ampy.autograd.grad((x * 2).sum(), [x, u], allow_unused=True)
+    assert gu is None and _np(gx).tolist() == [2.0]
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        ampy.autograd.grad((x * 2).sum(), [ampy.ones(1)])
+    h = x * 5  # a non-leaf input
+    (gh,) = ampy.autograd.grad((h * h).sum(), h)
+    np.testing.assert_allclose(_np(gh), [20.0])
+
+
+@needs_math
+def test_create_graph_gives_second_derivatives():
+    x = _t([0.5, 2.0], dtype=ampy.float64)
+    (g,) = ampy.autograd.grad((x * x * x).sum(), x, create_graph=True)
+    assert g.requires_grad
+    g.sum().backward()
+    np.testing.assert_allclose(_np(x.grad), 6 * np.array([0.5, 2.0]))
+
+
+@needs_math
+def test_custom_function():
+    class Cube(ampy.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, k):
+            ctx.save_for_backward(x)
+            ctx.k = k
+            return x * x * x * k
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            assert ctx.needs_input_grad == (True, False)
+            return g * 3 * x * x * ctx.k, None
+
+    x = _t([1.0, 2.0])
+    y = Cube.apply(x, 2.0)
+    assert y.grad_fn.name() == "CubeBackward" and not y.is_leaf
+    y.sum().backward()
+    np.testing.assert_allclose(_np(x.grad), [6.0, 24.0])
+    with pytest.raises(RuntimeError, match="second time"):
+        y.grad_fn.saved_tensors
+
+    class Bad(ampy.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            return a * b
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    with pytest.raises(RuntimeError, match="incorrect number of gradients"):
+        Bad.apply(x, x).sum().backward()
+    with ampy.autograd.no_grad():
+        assert Cube.apply(x, 1.0).grad_fn is None
+
+
+@needs_math
+def test_grad_fn_names_next_functions_and_repr_match_torch():
+    def names(lib, L):
+        a = lib.tensor([1.0, 2.0], requires_grad=True)
+        b = lib.tensor([3.0, 4.0])
+        y = L.mul(a, b)
+        z = (y + a).sum()
+        fn = z.grad_fn
+        add = fn.next_functions[0][0]
+        def nm(n):  # torch's C++ nodes carry a namespace in name()
+            return n.name().replace("torch::autograd::", "") if n is not None else None
+
+        out = [fn.name(), add.name(), [nm(n) for n, _ in add.next_functions]]
+        mul = add.next_functions[0][0]
+        out.append([nm(n) for n, _ in mul.next_functions])
+        out.append(type(a.half().grad_fn).__name__)
+        return out
+
+    assert names(ampy, ampy) == names(torch, TL)
+    x = _t([1.0])
+    assert repr(x + 1).endswith("grad_fn=<AddBackward0>)")
+    assert repr(x).endswith("requires_grad=True)")
+
+
+def test_top_level_names_reexported():
+    if not hasattr(ampy, "no_grad"):
+        pytest.skip("ampy/__init__.py does not re-export the grad-mode names yet")
+    for n in ("no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled"):
+        assert getattr(ampy, n) is getattr(ampy.autograd, n)

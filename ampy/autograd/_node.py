@@ -94,7 +94,7 @@ class _HookDict(dict):
 
 
 def add_hook(holder, attr, fn):
-    d = getattr(holder, attr)
+    d = getattr(holder, attr, None)
     if d is None:
         d = _HookDict()
         setattr(holder, attr, d)

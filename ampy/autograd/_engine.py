@@ -308,7 +308,9 @@ def _accumulate_leaf(node, g, create_graph):
 def _stealable(g):
     """True when nothing else can see g's memory (torch steals the incoming
     gradient for .grad in that case instead of copying it): a contiguous
-    tensor, the only one on its storage, referenced only by the engine."""
+    tensor, the only one on its storage, referenced only by the engine (the
+    grads list of _execute, the frames of _accumulate_leaf and this function,
+    and getrefcount's own argument: 4). Anything a user holds adds to that."""
     return (g.grad_fn is None and g.is_contiguous() and g.storage_offset() == 0 and
             sys.getrefcount(g._storage) <= 2 and sys.getrefcount(g) <= 4)
 

@@ -18,7 +18,7 @@ import inspect
 import sys
 
 from .._dispatch import _hooks, forward_for
-from ._grad_mode import _state
+from ._grad_mode import _OFF, _set, _state
 from ._node import Meta, accumulator, node_class, AccumulateGrad
 from ._registry import NAMES, install_one
 from ._ops import O, cast, detached, is_expandable_to, sum_to
@@ -54,20 +54,22 @@ def _wants_grad(args, kwargs):
 def autograd_hook(op, args, kwargs):
     """The dispatch hook: record `op` when grad mode is on and an argument
     requires grad, else just run its forward."""
-    if _state.enabled:
+    if _OFF[0] == 0 or _state.enabled:
         # inlined _wants_grad: this runs for every op
         for a in args:
-            if a.__class__ in _SEQ_TYPES:
-                if _wants_grad(a, None):
-                    return _record(op, args, kwargs)
-            elif getattr(a, "_requires_grad", False):
+            rg = getattr(a, "_requires_grad", None)
+            if rg:
+                return _record(op, args, kwargs)
+            if rg is None and a.__class__ in _SEQ_TYPES and _wants_grad(a, None):
                 return _record(op, args, kwargs)
         if kwargs and _wants_grad((), kwargs):
             return _record(op, args, kwargs)
     dev = _hooks.device
     if dev is not None:
         return dev(op, args, kwargs)(*args, **kwargs)
-    return op.forward(*args, **kwargs)
+    if kwargs:
+        return op.forward(*args, **kwargs)
+    return op.forward(*args)
 
 
 def _bind_tensor_kwargs(op, args, kwargs):
@@ -159,11 +161,11 @@ def _record(op, args, kwargs):
             needs.append(False)
 
     prev = _state.enabled
-    _state.enabled = False
+    _set(False)
     try:
         out = forward_for(op, args, kwargs)(*args, **kwargs)
     finally:
-        _state.enabled = prev
+        _set(prev)
 
     outs = out if out.__class__ in _SEQ_TYPES or isinstance(out, tuple) else (out,)
     diff = [o for o in outs if _is_tensor(o) and o.dtype.is_floating_point]
@@ -401,7 +403,8 @@ def run_backward(roots, grads, retain_graph, create_graph, capture=None, accumul
             heapq.heappush(heap, (-n._seq, id(n), n))
     captured = {}
     prev_enabled, prev_cg = _state.enabled, _state.create_graph
-    _state.enabled, _state.create_graph = create_graph, create_graph
+    _set(create_graph)
+    _state.create_graph = create_graph
     try:
         while heap:
             _, _, node = heapq.heappop(heap)
@@ -411,7 +414,8 @@ def run_backward(roots, grads, retain_graph, create_graph, capture=None, accumul
             if not retain_graph:
                 node.release()
     finally:
-        _state.enabled, _state.create_graph = prev_enabled, prev_cg
+        _set(prev_enabled)
+        _state.create_graph = prev_cg
     return captured
 
 

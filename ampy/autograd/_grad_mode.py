@@ -22,6 +22,21 @@ class _State(threading.local):
 
 _state = _State()
 
+# How many threads have grad mode off right now. While it is 0 (the common
+# case) the dispatch hook knows grad mode is on without the thread-local
+# lookup, which costs more than the rest of its fast path.
+_OFF = [0]
+_lock = threading.Lock()
+
+
+def _set(mode):
+    """Set this thread's grad mode, keeping _OFF in step."""
+    st = _state
+    if st.enabled != mode:
+        with _lock:
+            _OFF[0] += -1 if mode else 1
+        st.enabled = mode
+
 
 def is_grad_enabled():
     """True when ops on tensors that require grad record the graph."""
@@ -37,12 +52,11 @@ class _GradModeBase:
     def __enter__(self):
         st = _state
         st.stack.append(st.enabled)
-        st.enabled = self._mode()
+        _set(self._mode())
         return None
 
     def __exit__(self, exc_type, exc, tb):
-        st = _state
-        st.enabled = st.stack.pop()
+        _set(_state.stack.pop())
         return False
 
     def __call__(self, fn):
@@ -108,7 +122,7 @@ class set_grad_enabled(_GradModeBase):
         # torch applies the mode at construction so that a bare call works
         self._prev = _state.enabled
         self._fresh = True
-        _state.enabled = mode
+        _set(mode)
 
     def _mode(self):
         return self.mode
@@ -119,13 +133,13 @@ class set_grad_enabled(_GradModeBase):
         # that was current before it on exit
         st.stack.append(self._prev if self._fresh else st.enabled)
         self._fresh = False
-        st.enabled = self.mode
+        _set(self.mode)
         return None
 
     def __call__(self, fn):
         # used as a decorator: construction must not have changed the mode
         if self._fresh:
-            _state.enabled = self._prev
+            _set(self._prev)
             self._fresh = False
         return super().__call__(fn)
 

@@ -173,11 +173,14 @@ def _record(op, args, kwargs):
         return out
     node = node_class(op.name, rule, NAMES.get(op.name))()
     node.args = tuple(saved_args)
-    node.kwargs = kwargs
+    if kwargs:
+        node.kwargs = kwargs
     node.next_functions = tuple(edges)
     node.needs_input_grad = tuple(needs)
-    node._saved = tuple(saved)
-    node._out_meta = tuple((o.shape, o.dtype) if _is_tensor(o) else None for o in outs)
+    if saved:
+        node._saved = tuple(saved)
+    if len(outs) > 1:
+        node._out_meta = tuple((o.shape, o.dtype) if _is_tensor(o) else None for o in outs)
     if getattr(rule, "save_out", False):
         node.out = tuple(detached(o) if _is_tensor(o) else o for o in outs)
         node._saved = node._saved + tuple((o, o._version) for o in node.out
@@ -317,6 +320,11 @@ def _stealable(g):
             sys.getrefcount(g._storage) <= 2 and sys.getrefcount(g) <= 4)
 
 
+def _n_out(node):
+    m = node._out_meta
+    return 1 if m is None else len(m)
+
+
 def _materialize(node, grads):
     """Zeros for the missing grads of a node that has several outputs."""
     from ._ops import zeros
@@ -395,7 +403,7 @@ def run_backward(roots, grads, retain_graph, create_graph, capture=None, accumul
             continue
         buf = buffers.get(n)
         if buf is None:
-            buf = buffers[n] = [None] * len(n._out_meta)
+            buf = buffers[n] = [None] * _n_out(n)
         buf[nr] = g if buf[nr] is None else _add(buf[nr], g)
     heap = []
     for n in {n for n, _ in roots if n is not None and n in active}:
@@ -444,7 +452,7 @@ def _execute(node, grads, create_graph, capture, captured, accumulate, active, b
         if g is not None:
             buf = buffers.get(nxt)
             if buf is None:
-                buf = buffers[nxt] = [None] * len(nxt._out_meta)
+                buf = buffers[nxt] = [None] * _n_out(nxt)
             buf[nr] = g if buf[nr] is None else _add(buf[nr], g)
         d = deps[nxt] - 1
         deps[nxt] = d
@@ -459,7 +467,7 @@ def _apply(node, grads):
             if r is not None:
                 grads = list(r)
     node.check_saved()
-    if (len(grads) > 1 or grads[0] is None) and getattr(node, "materialize_grads", True):
+    if node._out_meta is not None and getattr(node, "materialize_grads", True):
         grads = _materialize(node, grads)
     res = node.apply(grads)
     flat = _flatten_grads(node, res)

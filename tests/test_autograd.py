@@ -508,6 +508,38 @@ def test_create_graph_gives_second_derivatives():
 
 
 @needs_math
+@pytest.mark.parametrize("name", ["exp", "tanh", "sigmoid", "sin"])
+def test_second_derivative_through_saved_outputs_matches_torch(name):
+    res = []
+    for lib, L in ((ampy, ampy), (torch, TL)):
+        x = lib.tensor([0.3, -1.2, 2.0], dtype=lib.float64, requires_grad=True)
+        y = getattr(L, name)(x).sum()
+        gr = ampy.autograd.grad if lib is ampy else torch.autograd.grad
+        (g,) = gr(y, x, create_graph=True)
+        (g2,) = gr((g * g).sum(), x)
+        res.append(np.asarray(g2.detach(), dtype=np.float64))
+    np.testing.assert_allclose(res[0], res[1], rtol=1e-10)
+
+
+@needs_math
+def test_backward_inputs_and_inplace_variants():
+    x, w = _t([1.0, 2.0]), _t([3.0, 4.0])
+    (x * w).sum().backward(inputs=[w])
+    assert x.grad is None and _np(w.grad).tolist() == [1.0, 2.0]
+    y = x * 1
+    v = y[0:1]
+    with pytest.raises(NotImplementedError, match="view"):
+        v.copy_(ampy.tensor([5.0]))
+    if not _has("mul_"):
+        pytest.skip("no in-place mul_ op in the table")
+    z = x * 1
+    z.mul_(w)  # rebases z's history; mul_ needs z's old value for w's gradient
+    z.sum().backward()
+    assert _np(x.grad).tolist() == [3.0, 4.0]
+    assert _np(w.grad).tolist() == [2.0, 4.0]
+
+
+@needs_math
 def test_custom_function():
     class Cube(ampy.autograd.Function):
         @staticmethod

@@ -469,7 +469,10 @@ def _apply(node, grads):
     node.check_saved()
     if node._out_meta is not None and getattr(node, "materialize_grads", True):
         grads = _materialize(node, grads)
-    res = node.apply(grads)
+    if _state.create_graph and node.out is not None:
+        res = _apply_with_graph_outputs(node, grads)
+    else:
+        res = node.apply(grads)
     flat = _flatten_grads(node, res)
     metas = _input_meta(node) if node.args is not None else None
     if metas is None or len(flat) != len(node.next_functions):
@@ -484,3 +487,25 @@ def _apply(node, grads):
             if r is not None:
                 out = list(r)
     return out
+
+
+def _apply_with_graph_outputs(node, grads):
+    """create_graph: a rule that reads the node's own outputs must see them
+    as outputs of this node (torch's SavedVariable does the same), or the
+    second derivative would miss their dependence on the inputs."""
+    saved = node.out
+    live = []
+    for i, t in enumerate(saved):
+        if _is_tensor(t) and t.dtype.is_floating_point:
+            v = detached(t)
+            v.grad_fn = node
+            v._requires_grad = True
+            if i:
+                v._output_nr = i
+            t = v
+        live.append(t)
+    node.out = tuple(live)
+    try:
+        return node.apply(grads)
+    finally:
+        node.out = saved

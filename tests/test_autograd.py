@@ -409,6 +409,12 @@ def test_grad_mode_context_decorator_and_threads():
         return f(n - 1) if n else ag.is_grad_enabled()
 
     assert f(3) is False and ag.is_grad_enabled()  # recursion restores each level
+
+    @ag.no_grad  # bare form, as torch allows
+    def g():
+        return ag.is_grad_enabled()
+
+    assert g() is False and ag.is_grad_enabled()
     ag.set_grad_enabled(False)
     assert not ag.is_grad_enabled()
     ag.set_grad_enabled(True)

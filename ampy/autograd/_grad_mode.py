@@ -76,35 +76,28 @@ class _GradModeBase:
         return self
 
 
-class no_grad(_GradModeBase):
-    """Disable graph recording: `with ampy.no_grad():` or `@ampy.no_grad()`."""
-
-    def __init__(self, orig_func=None):
-        # torch also accepts the bare decorator form @no_grad (no parentheses)
-        self._orig = orig_func
-
-    def _mode(self):
-        return False
+class _BareDecoratable(_GradModeBase):
+    """Also usable as a bare decorator (`@no_grad` without parentheses)."""
 
     def __new__(cls, orig_func=None):
         self = super().__new__(cls)
-        if orig_func is not None and callable(orig_func):
-            self.__init__()
-            return self(orig_func)
-        return self
-
-
-class enable_grad(_GradModeBase):
-    """Enable graph recording inside a no_grad region."""
-
-    def __new__(cls, orig_func=None):
-        self = super().__new__(cls)
-        if orig_func is not None and callable(orig_func):
+        if orig_func is not None:
             return self(orig_func)
         return self
 
     def __init__(self, orig_func=None):
         pass
+
+
+class no_grad(_BareDecoratable):
+    """Disable graph recording: `with ampy.no_grad():` or `@ampy.no_grad()`."""
+
+    def _mode(self):
+        return False
+
+
+class enable_grad(_BareDecoratable):
+    """Enable graph recording inside a no_grad region."""
 
     def _mode(self):
         return True

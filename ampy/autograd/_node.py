@@ -14,12 +14,10 @@ tensor repr read as in torch.
 import itertools
 import weakref
 
-from .. import _C
 
 __all__ = ["Node", "AccumulateGrad", "node_class", "Meta", "RemovableHandle"]
 
 _SEQ = itertools.count()
-_TensorBase = _C.TensorBase
 
 _FREED_MSG = ("Trying to backward through the graph a second time (or directly access saved "
               "tensors after they have already been freed). Saved intermediate values of the "

@@ -446,7 +446,42 @@ static PyObject *f_mse_bwd(PyObject *self, PyObject *args)
     return Py_BuildValue("NN", opt_obj(dx), opt_obj(dy));
 }
 
+/* set_data_(dst, src): dst becomes a view of src's memory with src's shape,
+ * strides, dtype and device, keeping its identity, grad and requires_grad
+ * (torch's `param.data = new`, used by Module.to/half/float so optimizers
+ * holding the Parameter objects keep working). dst must be a leaf. */
+static PyObject *f_set_data(PyObject *self, PyObject *args)
+{
+    PyObject *od, *os;
+    if (!PyArg_ParseTuple(args, "OO:set_data_", &od, &os))
+        return NULL;
+    AmpyTensor *d = ampy_py_tensor_arg(od, "set_data_", "dst");
+    AmpyTensor *s = ampy_py_tensor_arg(os, "set_data_", "src");
+    if (!d || !s)
+        return NULL;
+    if (d->grad_fn != Py_None) {
+        PyErr_SetString(PyExc_RuntimeError, "set_data_: dst must be a leaf tensor");
+        return NULL;
+    }
+    if (d == s)
+        Py_RETURN_NONE;
+    Py_INCREF(s->base);
+    Py_SETREF(d->base, s->base);
+    d->data = s->data;
+    d->ndim = s->ndim;
+    d->dtype = s->dtype;
+    d->device = s->device;
+    d->numel = s->numel;
+    for (int i = 0; i < s->ndim; i++) {
+        d->shape[i] = s->shape[i];
+        d->strides[i] = s->strides[i];
+    }
+    Py_RETURN_NONE;
+}
+
 PyMethodDef ampy_py_nn_methods[] = {
+    {"nn_set_data_", f_set_data, METH_VARARGS,
+     "nn_set_data_(dst, src)\n--\n\nInternal: dst takes src's memory, shape and dtype."},
     {"nn_layer_norm_fwd", f_ln_fwd, METH_VARARGS,
      "nn_layer_norm_fwd(x, N, weight, bias, eps, save)\n--\n\nInternal: fused layer norm."},
     {"nn_layer_norm_bwd", f_ln_bwd, METH_VARARGS,

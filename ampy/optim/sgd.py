@@ -46,8 +46,7 @@ class SGD(Optimizer):
                     params.append(p)
                     grads.append(self._grad(p))
                     masters.append(self._master(p, state, group.get("master_weights", False)))
-                    if use_buf:
-                        bufs.append(state.get("momentum_buffer"))
+                    bufs.append(state.get("momentum_buffer") if use_buf else None)
                 if not params:
                     continue
                 AF.sgd_step_(params, grads, bufs if use_buf else None, lr=group["lr"],
@@ -57,7 +56,7 @@ class SGD(Optimizer):
                              master_params=masters if any(m is not None for m in masters)
                              else None,
                              inv_scale=inv_scale, found_inf=found_inf)
-                if use_buf:
+                if use_buf:  # torch keeps no state without momentum
                     for p, b in zip(params, bufs):
                         self.state[p]["momentum_buffer"] = b
         return loss

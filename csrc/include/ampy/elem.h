@@ -199,4 +199,167 @@ AMPY_ELEM int64_t ampy_f64_to_i64(double v)
  * Appended by the AMP-kernel work: the per-element SGD/Adam update and the
  * loss-scale update rule live below this line. */
 
+/* Which formulas, and why in this order: the fp32 update of one element,
+ * written as torch.optim's single-tensor (foreach=False) code computes it on
+ * the CPU, op by op, each op rounded to float32:
+ *   grad.add(param, alpha=wd)          -> fmaf(p, wd, g)   (ATen's vectorized
+ *                                          add is vec::fmadd(other, alpha, self))
+ *   exp_avg.lerp_(grad, w)             -> ATen lerp: |w| < 0.5 ? fma(w, g - m, m)
+ *                                                            : fma(w - 1, g - m, g)
+ *   exp_avg_sq.mul_(b2).addcmul_(g, g, value=1-b2) -> v*b2, then v + ((1-b2)*g)*g
+ *   denom = sqrt(v) / sqrt(bc2) + eps   (tensor / python float is a true division)
+ *   param.addcdiv_(m, denom, value=-step_size) -> p + ((-step_size) * m) / denom
+ * Every scalar that torch computes in Python double (1 - beta1, lr / bc1, ...)
+ * arrives here already computed in double and rounded once to float, as
+ * ATen's Scalar.to<float>() does. Plain C contracts nothing (-std=c11 means
+ * -ffp-contract=off), so each `*`/`+` below rounds exactly once, and the SIMD
+ * kernels in csrc/optim_x86.c use the same op sequence: both give the same
+ * bits for every non-NaN input. */
+
+#ifdef __CUDACC__
+#define AMPY_FMAF(a, b, c) fmaf((a), (b), (c))
+#define AMPY_SQRTF(x) sqrtf(x)
+#else
+#define AMPY_FMAF(a, b, c) __builtin_fmaf((a), (b), (c))
+#define AMPY_SQRTF(x) __builtin_sqrtf(x)
+#endif
+
+/* max that returns a NaN operand, like torch.maximum (amsgrad). */
+AMPY_ELEM float ampy_maxf_nan(float a, float b)
+{
+    return (a > b || a != a) ? a : b;
+}
+
+/* Per-step constants of Adam/AdamW (one tensor, one step), all float32. */
+typedef struct ampy_adam_scalars {
+    float inv_scale;      /* gradient multiplier (1 = none)                 */
+    float neg;            /* -1 when maximize, else +1                      */
+    float wd;             /* L2 weight decay (0 when decoupled or none)     */
+    float decay_mul;      /* decoupled: 1 - lr*wd; else 1                   */
+    int decoupled;        /* apply decay_mul to the weight                  */
+    float w1;             /* 1 - beta1 (lerp weight)                        */
+    float w1m1;           /* w1 - 1, rounded in float like ATen's vector    */
+    int w1_small;         /* |w1| < 0.5: which lerp formula                 */
+    float beta2, w2;      /* beta2, 1 - beta2                               */
+    float bc2_sqrt;       /* sqrt(1 - beta2^step)                           */
+    float eps;
+    float neg_step_size;  /* -lr / (1 - beta1^step)                         */
+    int amsgrad;
+} ampy_adam_scalars;
+
+/* One Adam/AdamW element. g: the gradient already in float32 (not yet
+ * unscaled); *p: fp32 (master) weight; *m, *v, *vmax: moments (vmax only
+ * with amsgrad). All in,out except g. */
+AMPY_ELEM void ampy_adam_elem(float g, float *p, float *m, float *v, float *vmax,
+                              const ampy_adam_scalars *s)
+{
+    float w = *p;
+    g = g * s->inv_scale;
+    g = g * s->neg;
+    if (s->decoupled)
+        w = w * s->decay_mul;
+    else if (s->wd != 0.0f)
+        g = AMPY_FMAF(w, s->wd, g);
+    float d = g - *m;
+    float mm = s->w1_small ? AMPY_FMAF(s->w1, d, *m) : AMPY_FMAF(s->w1m1, d, g);
+    float vv = *v * s->beta2;
+    vv = vv + (s->w2 * g) * g;
+    float vd = vv;
+    if (s->amsgrad) {
+        vd = ampy_maxf_nan(*vmax, vv);
+        *vmax = vd;
+    }
+    float denom = AMPY_SQRTF(vd) / s->bc2_sqrt + s->eps;
+    *p = w + (s->neg_step_size * mm) / denom;
+    *m = mm;
+    *v = vv;
+}
+
+/* Per-step constants of SGD, float32. */
+typedef struct ampy_sgd_scalars {
+    float inv_scale, neg, wd;
+    int has_momentum;     /* momentum != 0 (in double): keep a buffer       */
+    float momentum;
+    float one_m_damp;     /* 1 - dampening                                  */
+    int nesterov;
+    float neg_lr;         /* -lr                                            */
+} ampy_sgd_scalars;
+
+/* One SGD element; `first` = the momentum buffer is uninitialised and
+ * becomes the (decayed) gradient, as torch's `buf = grad.clone()`. */
+AMPY_ELEM void ampy_sgd_elem(float g, float *p, float *buf, int first, const ampy_sgd_scalars *s)
+{
+    float w = *p;
+    g = g * s->inv_scale;
+    g = g * s->neg;
+    if (s->wd != 0.0f)
+        g = AMPY_FMAF(w, s->wd, g);
+    if (s->has_momentum) {
+        float b = first ? g : AMPY_FMAF(g, s->one_m_damp, *buf * s->momentum);
+        *buf = b;
+        g = s->nesterov ? AMPY_FMAF(b, s->momentum, g) : b;
+    }
+    *p = AMPY_FMAF(g, s->neg_lr, w);
+}
+
+/* ---- loss-scale update --------------------------------------------------
+ * torch._amp_update_scale_ (aten AmpGradScalerKernels.cpp), bit for bit:
+ * products in double, stored as float; growth only when the tracker reaches
+ * growth_interval exactly (`==`); a growth that would give inf is refused
+ * but the tracker still resets; any non-zero found_inf (NaN included) is an
+ * overflow. Extras, neutral at their defaults:
+ *   hysteresis > 1 (apex update_scale_hysteresis / DeepSpeed
+ *   consecutive_hysteresis): an overflow first spends one unit of
+ *   *hysteresis_tracker and backs off only when it reaches 0, so the scale
+ *   shrinks after `hysteresis` consecutive overflows; every clean step refills
+ *   the tracker to `hysteresis`. Tolerated overflows still zero the growth
+ *   tracker (the step is skipped either way). hysteresis_tracker may be NULL
+ *   when hysteresis <= 1.
+ *   has_min / has_max: clamp a backed-off scale from below and a grown scale
+ *   from above (apex: min_loss_scale, max_loss_scale). */
+typedef struct ampy_scale_rule {
+    double growth_factor, backoff_factor;
+    int32_t growth_interval;
+    int32_t hysteresis; /* <= 1: torch behaviour */
+    int has_min, has_max;
+    double min_scale, max_scale;
+} ampy_scale_rule;
+
+AMPY_ELEM void ampy_update_scale_elem(float *scale, int32_t *growth_tracker,
+                                      int32_t *hysteresis_tracker, float found_inf,
+                                      const ampy_scale_rule *r)
+{
+    int hyst = r->hysteresis > 1 && hysteresis_tracker != 0;
+    if (found_inf != 0.0f) {
+        if (hyst) {
+            int32_t h = *hysteresis_tracker > 0 ? *hysteresis_tracker - 1 : 0;
+            *hysteresis_tracker = h;
+            if (h > 0) {
+                *growth_tracker = 0;
+                return;
+            }
+        }
+        double s = (double)*scale * r->backoff_factor;
+        if (r->has_min && s < r->min_scale)
+            s = r->min_scale;
+        *scale = (float)s;
+        *growth_tracker = 0;
+        return;
+    }
+    int64_t successful = (int64_t)*growth_tracker + 1; /* no int32 overflow */
+    if (successful == r->growth_interval) {
+        double g = (double)*scale * r->growth_factor;
+        if (r->has_max && g > r->max_scale)
+            g = r->max_scale;
+        float ns = (float)g;
+        if (ampy_f32_isfinite(ns))
+            *scale = ns;
+        *growth_tracker = 0;
+    } else {
+        *growth_tracker = (int32_t)successful;
+    }
+    if (hyst)
+        *hysteresis_tracker = r->hysteresis;
+}
+
 #endif /* AMPY_ELEM_H */

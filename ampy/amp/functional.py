@@ -1,0 +1,142 @@
+"""ampy.amp.functional — the mixed-precision kernels as in-place functions.
+
+These are the building blocks of ``GradScaler`` and of the fused optimizers,
+each one call into libampy over a whole list of tensors (no Python loop over
+tensors or elements):
+
+- :func:`non_finite_check_and_unscale_` — torch's
+  ``_amp_foreach_non_finite_check_and_unscale_``, for float32, float16 and
+  bfloat16 grads mixed in one list.
+- :func:`update_scale_` — torch's ``_amp_update_scale_``, bit for bit, plus
+  optional ``min_scale`` / ``max_scale`` / ``hysteresis``.
+- :func:`sgd_step_` and :func:`adam_step_` — torch.optim's SGD and
+  Adam/AdamW (``foreach=False`` formulas, float32 math) fused into one pass
+  that also unscales the grads, reads ``found_inf`` inside the kernel (a
+  skipped step changes nothing, step counts included) and keeps float32
+  master weights for float16/bfloat16 parameters.
+
+Every tensor argument must be a contiguous CPU tensor; non-contiguous
+tensors are rejected (call ``.contiguous()``), never silently copied.
+``found_inf`` and ``inv_scale`` are 1-element float32 tensors. Arguments are
+checked completely before any memory is written, so a call that raises
+leaves every input unchanged. The tensors of one call must not overlap.
+"""
+from .. import _C
+
+__all__ = ["non_finite_check_and_unscale_", "update_scale_", "sgd_step_", "adam_step_"]
+
+
+def _as_list(x, name, fn):
+    if isinstance(x, (list, tuple)):
+        return x
+    if x is None or not hasattr(x, "__iter__") or hasattr(x, "numel"):
+        raise TypeError(f"{fn}: argument '{name}' must be a list or tuple of Tensors, "
+                        f"not {type(x).__name__}")
+    return list(x)
+
+
+def _number(x, name, fn):
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise TypeError(f"{fn}: '{name}' must be a float, not {type(x).__name__}")
+    return float(x)
+
+
+def _int(x, name, fn):
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise TypeError(f"{fn}: '{name}' must be an int, not {type(x).__name__}")
+    return x
+
+
+def non_finite_check_and_unscale_(grads, found_inf, inv_scale):
+    """Check ``grads`` for inf/NaN and multiply them by ``inv_scale``, in place.
+
+    ``found_inf[0]`` is set to 1.0 when any element is inf or NaN (it is never
+    cleared: zero it first). Unless ``inv_scale[0] == 1`` every element is
+    replaced by ``x * inv_scale`` rounded once to the grad's dtype; a finite
+    value that overflows only when unscaled is flagged too (torch misses that
+    case). ``grads`` may mix float32, float16 and bfloat16 tensors.
+    """
+    fn = "non_finite_check_and_unscale_"
+    _C._amp_non_finite_check_and_unscale_(_as_list(grads, "grads", fn), found_inf, inv_scale)
+
+
+def update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor,
+                  growth_interval, *, min_scale=None, max_scale=None, hysteresis=1,
+                  hysteresis_tracker=None):
+    """Update the loss scale in place, as ``torch._amp_update_scale_``.
+
+    ``scale`` (float32), ``growth_tracker`` (int32) and ``found_inf`` (float32)
+    are 1-element tensors. On overflow (``found_inf[0] != 0``) the scale is
+    multiplied by ``backoff_factor`` and the tracker reset; otherwise the
+    tracker counts up and, when it reaches ``growth_interval``, the scale is
+    multiplied by ``growth_factor`` (unless that gives inf) and the tracker
+    resets. Products are computed in double and stored as float32.
+
+    Extras (off by default): ``min_scale`` / ``max_scale`` bound the scale;
+    ``hysteresis=N`` backs off only after N consecutive overflows and needs
+    ``hysteresis_tracker``, a 1-element int32 tensor initialised to N.
+    """
+    fn = "update_scale_"
+    growth_factor = _number(growth_factor, "growth_factor", fn)
+    backoff_factor = _number(backoff_factor, "backoff_factor", fn)
+    growth_interval = _int(growth_interval, "growth_interval", fn)
+    if min_scale is not None:
+        min_scale = _number(min_scale, "min_scale", fn)
+    if max_scale is not None:
+        max_scale = _number(max_scale, "max_scale", fn)
+    hysteresis = _int(hysteresis, "hysteresis", fn)
+    _C._amp_update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor,
+                          growth_interval, min_scale, max_scale, hysteresis, hysteresis_tracker)
+
+
+def sgd_step_(params, grads, momentum_buffers, *, lr, momentum=0, dampening=0, nesterov=False,
+              weight_decay=0, maximize=False, master_params=None, inv_scale=None, found_inf=None):
+    """One fused SGD step (torch.optim.SGD semantics) over lists of tensors.
+
+    ``params`` are float32 (updated in place) or float16/bfloat16 with a
+    float32 copy in ``master_params[i]`` (updated in place; the model weight
+    is rewritten from it, rounded once). ``master_params`` entries for float32
+    params are None. ``grads`` may be float32/float16/bfloat16 and are
+    multiplied by ``inv_scale[0]`` when given (they are not modified).
+    ``momentum_buffers`` holds float32 tensors or None; a None entry (no state
+    yet, as in torch) gets a new buffer equal to the gradient, stored into the
+    list. With ``found_inf[0] != 0`` nothing changes at all.
+
+    Returns True when the step was applied, False when it was skipped.
+    """
+    fn = "sgd_step_"
+    if momentum_buffers is None:
+        momentum_buffers = [None] * len(_as_list(params, "params", fn))
+    return _C._amp_sgd_step_(_as_list(params, "params", fn), _as_list(grads, "grads", fn),
+                             momentum_buffers, master_params, inv_scale, found_inf,
+                             _number(lr, "lr", fn), _number(momentum, "momentum", fn),
+                             _number(dampening, "dampening", fn), bool(nesterov),
+                             _number(weight_decay, "weight_decay", fn), bool(maximize))
+
+
+def adam_step_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, *, lr, beta1, beta2,
+               eps, weight_decay, amsgrad, maximize, decoupled_weight_decay=False,
+               master_params=None, inv_scale=None, found_inf=None):
+    """One fused Adam (or AdamW, ``decoupled_weight_decay=True``) step.
+
+    Formulas and float32 order of operations are torch.optim.Adam/AdamW's
+    (``foreach=False``). ``exp_avgs``, ``exp_avg_sqs`` (and, with amsgrad,
+    ``max_exp_avg_sqs``) are float32 tensors shaped like the params;
+    ``steps`` are 1-element float32 tensors (torch's ``state["step"]``),
+    incremented by the kernel only when the step is applied. Params, masters,
+    grads, ``inv_scale`` and ``found_inf`` as in :func:`sgd_step_`.
+
+    Returns True when the step was applied, False when it was skipped.
+    """
+    fn = "adam_step_"
+    if max_exp_avg_sqs is not None:
+        max_exp_avg_sqs = _as_list(max_exp_avg_sqs, "max_exp_avg_sqs", fn)
+    return _C._amp_adam_step_(
+        _as_list(params, "params", fn), _as_list(grads, "grads", fn),
+        _as_list(exp_avgs, "exp_avgs", fn), _as_list(exp_avg_sqs, "exp_avg_sqs", fn),
+        max_exp_avg_sqs, _as_list(steps, "steps", fn),
+        None if master_params is None else _as_list(master_params, "master_params", fn),
+        inv_scale, found_inf, _number(lr, "lr", fn), _number(beta1, "beta1", fn),
+        _number(beta2, "beta2", fn), _number(eps, "eps", fn),
+        _number(weight_decay, "weight_decay", fn), bool(amsgrad), bool(maximize),
+        bool(decoupled_weight_decay))

@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 
 $(VENV)/.deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q --upgrade pip setuptools wheel
 	$(PY) -m pip install -q -e ".[test,demo]"
 	touch $@
 
@@ -34,7 +34,7 @@ pytest: build
 # C unit tests of libampy (elem.h and the kernels), under ASan + UBSan
 ctest:
 	@mkdir -p tests/c/bin
-	@set -e; for t in tests/c/test_*.c; do \
+	@set -e; for t in $(wildcard tests/c/test_*.c); do \
 		b=tests/c/bin/$$(basename $$t .c); \
 		$(CC) $(CFLAGS_TEST) $$t $(CSRC) -o $$b -lm -lpthread; \
 		echo "== $$b"; ASAN_OPTIONS=detect_leaks=1 ./$$b; \

@@ -57,7 +57,7 @@ int ampy_py_amp_list(PyObject *seq, ampy_py_amp_tensors *out, const char *fn, co
         }
         if (check_cpu(x, fn, what) < 0)
             goto fail;
-        if (!ampy_py_is_contiguous(x)) {
+        if (x->numel > 1 && !ampy_py_is_contiguous(x)) {
             PyErr_Format(PyExc_ValueError, "%s: %s is not contiguous (call .contiguous() first)",
                          fn, what);
             goto fail;

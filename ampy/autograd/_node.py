@@ -1,0 +1,233 @@
+"""Graph nodes: what `tensor.grad_fn` points at.
+
+A Node is one recorded op. It keeps what its backward rule needs (the op's
+arguments, with tensors the rule does not read replaced by their shape and
+dtype), one edge `(node, output_nr)` per tensor input (`next_functions`; `None`
+for inputs that do not require grad) and the metadata of its outputs. Leaves
+that require grad are reached through an `AccumulateGrad` node, one per leaf,
+which adds the incoming gradient into `leaf.grad`.
+
+Each op gets its own Node subclass named like torch's (`AddBackward0`,
+`ToCopyBackward0`, ...) so `type(t.grad_fn).__name__`, `grad_fn.name()` and the
+tensor repr read as in torch.
+"""
+import itertools
+import weakref
+
+from .. import _C
+
+__all__ = ["Node", "AccumulateGrad", "node_class", "Meta", "RemovableHandle"]
+
+_SEQ = itertools.count()
+_TensorBase = _C.TensorBase
+
+_FREED_MSG = ("Trying to backward through the graph a second time (or directly access saved "
+              "tensors after they have already been freed). Saved intermediate values of the "
+              "graph are freed when you call .backward() or autograd.grad(). Specify "
+              "retain_graph=True if you need to backward through the graph a second time or if "
+              "you need to access saved tensors after calling backward.")
+
+
+class Meta:
+    """Shape/dtype/device of an argument whose values the backward rule does
+    not read (so the graph does not keep its memory alive)."""
+
+    __slots__ = ("shape", "dtype", "_device_index")
+
+    def __init__(self, t):
+        self.shape = t.shape
+        self.dtype = t.dtype
+        self._device_index = t._device_index
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def dim(self):
+        return len(self.shape)
+
+    def size(self, d=None):
+        return self.shape if d is None else self.shape[d]
+
+    def numel(self):
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def device(self):
+        from .._tensor import device
+        i = self._device_index
+        return device("cpu") if i < 0 else device("cuda", i)
+
+    def __repr__(self):
+        return f"Meta(shape={list(self.shape)}, dtype={self.dtype})"
+
+
+class RemovableHandle:
+    """Returned by register_hook; `remove()` unregisters the hook."""
+
+    __slots__ = ("_hooks", "_key")
+    _ids = itertools.count()
+
+    def __init__(self, hooks):
+        self._hooks = weakref.ref(hooks) if hasattr(hooks, "__weakref__") else (lambda: hooks)
+        self._key = next(RemovableHandle._ids)
+
+    def remove(self):
+        d = self._hooks()
+        if d is not None:
+            d.pop(self._key, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+class _HookDict(dict):
+    """An insertion-ordered dict of hooks that handles can refer to weakly."""
+
+    __slots__ = ("__weakref__",)
+
+
+def add_hook(holder, attr, fn):
+    d = getattr(holder, attr)
+    if d is None:
+        d = _HookDict()
+        setattr(holder, attr, d)
+    h = RemovableHandle(d)
+    d[h._key] = fn
+    return h
+
+
+class Node:
+    """Base of every grad_fn. Subclasses set `_rule` (rule(ctx, *grads) ->
+    one grad per positional argument; a list for a list argument)."""
+
+    __slots__ = ("args", "kwargs", "out", "next_functions", "needs_input_grad", "_out_meta",
+                 "_saved", "_freed", "_seq", "_tensor_pre_hooks", "_retains", "_pre_hooks",
+                 "_post_hooks", "_arg_layout", "__weakref__", "metadata_")
+    _rule = None
+    _op_name = ""
+
+    def __init__(self):
+        self._seq = next(_SEQ)
+        self._freed = False
+        self._saved = ()
+        self._tensor_pre_hooks = None
+        self._retains = None
+        self._pre_hooks = None
+        self._post_hooks = None
+        self.out = None
+        self.kwargs = None
+
+    # ---- public API, as torch's autograd.graph.Node
+    def name(self):
+        return type(self).__name__
+
+    def __repr__(self):
+        return f"<{type(self).__name__} object at {hex(id(self))}>"
+
+    @property
+    def metadata(self):
+        try:
+            return self.metadata_
+        except AttributeError:
+            self.metadata_ = {}
+            return self.metadata_
+
+    def register_hook(self, fn):
+        """fn(grad_inputs, grad_outputs) -> None or new grad_inputs; runs after
+        the node's backward."""
+        return add_hook(self, "_post_hooks", fn)
+
+    def register_prehook(self, fn):
+        """fn(grad_outputs) -> None or new grad_outputs; runs before it."""
+        return add_hook(self, "_pre_hooks", fn)
+
+    # ---- engine side
+    def check_saved(self):
+        """Raise if the saved tensors were freed or modified in place."""
+        if self._freed:
+            raise RuntimeError(_FREED_MSG)
+        for t, version in self._saved:
+            if t._version != version:
+                raise RuntimeError(
+                    f"one of the variables needed for gradient computation has been modified "
+                    f"by an inplace operation: [{_type_str(t)} {list(t.shape)}], which is "
+                    f"output 0 of {_producer(t)}, is at version {t._version}; expected version "
+                    f"{version} instead. Hint: the backtrace further above can point at the "
+                    f"operation that failed to compute its gradient.")
+
+    def apply(self, grads):
+        return type(self)._rule(self, *grads)
+
+    def release(self):
+        """Free what the rule saved (after a backward without retain_graph)."""
+        if self._saved or self.out is not None:
+            self._freed = True
+            self._saved = ()
+            self.out = None
+            self.args = None
+
+
+_TYPE_NAMES = {"float32": "Float", "float16": "Half", "bfloat16": "BFloat16", "float64": "Double"}
+
+
+def _type_str(t):
+    return f"ampy.{_TYPE_NAMES.get(t.dtype.name, t.dtype.name)}Tensor"
+
+
+def _producer(t):
+    g = t.grad_fn
+    return g.name() if g is not None else "a leaf"
+
+
+_CLASSES = {}
+
+
+def node_class(op_name, rule, backward_name=None):
+    """The Node subclass of an op (cached per op and rule)."""
+    key = (op_name, rule)
+    cls = _CLASSES.get(key)
+    if cls is None:
+        name = backward_name or (getattr(rule, "backward_name", None) or
+                                 _camel(op_name) + "Backward0")
+        cls = type(name, (Node,), {"__slots__": (), "_rule": staticmethod(rule),
+                                   "_op_name": op_name})
+        _CLASSES[key] = cls
+    return cls
+
+
+def _camel(name):
+    parts = [p for p in name.strip("_").split("_") if p]
+    return "".join(p[:1].upper() + p[1:] for p in parts) or "Op"
+
+
+class AccumulateGrad(Node):
+    """The sink of a leaf: adds incoming gradients into `variable.grad`."""
+
+    __slots__ = ("variable",)
+
+    def __init__(self, variable):
+        super().__init__()
+        self.variable = variable
+        self.next_functions = ()
+        self._out_meta = ((variable.shape, variable.dtype),)
+
+    def release(self):
+        pass
+
+
+def accumulator(leaf):
+    """The one AccumulateGrad node of `leaf` (created on first use; the leaf
+    refers to it weakly, the graph strongly)."""
+    ref = getattr(leaf, "_grad_accumulator", None)
+    node = ref() if ref is not None else None
+    if node is None:
+        node = AccumulateGrad(leaf)
+        leaf._grad_accumulator = weakref.ref(node)
+    return node

@@ -1,0 +1,107 @@
+"""Backward rules of the GEMM ops (ampy/_gemm.py).
+
+C = A @ B gives dA = dC @ B^T and dB = A^T @ dC, computed by the same GEMM
+kernels in the forward's dtype (fp16/bf16 operands, fp32 accumulation).
+1-d operands are promoted to matrices as matmul does, and broadcast batch
+dims are summed back to each operand's shape.
+"""
+from ._ops import O, sum_to
+from ._registry import rule
+
+
+def _mt(t):
+    return O.transpose(t, -2, -1)
+
+
+def _matmul_grads(a, b, g, need_a, need_b):
+    a_shape, b_shape = tuple(a.shape), tuple(b.shape)
+    if len(a_shape) == 1 and len(b_shape) == 1:  # dot product: g is 0-d
+        return (O.mul(b, g) if need_a else None), (O.mul(a, g) if need_b else None)
+    a2 = O.reshape(a, (1,) + a_shape) if len(a_shape) == 1 else a
+    b2 = O.reshape(b, b_shape + (1,)) if len(b_shape) == 1 else b
+    g2 = g
+    if len(a_shape) == 1:
+        g2 = O.unsqueeze(g2, -2)
+    if len(b_shape) == 1:
+        g2 = O.unsqueeze(g2, -1)
+    ga = gb = None
+    if need_a:
+        ga = O.matmul(g2, _mt(b2))
+        ga = O.reshape(sum_to(ga, tuple(a2.shape)), a_shape)
+    if need_b:
+        gb = O.matmul(_mt(a2), g2)
+        gb = O.reshape(sum_to(gb, tuple(b2.shape)), b_shape)
+    return ga, gb
+
+
+@rule("matmul", save=(0, 1))
+def _matmul(ctx, g):
+    a, b = ctx.args[:2]
+    n = ctx.needs_input_grad
+    return _matmul_grads(a, b, g, n[0], n[1])
+
+
+@rule("mm", save=(0, 1))
+def _mm(ctx, g):
+    a, b = ctx.args[:2]
+    n = ctx.needs_input_grad
+    return (O.mm(g, _mt(b)) if n[0] else None), (O.mm(_mt(a), g) if n[1] else None)
+
+
+@rule("bmm", save=(0, 1))
+def _bmm(ctx, g):
+    a, b = ctx.args[:2]
+    n = ctx.needs_input_grad
+    return (O.bmm(g, _mt(b)) if n[0] else None), (O.bmm(_mt(a), g) if n[1] else None)
+
+
+def _scaled(t, s):
+    return t if s == 1 else O.mul(t, s)
+
+
+def _beta_alpha(ctx):
+    kw = ctx.kwargs or {}
+    return kw.get("beta", 1), kw.get("alpha", 1)
+
+
+@rule("addmm", save=(1, 2))
+def _addmm(ctx, g):
+    _, m1, m2 = ctx.args[:3]
+    beta, alpha = _beta_alpha(ctx)
+    n = ctx.needs_input_grad
+    gi = _scaled(g, beta) if n[0] else None
+    g1 = _scaled(O.mm(g, _mt(m2)), alpha) if n[1] else None
+    g2 = _scaled(O.mm(_mt(m1), g), alpha) if n[2] else None
+    return gi, g1, g2
+
+
+@rule("baddbmm", save=(1, 2))
+def _baddbmm(ctx, g):
+    _, b1, b2 = ctx.args[:3]
+    beta, alpha = _beta_alpha(ctx)
+    n = ctx.needs_input_grad
+    gi = _scaled(g, beta) if n[0] else None
+    g1 = _scaled(O.bmm(g, _mt(b2)), alpha) if n[1] else None
+    g2 = _scaled(O.bmm(_mt(b1), g), alpha) if n[2] else None
+    return gi, g1, g2
+
+
+@rule("linear", save=(0, 1))
+def _linear(ctx, g):
+    """y = x @ W^T + b: dx = g @ W, dW = g2^T @ x2 over all batch rows, db =
+    sum of g over them."""
+    x, w = ctx.args[:2]
+    n = ctx.needs_input_grad
+    gx = gw = gb = None
+    if n[0]:
+        gx = O.matmul(g, w)
+    out_f = w.shape[0] if w.ndim == 2 else 1
+    if n[1] or (len(n) > 2 and n[2]):
+        g2 = O.reshape(g, (-1, out_f)) if w.ndim == 2 else O.reshape(g, (-1, 1))
+        if n[1]:
+            x2 = O.reshape(x, (-1, x.shape[-1]))
+            gw = O.mm(_mt(g2), x2)
+            gw = O.reshape(gw, tuple(w.shape))
+        if len(n) > 2 and n[2]:
+            gb = O.reshape(O.sum(g2, 0), tuple(ctx.args[2].shape))
+    return gx, gw, gb

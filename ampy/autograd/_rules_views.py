@@ -1,0 +1,181 @@
+"""Backward rules of the ops in ampy/_tensor.py: views, casts, copies, indexing.
+
+A view's gradient is the incoming gradient given the input's shape back:
+reshaped, transposed back, summed over expanded dims, or scattered into zeros
+for narrow/select/getitem. Casts are differentiable: the gradient is cast back
+to the input's dtype (so an fp32 parameter used in fp16 gets an fp32 .grad).
+
+Advanced indexing with repeated indices must accumulate (x[[0, 0]] sends
+twice the gradient to x[0]). libampy's index_scatter lets the last write win,
+so `index_put_accumulate` below adds in rounds: each round scatters the
+positions of the pending rows, reads them back to find one winner per
+destination, adds the winners' rows and drops them. One round when the
+indices are unique, max-multiplicity rounds otherwise (a C index_add kernel
+would do it in one pass).
+"""
+from .. import _C
+from .. import _dtype as D
+from .. import _indexing
+from ._ops import O, sum_to, wrap_dim, zeros
+from ._registry import rule
+
+
+@rule("view", "reshape", "flatten", "unsqueeze", "squeeze", save=(), is_view=True)
+def _reshape_back(ctx, g):
+    return (O.reshape(g, tuple(ctx.args[0].shape)),)
+
+
+@rule("transpose", save=(), is_view=True)
+def _transpose_back(ctx, g):
+    _, d0, d1 = ctx.args
+    return (O.transpose(g, d0, d1),)
+
+
+@rule("permute", save=(), is_view=True)
+def _permute_back(ctx, g):
+    x, dims = ctx.args
+    if len(dims) == 1 and not isinstance(dims[0], int):
+        dims = tuple(dims[0])
+    n = x.ndim
+    inv = [0] * n
+    for i, d in enumerate(dims):
+        inv[wrap_dim(d, n)] = i
+    return (O.permute(g, tuple(inv)),)
+
+
+@rule("expand", save=(), is_view=True)
+def _expand_back(ctx, g):
+    return (sum_to(g, ctx.args[0].shape),)
+
+
+@rule("narrow", save=(), is_view=True)
+def _narrow_back(ctx, g):
+    x, dim, start, length = ctx.args
+    d = wrap_dim(dim, x.ndim)
+    start = start.item() if hasattr(start, "item") else start
+    if start < 0:
+        start += x.shape[d]
+    key = (slice(None),) * d + (slice(start, start + length),)
+    return (_scatter_into_zeros(x, key, g),)
+
+
+@rule("select", save=(), is_view=True)
+def _select_back(ctx, g):
+    x, dim, index = ctx.args
+    d = wrap_dim(dim, x.ndim)
+    return (_scatter_into_zeros(x, (slice(None),) * d + (index,), g),)
+
+
+@rule("getitem", save=(), is_view=True)
+def _getitem_back(ctx, g):
+    x, key = ctx.args
+    return (index_put_accumulate(zeros(x.shape, g.dtype, g), key, g), None)
+
+
+def _scatter_into_zeros(x, key, g):
+    z = zeros(x.shape, g.dtype, g)
+    return O.setitem(z, key, g)
+
+
+@rule("setitem", save=(), inplace=True)
+def _setitem_back(ctx, g):
+    x, key, value = ctx.args
+    gx = O.setitem(O.clone(g), key, 0) if ctx.needs_input_grad[0] else None
+    gv = None
+    if hasattr(value, "shape") and value.dtype.is_floating_point:
+        gv = O.getitem(g, key)
+        vshape = tuple(value.shape)
+        if len(vshape) > gv.ndim:  # value had extra leading 1s
+            gv = O.reshape(gv, (1,) * (len(vshape) - gv.ndim) + tuple(gv.shape))
+        gv = sum_to(gv, vshape)
+    return gx, None, gv
+
+
+@rule("to_dtype", save=())
+def _to_dtype_back(ctx, g):
+    x = ctx.args[0]
+    return (O.to_dtype(g, x.dtype) if g.dtype is not x.dtype else g, None)
+
+
+@rule("to_device", save=())
+def _to_device_back(ctx, g):
+    return (O.to_device(g, ctx.args[0].device), None)
+
+
+@rule("clone", save=())
+def _clone_back(ctx, g):
+    return (g,)
+
+
+@rule("copy_", save=(), inplace=True)
+def _copy_back(ctx, g):
+    dst, src = ctx.args
+    gdst = zeros(dst.shape, dst.dtype, g) if ctx.needs_input_grad[0] else None
+    gsrc = g if hasattr(src, "shape") and src.dtype.is_floating_point else None
+    return gdst, gsrc
+
+
+# ------------------------------------------------- indexing with accumulation
+def _is_advanced(key):
+    keys = key if isinstance(key, tuple) else (key,)
+    for k in keys:
+        if isinstance(k, (list, _C.TensorBase)) or type(k).__name__ == "ndarray":
+            return True
+    return False
+
+
+def index_put_accumulate(z, key, g):
+    """z[key] += g, summing rows whose index tuples repeat. Returns z."""
+    if not _is_advanced(key):
+        cur = O.getitem(z, key)
+        return O.setitem(z, key, O.add(cur, g))
+    nkey = _indexing._normalize_key(z, key)
+    view, adv = _indexing._basic(z, nkey)
+    perm, idx, bshape, place = _indexing._prepare_advanced(view, adv)
+    nb = len(bshape)
+    k = len(idx)
+    rest = list(perm.shape[k:])
+    # g is laid out like the getitem result: bring it to [P, rest...]
+    if place:
+        order = list(range(place, place + nb)) + list(range(place)) + \
+            list(range(place + nb, g.ndim))
+        g = O.permute(g, tuple(order))
+    P = idx[0].shape[0] if idx else 0
+    v = O.reshape(O.clone(g) if not g.is_contiguous() else g, tuple([P] + rest))
+    if P == 0:
+        return z
+    pos = _arange(P)
+    owner = _C.empty(tuple(perm.shape[:k]), D.int64)
+    _C.index_scatter(owner, k, idx, pos)
+    won = _C.index_gather(owner, k, idx)
+    if _all_equal(won, pos):  # unique index tuples: one scatter
+        cur = _C.index_gather(perm, k, idx)
+        _C.index_scatter(perm, k, idx, O.add(cur, v))
+        z._bump_version()
+        return z
+    pending = pos
+    while pending.shape[0]:
+        sub_idx = [_take(ix, pending) for ix in idx]
+        _C.index_scatter(owner, k, sub_idx, pending)
+        won = _C.index_gather(owner, k, sub_idx)
+        rows = _C.nonzero(O.eq(won, pending)).reshape(-1)
+        w_idx = [_take(ix, rows) for ix in sub_idx]
+        cur = _C.index_gather(perm, k, w_idx)
+        _C.index_scatter(perm, k, w_idx, O.add(cur, _take(v, _take(pending, rows))))
+        pending = _take(pending, _C.nonzero(O.ne(won, pending)).reshape(-1))
+    z._bump_version()
+    return z
+
+
+def _arange(n):
+    from .._creation import arange
+    return arange(n, dtype=D.int64)
+
+
+def _take(t, rows):
+    """t[rows] along dim 0 (rows: 1-d int64), as a contiguous copy."""
+    return _C.index_gather(t, 1, [rows])
+
+
+def _all_equal(a, b):
+    return _C.nonzero(O.ne(a, b)).shape[0] == 0

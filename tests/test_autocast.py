@@ -217,6 +217,8 @@ def test_lower_fp32_promote_rules(test_ops):
     with ampy.autocast("cpu", dtype=ampy.float16):
         assert dts(low(x32, xb, x64, xi, 3, [x32, xb])[0]) == [
             ampy.float16, ampy.float16, ampy.float64, ampy.int64, 3, [ampy.float16] * 2]
+        args, kw = low(x32, w=x32, bias=[x32], n=3)
+        assert dts(kw.values()) == [ampy.float16, [ampy.float16], 3]
         assert dts(f32(x16, xb, x64, xi)[0]) == [ampy.float32, ampy.float32, ampy.float64,
                                                  ampy.int64]
         assert dts(prom([x16, x16, x64])[0]) == [[ampy.float16, ampy.float16, ampy.float64]]

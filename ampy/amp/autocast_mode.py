@@ -319,21 +319,27 @@ def _cast(t, dt, st, lower):
     return _dispatch.dispatch(_TO_DTYPE, t, dt)
 
 
-def _cast_all(args, dt, dev, st, lower):
-    out = []
-    for a in args:
-        if isinstance(a, Tensor):
-            a = _cast(a, dt, st, lower) if _eligible(a, dev) else a
-        elif isinstance(a, (list, tuple)) and a and any(isinstance(b, Tensor) for b in a):
-            a = type(a)(_cast(b, dt, st, lower) if isinstance(b, Tensor) and _eligible(b, dev)
-                        else b for b in a)
-        out.append(a)
-    return tuple(out)
+def _cast_one(a, dt, dev, st, lower):
+    if isinstance(a, Tensor):
+        return _cast(a, dt, st, lower) if _eligible(a, dev) else a
+    if isinstance(a, (list, tuple)) and a and any(isinstance(b, Tensor) for b in a):
+        return type(a)(_cast(b, dt, st, lower) if isinstance(b, Tensor) and _eligible(b, dev)
+                       else b for b in a)
+    return a
 
 
-def _promote_type(args, dev, lower):
+def _cast_all(args, kwargs, dt, dev, st, lower):
+    """(args, kwargs) with every eligible tensor (also in lists/tuples and
+    keyword arguments) cast to dt."""
+    args = tuple(_cast_one(a, dt, dev, st, lower) for a in args)
+    if kwargs:
+        kwargs = {k: _cast_one(v, dt, dev, st, lower) for k, v in kwargs.items()}
+    return args, kwargs
+
+
+def _promote_type(args, kwargs, dev, lower):
     cur = lower
-    for a in args:
+    for a in (*args, *kwargs.values()):
         items = a if isinstance(a, (list, tuple)) else (a,)
         for t in items:
             if isinstance(t, Tensor) and _eligible(t, dev):
@@ -353,7 +359,7 @@ def _hook(op, args, kwargs):
     pol = op.policy
     if not pol or "out" in kwargs:
         return args, kwargs
-    dev = _device_of(args)
+    dev = _device_of(args) or (_device_of(tuple(kwargs.values())) if kwargs else None)
     if dev is None or not st.enabled[dev]:
         return args, kwargs
     rule = pol.get(dev)
@@ -361,9 +367,9 @@ def _hook(op, args, kwargs):
         return args, kwargs
     lower = st.dtype[dev]
     if rule == P.LOWER:
-        return _cast_all(args, lower, dev, st, lower), kwargs
+        return _cast_all(args, kwargs, lower, dev, st, lower)
     if rule == P.FP32:
-        return _cast_all(args, D.float32, dev, st, lower), kwargs
+        return _cast_all(args, kwargs, D.float32, dev, st, lower)
     if rule == P.FP32_SET_OPT_DTYPE:
         first = args[0] if args else None
         if (kwargs.get("dtype") is None and isinstance(first, Tensor) and _eligible(first, dev)):
@@ -371,11 +377,11 @@ def _hook(op, args, kwargs):
             kwargs["dtype"] = D.float32
         return args, kwargs
     if rule == P.PROMOTE:
-        return _cast_all(args, _promote_type(args, dev, lower), dev, st, lower), kwargs
+        return _cast_all(args, kwargs, _promote_type(args, kwargs, dev, lower), dev, st, lower)
     if rule == P.BANNED:
         raise RuntimeError(P.BANNED_MESSAGE)
     if isinstance(rule, D.dtype):  # register_autocast(op, dev, cast_inputs=dtype)
-        return _cast_all(args, rule, dev, st, lower), kwargs
+        return _cast_all(args, kwargs, rule, dev, st, lower)
     raise RuntimeError(f"ampy autocast: op {op.name!r} has an unknown policy {rule!r} for "
                        f"{dev!r}")
 

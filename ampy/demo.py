@@ -74,7 +74,8 @@ def make_model(lib, hidden=256):
 def train(lib, data, state, *, amp, dtype="float16", epochs=20, batch_size=64, lr=0.05,
           device="cpu", seed=0, label=""):
     """Train from ``state`` (a state_dict of NumPy arrays); returns a dict with
-    per-step losses and scales, skipped steps, test accuracy and timings."""
+    per-step losses and scales, skipped steps, test accuracy, timings and the
+    trained model."""
     nn = lib.nn
     x_tr, y_tr, x_te, y_te = data
     model = make_model(lib)
@@ -114,7 +115,7 @@ def train(lib, data, state, *, amp, dtype="float16", epochs=20, batch_size=64, l
     acc = float((pred.cpu().numpy() == y_te).mean())
     return {"losses": losses, "scales": scales, "skipped": skipped, "accuracy": acc,
             "epoch_time": float(np.median(epoch_times)), "final_scale": scaler.get_scale(),
-            "amp": amp}
+            "amp": amp, "model": model}
 
 
 def initial_state(lib, seed=0):

@@ -186,6 +186,8 @@ AmpyTensor *ampy_py_view(AmpyTensor *src, int ndim, const int64_t *shape, const 
 
 int ampy_py_is_contiguous(const AmpyTensor *t)
 {
+    if (t->numel == 0)
+        return 1; /* torch: an empty tensor is contiguous whatever its strides */
     int64_t expect = 1;
     for (int d = t->ndim - 1; d >= 0; d--) {
         if (t->shape[d] != 1 && t->strides[d] != expect)

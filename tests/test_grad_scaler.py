@@ -212,8 +212,8 @@ def _trajectory(lib, flags, n_opts=1, fused=False, **kw):
                 g = rng.standard_normal(p.shape[0]).astype(np.float32) * scale
                 if flag and rng.random() < 0.7:
                     g[rng.integers(len(g))] = [np.inf, -np.inf, np.nan][it % 3]
-                p.grad = tensor(lib, g, "bfloat16" if p.dtype in (torch.bfloat16,
-                                                                   ampy.bfloat16) else "float32")
+                half = p.dtype in (torch.bfloat16, ampy.bfloat16)
+                p.grad = tensor(lib, g, "bfloat16" if half else "float32")
         if it % 4 == 1 and not fused:
             s.unscale_(opts[0])  # as before clipping
         rets = [s.step(o) for o in opts]

@@ -23,6 +23,7 @@ __all__ = ["autocast", "GradScaler", "OptState", "custom_fwd", "custom_bwd", "re
            "set_autocast_cache_enabled", "clear_autocast_cache", "print_policy",
            "format_policy", "policy_table", "POLICIES", "functional"]
 
+
 # torch spells these torch.autocast, torch.is_autocast_enabled, ...: the same
 # names on the ampy package (until ampy/__init__.py re-exports them itself).
 def _export_to_ampy():

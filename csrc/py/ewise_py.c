@@ -319,6 +319,30 @@ static int ew_unalias(ew_call *c, AmpyTensor *out)
     return 0;
 }
 
+/* torch rounds a Python number to a float16/bfloat16 common dtype before the
+ * op (TensorIterator casts CPU scalars), except where a kernel reads the
+ * original value in float "opmath": mul, div, pow, clamp, lerp, addcmul and
+ * addcdiv. Matching this keeps half results bit-identical to torch. */
+static void round_scalars(ew_call *c, ampy_dtype compute)
+{
+    if (!ampy_dtype_is_half(compute) || c->arity == 1)
+        return;
+    if (c->arity == 3 && c->op != AMPY_EW_WHERE)
+        return;
+    if (c->op == AMPY_EW_MUL || c->op == AMPY_EW_DIV || c->op == AMPY_EW_POW)
+        return;
+    for (int k = 0; k < c->arity; k++) {
+        if (c->t[k])
+            continue;
+        double v = c->dt[k] == AMPY_FLOAT64 ? c->num[k].d
+                   : c->dt[k] == AMPY_BOOL  ? (double)c->num[k].b
+                                            : (double)c->num[k].i;
+        uint16_t h = compute == AMPY_FLOAT16 ? ampy_f64_to_f16(v) : ampy_f64_to_bf16(v);
+        memcpy(&c->num[k], &h, sizeof h);
+        c->dt[k] = compute;
+    }
+}
+
 static PyObject *f_ewise(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs < 5) {
@@ -343,6 +367,7 @@ static PyObject *f_ewise(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     ampy_dtype compute, result;
     if (ew_types(&c, &compute, &result) < 0)
         return NULL;
+    round_scalars(&c, compute);
     AmpyTensor *out;
     PyObject *ret = NULL;
     if (args[1] != Py_None) {

@@ -128,5 +128,6 @@ extern PyMethodDef ampy_py_finite_methods[];
 extern PyMethodDef ampy_py_scaler_methods[];
 extern PyMethodDef ampy_py_optim_methods[];
 extern PyMethodDef ampy_py_runtime_methods[];
+extern PyMethodDef ampy_py_nn_methods[];
 
 #endif /* AMPY_PYAMPY_H */

@@ -1,8 +1,8 @@
 """Backward rules of the rest of ampy/_math.py: trigonometric and hyperbolic
 functions, exp2/expm1/log2/log10, the parametrised activations, lerp,
 addcmul/addcdiv, fmod/remainder, cumprod, norm, and the piecewise-constant
-ops (floor, ceil, round, trunc, sign, floor_divide), whose gradient is zero
-as in torch. Formulas follow torch's derivatives.yaml.
+ops (floor, ceil, round, trunc, sign), whose gradient is zero as in torch
+(floor_divide has none in torch either: backward through it raises). Formulas follow torch's derivatives.yaml.
 """
 import math
 
@@ -18,13 +18,6 @@ def _is_t(x):
 @rule("floor", "ceil", "round", "trunc", "sign", save=())
 def _zero_grad(ctx, g):
     return (zeros(ctx.args[0].shape, g.dtype, g),)
-
-
-@rule("floor_divide", save=())
-def _floor_divide(ctx, g):
-    a, b = ctx.args[:2]
-    return (zeros(a.shape, g.dtype, g) if _is_t(a) else None,
-            zeros(b.shape, g.dtype, g) if _is_t(b) else None)
 
 
 @rule("frac", save=())

@@ -18,9 +18,8 @@ RULES = {}
 # they need no rule: the hook records nothing for them
 NON_DIFFERENTIABLE = frozenset({
     "eq", "ne", "lt", "le", "gt", "ge", "argmax", "argmin", "isnan", "isinf", "isfinite",
-    "logical_and", "logical_or", "logical_not", "logical_xor", "sign", "floor", "ceil",
-    "round", "trunc", "nonzero", "bitwise_and", "bitwise_or", "bitwise_not", "bitwise_xor",
-    "all", "any", "equal", "allclose", "isclose", "randint", "rand", "randn", "arange",
+    "logical_and", "logical_or", "logical_not", "logical_xor", "nonzero", "bitwise_and", "bitwise_or", "bitwise_not", "bitwise_xor",
+    "all", "any", "equal", "floor_divide",  # torch: "derivative ... not implemented" "allclose", "isclose", "randint", "rand", "randn", "arange",
 })
 
 # torch's grad_fn names where they are not CamelCase(op) + "Backward0"
@@ -29,6 +28,7 @@ NAMES = {
     "reshape": "ViewBackward0", "flatten": "ViewBackward0", "getitem": "IndexBackward0",
     "setitem": "IndexPutBackward0", "matmul": "MmBackward0", "linear": "AddmmBackward0",
     "max": "MaxBackward1", "min": "MinBackward1", "true_divide": "DivBackward0",
+    "amax": "AmaxBackward0", "max_dim": "MaxBackward0", "min_dim": "MinBackward0",
 }
 
 

@@ -222,16 +222,32 @@ def _max_min_pair(a, b, g, a_loses):
     return O.where(a_loses(a, b), _zero(g), half), O.where(a_loses(b, a), _zero(g), half)
 
 
-@rule("maximum", "fmax", save=(0, 1))
+@rule("maximum", save=(0, 1))
 def _maximum(ctx, g):
     a, b = ctx.args[:2]
     return _max_min_pair(a, b, g, O.lt)
 
 
-@rule("minimum", "fmin", save=(0, 1))
+@rule("minimum", save=(0, 1))
 def _minimum(ctx, g):
     a, b = ctx.args[:2]
     return _max_min_pair(a, b, g, O.gt)
+
+
+def _fmax_fmin(a, b, g, wins):
+    """torch: no tie splitting; a wins ties and wherever b is NaN."""
+    a_gets = O.logical_or(wins(a, b), O.isnan(b))
+    return _masked(a_gets, g), O.where(a_gets, _zero(g), g)
+
+
+@rule("fmax", save=(0, 1))
+def _fmax(ctx, g):
+    return _fmax_fmin(ctx.args[0], ctx.args[1], g, O.ge)
+
+
+@rule("fmin", save=(0, 1))
+def _fmin(ctx, g):
+    return _fmax_fmin(ctx.args[0], ctx.args[1], g, O.le)
 
 
 # ------------------------------------------------------------- reductions
@@ -327,12 +343,28 @@ def _min(ctx, *grads):
     return _max_min(ctx, grads, O.gt)
 
 
-def _correction(ctx):
-    """(dims, correction) of var/std: ampy/_math_reduce.py normalises torch's
-    call forms and dispatches the op as (input, dim, correction, keepdim)."""
+@rule("max_dim", "min_dim", save=(), save_out=True)
+def _max_dim(ctx, *grads):
+    """(values, indices) along dim: the gradient goes to each index."""
     x = ctx.args[0]
-    dim = ctx.args[1] if len(ctx.args) > 1 else None
-    corr = ctx.args[2] if len(ctx.args) > 2 else 1
+    keepdim = _arg(ctx, 2, "keepdim", False)
+    return (_select_reduce_back(x, ctx.out[1], grads[0], _arg(ctx, 1, "dim"), keepdim),)
+
+
+def _correction(ctx):
+    """(dims, correction) of var/std. The op's forward is (input, dim,
+    correction, keepdim); a bool in the correction slot is torch's legacy
+    `unbiased`."""
+    x = ctx.args[0]
+    dim = _arg(ctx, 1, "dim")
+    corr = _arg(ctx, 2, "correction", 1)
+    unbiased = ctx.kwargs.get("unbiased") if ctx.kwargs else None
+    if isinstance(dim, bool):
+        dim, corr = None, int(dim)
+    elif isinstance(corr, bool):
+        corr = int(corr)
+    if unbiased is not None:
+        corr = int(unbiased)
     return _dims(dim, x.ndim), corr
 
 

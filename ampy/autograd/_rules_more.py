@@ -1,0 +1,226 @@
+"""Backward rules of the rest of ampy/_math.py: trigonometric and hyperbolic
+functions, exp2/expm1/log2/log10, the parametrised activations, lerp,
+addcmul/addcdiv, fmod/remainder, cumprod, norm, and the piecewise-constant
+ops (floor, ceil, round, trunc, sign), whose gradient is zero as in torch
+(floor_divide has none in torch either: backward through it raises). Formulas follow torch's derivatives.yaml.
+"""
+import math
+
+from ._ops import O, upcast, wrap_dim, zeros
+from ._registry import rule
+from ._rules_math import _arg, _dims, _expand_back, _masked, _restore
+
+
+def _is_t(x):
+    return hasattr(x, "shape") and hasattr(x, "dtype")
+
+
+@rule("floor", "ceil", "round", "trunc", "sign", save=())
+def _zero_grad(ctx, g):
+    return (zeros(ctx.args[0].shape, g.dtype, g),)
+
+
+@rule("frac", save=())
+def _frac(ctx, g):
+    return (g,)
+
+
+@rule("tan", save=(), save_out=True)
+def _tan(ctx, g):
+    y = ctx.out[0]
+    return (O.mul(g, O.add(O.mul(y, y), 1)),)
+
+
+@rule("sinh", save=(0,))
+def _sinh(ctx, g):
+    return (O.mul(g, O.cosh(ctx.args[0])),)
+
+
+@rule("cosh", save=(0,))
+def _cosh(ctx, g):
+    return (O.mul(g, O.sinh(ctx.args[0])),)
+
+
+@rule("asin", save=(0,))
+def _asin(ctx, g):
+    x = ctx.args[0]
+    return (O.div(g, O.sqrt(O.sub(1, O.mul(x, x)))),)
+
+
+@rule("acos", save=(0,))
+def _acos(ctx, g):
+    x = ctx.args[0]
+    return (O.neg(O.div(g, O.sqrt(O.sub(1, O.mul(x, x))))),)
+
+
+@rule("atan", save=(0,))
+def _atan(ctx, g):
+    x = ctx.args[0]
+    return (O.div(g, O.add(O.mul(x, x), 1)),)
+
+
+@rule("atan2", save=(0, 1))
+def _atan2(ctx, g):
+    a, b = ctx.args[:2]
+    r = O.add(O.mul(a, a), O.mul(b, b))
+    return O.mul(g, O.div(b, r)), O.mul(g, O.div(O.neg(a), r))
+
+
+@rule("exp2", save=(), save_out=True)
+def _exp2(ctx, g):
+    return (O.mul(g, O.mul(ctx.out[0], math.log(2.0))),)
+
+
+@rule("expm1", save=(), save_out=True)
+def _expm1(ctx, g):
+    return (O.mul(g, O.add(ctx.out[0], 1)),)
+
+
+@rule("log2", save=(0,))
+def _log2(ctx, g):
+    return (O.div(g, O.mul(ctx.args[0], math.log(2.0))),)
+
+
+@rule("log10", save=(0,))
+def _log10(ctx, g):
+    return (O.div(g, O.mul(ctx.args[0], math.log(10.0))),)
+
+
+@rule("fmod", save=(0, 1))
+def _fmod(ctx, g):
+    a, b = ctx.args[:2]
+    gb = O.mul(O.neg(g), O.trunc(O.div(a, b))) if _is_t(b) else None
+    return g, gb
+
+
+@rule("remainder", save=(0, 1))
+def _remainder(ctx, g):
+    a, b = ctx.args[:2]
+    gb = O.mul(O.neg(g), O.floor(O.div(a, b))) if _is_t(b) else None
+    return g, gb
+
+
+@rule("leaky_relu", save=(0,))
+def _leaky_relu(ctx, g):
+    x = ctx.args[0]
+    slope = _arg(ctx, 1, "negative_slope", 0.01)
+    return O.where(O.gt(x, 0), g, O.mul(g, slope)), None
+
+
+@rule("elu", save=(0,), save_out=True)
+def _elu(ctx, g):
+    x = ctx.args[0]
+    alpha = _arg(ctx, 1, "alpha", 1.0)
+    # x <= 0: out = alpha * (exp(x) - 1), so d/dx = out + alpha
+    return O.where(O.gt(x, 0), g, O.mul(g, O.add(ctx.out[0], alpha))), None
+
+
+@rule("softplus", save=(0,))
+def _softplus(ctx, g):
+    x = upcast(ctx.args[0])
+    beta = _arg(ctx, 1, "beta", 1.0)
+    threshold = _arg(ctx, 2, "threshold", 20.0)
+    gu = upcast(g)
+    s = O.sigmoid(O.mul(x, beta))
+    return O.where(O.gt(O.mul(x, beta), threshold), gu, O.mul(gu, s)), None, None
+
+
+@rule("logsigmoid", save=(0,))
+def _logsigmoid(ctx, g):
+    x = upcast(ctx.args[0])
+    return (O.mul(upcast(g), O.sigmoid(O.neg(x))),)
+
+
+@rule("mish", save=(0,))
+def _mish(ctx, g):
+    """d/dx x*tanh(softplus(x)) = tanh(sp) + x*sigmoid(x)*(1 - tanh(sp)^2)."""
+    x = upcast(ctx.args[0])
+    t = O.tanh(O.softplus(x))
+    d = O.add(t, O.mul(O.mul(x, O.sigmoid(x)), O.sub(1, O.mul(t, t))))
+    return (O.mul(upcast(g), d),)
+
+
+@rule("lerp", save=(0, 1, 2))
+def _lerp(ctx, g):
+    a, b, w = ctx.args[:3]
+    if _is_t(w):
+        return O.mul(g, O.sub(1, w)), O.mul(g, w), O.mul(g, O.sub(b, a))
+    return O.mul(g, 1 - w), O.mul(g, w), None
+
+
+@rule("addcmul", save=(1, 2))
+def _addcmul(ctx, g):
+    _, t1, t2 = ctx.args[:3]
+    value = _arg(ctx, 3, "value", 1)
+    gv = O.mul(g, value) if value != 1 else g
+    return g, O.mul(gv, t2), O.mul(gv, t1)
+
+
+@rule("addcdiv", save=(1, 2))
+def _addcdiv(ctx, g):
+    _, t1, t2 = ctx.args[:3]
+    value = _arg(ctx, 3, "value", 1)
+    gv = O.mul(g, value) if value != 1 else g
+    return g, O.div(gv, t2), O.mul(O.neg(gv), O.div(O.div(t1, t2), t2))
+
+
+@rule("clamp_min", save=(0, 1))
+def _clamp_min(ctx, g):
+    x, lo = ctx.args[:2]
+    return _masked(O.ge(x, lo), g), (_masked(O.lt(x, lo), g) if _is_t(lo) else None)
+
+
+@rule("clamp_max", save=(0, 1))
+def _clamp_max(ctx, g):
+    x, hi = ctx.args[:2]
+    return _masked(O.le(x, hi), g), (_masked(O.gt(x, hi), g) if _is_t(hi) else None)
+
+
+@rule("cumprod", save=(0,), save_out=True)
+def _cumprod(ctx, g):
+    """sum_{j>=i} g_j * out_j / x_i: a reverse cumulative sum (flip, cumsum,
+    flip). Exact for inputs without zeros; torch has an O(n^2) path for
+    zeros, ampy raises NotImplementedError instead of returning inf/nan."""
+    from .._creation import arange
+    from .. import _dtype as D
+    x = ctx.args[0]
+    d = wrap_dim(_arg(ctx, 1, "dim"), x.ndim)
+    if x.ndim == 0:
+        return (g,)
+    if bool(O.any(O.eq(x, 0)).item()):
+        raise NotImplementedError("cumprod backward for inputs containing zeros is not "
+                                  "implemented in ampy")
+    n = x.shape[d]
+    rev = O.sub(n - 1, arange(n, dtype=D.int64))
+    key = (slice(None),) * d + (rev,)
+    s = O.getitem(O.cumsum(O.getitem(O.mul(g, ctx.out[0]), key), d), key)
+    return (O.div(s, x),)
+
+
+@rule("norm", save=(0,), save_out=True)
+def _norm(ctx, g):
+    x = ctx.args[0]
+    p = _arg(ctx, 1, "p", "fro")
+    dims = _dims(_arg(ctx, 2, "dim"), x.ndim)
+    out = _restore(ctx.out[0], x.shape, dims)
+    gk = _restore(g, x.shape, dims)
+    if p in ("fro", 2, 2.0, None):
+        return (_masked(O.ne(out, 0), O.mul(gk, O.div(x, out))),) + (None,) * 4
+    if p in (1, 1.0):
+        sgn = O.sub(O.to_dtype(O.gt(x, 0), g.dtype), O.to_dtype(O.lt(x, 0), g.dtype))
+        return (O.mul(_expand_back(g, x.shape, dims), sgn),) + (None,) * 4
+    if p in (math.inf, -math.inf):
+        ax = O.abs(x)
+        mask = O.to_dtype(O.eq(ax, out), g.dtype)
+        cnt = O.sum(mask, dims, keepdim=True)
+        sgn = O.sub(O.to_dtype(O.gt(x, 0), g.dtype), O.to_dtype(O.lt(x, 0), g.dtype))
+        return (O.mul(O.div(gk, cnt), O.mul(mask, sgn)),) + (None,) * 4
+    if p == 0:
+        return (zeros(x.shape, g.dtype, g),) + (None,) * 4
+    p = float(p)
+    ax = O.abs(x)
+    sgn = O.sub(O.to_dtype(O.gt(x, 0), g.dtype), O.to_dtype(O.lt(x, 0), g.dtype))
+    # d/dx ||x||_p = sign(x) |x|^(p-1) / ||x||_p^(p-1)
+    val = O.mul(O.mul(sgn, O.pow(ax, p - 1)), O.div(gk, O.pow(out, p - 1)))
+    return (_masked(O.ne(out, 0), val),) + (None,) * 4
+

@@ -216,6 +216,8 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
         raise RuntimeError("number of steps must be non-negative")
     t = _C.empty((steps,), D.to_dtype(dtype) if dtype is not None else D.get_default_dtype())
     step = (end - start) / (steps - 1) if steps > 1 else 0.0
+    if steps == 1:
+        end = start  # torch.linspace(a, b, 1) is [a]; fill_linspace fills the top half from end
     _C.fill_linspace(t, float(start), float(end), float(step))
     return _finish(t, device, requires_grad)
 

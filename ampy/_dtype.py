@@ -135,7 +135,7 @@ class finfo:
         self.min = _builtin_float(info.min)
         self.tiny = _builtin_float(info.tiny)
         self.smallest_normal = self.tiny
-        self.resolution = _builtin_float(info.resolution)
+        self.resolution = 10.0 ** -_builtin_int(info.precision)  # torch: exact 10^-digits
 
     def __repr__(self):
         return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, "

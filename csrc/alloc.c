@@ -62,7 +62,10 @@ void *ampy_alloc(size_t nbytes)
         }
         return p;
     }
-    if (nbytes > ((size_t)1 << 62))
+    /* More than the 128 TiB of an x86-64 / AArch64 user address space can
+     * never succeed; refusing it here also keeps sanitizer allocators (which
+     * abort on absurd requests) on the MemoryError path. */
+    if (nbytes > ((size_t)1 << 47))
         return NULL;
     int cls;
     size_t rounded = class_size(nbytes, &cls);

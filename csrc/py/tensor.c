@@ -124,10 +124,6 @@ AmpyTensor *ampy_py_empty(int dtype, int ndim, const int64_t *shape, int device)
                      ndim);
         return NULL;
     }
-    if (device != AMPY_DEV_CPU) {
-        PyErr_SetString(PyExc_RuntimeError, "ampy: this allocator only makes CPU tensors");
-        return NULL;
-    }
     const size_t isz = ampy_dtype_size(dtype);
     int64_t numel = 1;
     for (int d = 0; d < ndim; d++) {
@@ -141,7 +137,9 @@ AmpyTensor *ampy_py_empty(int dtype, int ndim, const int64_t *shape, int device)
         }
         numel *= shape[d];
     }
-    AmpyStorage *s = storage_new_host((size_t)numel * isz);
+    /* CUDA: device storage from ampy._C_cuda's caching allocator (device_py.c) */
+    AmpyStorage *s = device == AMPY_DEV_CPU ? storage_new_host((size_t)numel * isz)
+                                            : ampy_py_storage_new_device((size_t)numel * isz, device);
     if (!s)
         return NULL;
     AmpyTensor *t = tensor_alloc();
@@ -151,6 +149,7 @@ AmpyTensor *ampy_py_empty(int dtype, int ndim, const int64_t *shape, int device)
     }
     t->base = (PyObject *)s;
     t->data = s->ptr;
+    t->device = device;
     t->dtype = dtype;
     t->ndim = ndim;
     t->numel = numel;
@@ -465,6 +464,33 @@ static PyObject *m_size(AmpyTensor *t, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromLongLong(t->ndim ? t->shape[dd] : 1);
 }
 
+/* 1 + RuntimeError when a view (shape, strides, offset from t's first
+ * element) of a non-empty shape would reach outside t's storage (as_strided
+ * with bad arguments); the products are checked for int64 overflow. */
+static int view_out_of_bounds(const AmpyTensor *t, int nd, const int64_t *shape,
+                              const int64_t *strides, int64_t off)
+{
+    const AmpyStorage *s = (const AmpyStorage *)t->base;
+    const int64_t isz = (int64_t)ampy_dtype_size(t->dtype);
+    int64_t lo = (t->data - s->ptr) / isz, hi, ext;
+    int bad = __builtin_add_overflow(lo, off, &lo);
+    hi = lo;
+    for (int d = 0; d < nd && !bad; d++) {
+        if (shape[d] == 0)
+            return 0;
+        bad |= __builtin_mul_overflow(shape[d] - 1, strides[d], &ext);
+        bad |= ext < 0 ? __builtin_add_overflow(lo, ext, &lo) : __builtin_add_overflow(hi, ext, &hi);
+    }
+    if (!bad && lo >= 0 && hi < (int64_t)(s->nbytes / (size_t)isz))
+        return 0;
+    PyErr_Format(PyExc_RuntimeError,
+                 "setStorage: a view with storage offset %lld and this size/stride reaches "
+                 "elements [%lld, %lld], outside the %lld elements of its storage",
+                 (long long)((t->data - s->ptr) / isz + off), (long long)lo, (long long)hi,
+                 (long long)(s->nbytes / (size_t)isz));
+    return 1;
+}
+
 /* _view(shape, strides, offset): a new tensor sharing this one's memory. The
  * Python layer computes shapes and strides of views (transpose, slicing, ...)
  * and this checks that the view stays inside the viewed elements' span. */
@@ -491,6 +517,8 @@ static PyObject *m_view(AmpyTensor *t, PyObject *const *args, Py_ssize_t nargs)
             PyErr_Format(PyExc_ValueError, "_view: negative dimension %lld", (long long)shape[d]);
             return NULL;
         }
+    if (view_out_of_bounds(t, nd1, shape, strides, off))
+        return NULL;
     return (PyObject *)ampy_py_view(t, nd1, shape, strides, off);
 }
 
@@ -680,7 +708,14 @@ static PyObject *f_from_numpy(PyObject *self, PyObject *arg)
         t->numel *= t->shape[d];
     }
     t->data = PyArray_DATA(a);
-    AmpyStorage *st = ampy_py_storage_borrow(t->data, (size_t)PyArray_NBYTES(a), AMPY_DEV_CPU, arg);
+    /* the bytes the array spans (strided arrays span more than NBYTES) */
+    size_t span = 0;
+    if (t->numel > 0) {
+        span = (size_t)isz;
+        for (int d = 0; d < nd; d++)
+            span += (size_t)(t->shape[d] - 1) * (size_t)(t->strides[d] * isz);
+    }
+    AmpyStorage *st = ampy_py_storage_borrow(t->data, span, AMPY_DEV_CPU, arg);
     if (!st) {
         Py_DECREF(t);
         return NULL;

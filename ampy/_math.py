@@ -1,0 +1,487 @@
+"""Element-wise math: torch's functions, Tensor methods and operators.
+
+Every function here registers its forward in the op table (`defop("<torch
+name>")`) and calls `dispatch(op, ...)`, so autocast and autograd hook them by
+name. The forwards are thin: `_C.ewise(op, out, alpha, beta, *inputs)` does
+torch's type promotion (result_type with its dim / zero-dim / wrapped-number
+categories), broadcasting, allocation, the in-place castability check and the
+loop (csrc/ewise.c). Reductions, softmax, cat and stack live in
+ampy/_math_reduce.py; both modules' names are re-exported from here.
+"""
+import builtins as _b
+import math as _pymath
+
+import numpy as _np
+
+from . import _C
+from . import _dtype as D
+from ._dispatch import defop, dispatch, get_op
+from ._tensor import Tensor
+
+_C._math_init(D._default_dtype)
+_ew = _C.ewise
+_CODE = {n: i for i, n in enumerate(_C.ewise_ops())}
+
+_UNARY = ["abs", "neg", "reciprocal", "square", "sign", "exp", "expm1", "exp2", "log", "log1p",
+          "log2", "log10", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "atan", "asin", "acos",
+          "sinh", "cosh", "sigmoid", "relu", "erf", "silu", "mish", "logsigmoid", "floor", "ceil",
+          "trunc", "frac", "isnan", "isinf", "isfinite", "logical_not", "bitwise_not"]
+_NO_INPLACE = {"isnan", "isinf", "isfinite", "logsigmoid", "mish"}
+_BINARY = ["mul", "maximum", "minimum", "fmax", "fmin", "fmod", "remainder", "floor_divide",
+           "atan2", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+           "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor"]
+_NO_INPLACE_BIN = {"maximum", "minimum", "fmax", "fmin"}
+
+__all__ = (list(_UNARY) + list(_BINARY) +
+           ["add", "sub", "div", "pow", "where", "lerp", "addcmul", "addcdiv", "clamp", "clip",
+            "clamp_min", "clamp_max", "gelu", "softplus", "leaky_relu", "elu", "round",
+            "negative", "absolute", "multiply", "subtract", "divide", "true_divide",
+            "square_", "result_type", "can_cast", "greater", "greater_equal", "less",
+            "less_equal", "not_equal", "arctan", "arctan2", "arcsin", "arccos", "fix",
+            "float_power", "hardtanh"])
+
+_NUMBER = (int, float, _np.generic)
+
+
+def _as_operand(x):
+    """A Tensor or Python number as-is; an ndarray as a Tensor; else None."""
+    if isinstance(x, (Tensor, int, float, _np.generic)):
+        return x
+    if isinstance(x, _np.ndarray):
+        from ._creation import as_tensor
+        return as_tensor(x)
+    return None
+
+
+# ---- generated unary / binary families ---------------------------------------
+def _make_unary(name):
+    code = _CODE[name]
+    defop(name)(lambda input, out=None: _ew(code, out, None, None, input))
+    op = get_op(name)
+
+    def fn(input, *, out=None):
+        return dispatch(op, input) if out is None else dispatch(op, input, out=out)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"{name}(input, *, out=None) -> Tensor (element-wise, like torch.{name})"
+    fns = [fn]
+    if name not in _NO_INPLACE:
+        defop(name + "_")(lambda self: _ew(code, self, None, None, self))
+        iop = get_op(name + "_")
+
+        def ifn(self):
+            return dispatch(iop, self)
+
+        ifn.__name__ = ifn.__qualname__ = name + "_"
+        fns.append(ifn)
+    return fns
+
+
+def _make_binary(name):
+    code = _CODE[name]
+    defop(name)(lambda input, other, out=None: _ew(code, out, None, None, input, other))
+    op = get_op(name)
+
+    def fn(input, other, *, out=None):
+        return dispatch(op, input, other) if out is None else dispatch(op, input, other, out=out)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"{name}(input, other, *, out=None) -> Tensor (broadcasting, like torch.{name})"
+    fns = [fn]
+    if name not in _NO_INPLACE_BIN:
+        defop(name + "_")(lambda self, other: _ew(code, self, None, None, self, other))
+        iop = get_op(name + "_")
+
+        def ifn(self, other):
+            return dispatch(iop, self, other)
+
+        ifn.__name__ = ifn.__qualname__ = name + "_"
+        fns.append(ifn)
+    return fns
+
+
+_METHODS = {}  # name -> function installed on Tensor
+for _n in _UNARY:
+    _f = _make_unary(_n)
+    globals()[_n] = _f[0]
+    _METHODS[_n] = _f[0]
+    if len(_f) > 1:
+        _METHODS[_n + "_"] = _f[1]
+for _n in _BINARY:
+    _f = _make_binary(_n)
+    globals()[_n] = _f[0]
+    _METHODS[_n] = _f[0]
+    if len(_f) > 1:
+        _METHODS[_n + "_"] = _f[1]
+
+
+# ---- add / sub / div / pow -----------------------------------------------------
+def _check_alpha(name, input, other, alpha):
+    if isinstance(alpha, float) and not _C.result_type(input, other).is_floating_point:
+        raise TypeError(f"{name}: for integral input tensors, argument alpha must not be a "
+                        f"floating point number")
+
+
+@defop("add")
+def _add_fwd(input, other, alpha=1, out=None):
+    if alpha != 1:
+        _check_alpha("add", input, other, alpha)
+    return _ew(_CODE["add"], out, None if alpha == 1 else alpha, None, input, other)
+
+
+@defop("sub")
+def _sub_fwd(input, other, alpha=1, out=None):
+    if alpha != 1:
+        _check_alpha("sub", input, other, alpha)
+    return _ew(_CODE["sub"], out, None if alpha == 1 else alpha, None, input, other)
+
+
+@defop("add_")
+def _add_ifwd(self, other, alpha=1):
+    return _add_fwd(self, other, alpha, self)
+
+
+@defop("sub_")
+def _sub_ifwd(self, other, alpha=1):
+    return _sub_fwd(self, other, alpha, self)
+
+
+_ADD, _SUB, _ADD_, _SUB_ = (get_op(n) for n in ("add", "sub", "add_", "sub_"))
+
+
+def add(input, other, *, alpha=1, out=None):
+    """input + alpha * other, broadcasting, with torch's type promotion."""
+    if alpha == 1 and out is None:
+        return dispatch(_ADD, input, other)
+    return dispatch(_ADD, input, other, alpha=alpha, out=out)
+
+
+def sub(input, other, *, alpha=1, out=None):
+    """input - alpha * other."""
+    if alpha == 1 and out is None:
+        return dispatch(_SUB, input, other)
+    return dispatch(_SUB, input, other, alpha=alpha, out=out)
+
+
+def _add_(self, other, *, alpha=1):
+    return dispatch(_ADD_, self, other) if alpha == 1 else dispatch(_ADD_, self, other,
+                                                                    alpha=alpha)
+
+
+def _sub_(self, other, *, alpha=1):
+    return dispatch(_SUB_, self, other) if alpha == 1 else dispatch(_SUB_, self, other,
+                                                                    alpha=alpha)
+
+
+_DIV_MODES = (None, "trunc", "floor")
+
+
+@defop("div")
+def _div_fwd(input, other, rounding_mode=None, out=None):
+    if rounding_mode is None:
+        return _ew(_CODE["div"], out, None, None, input, other)
+    if rounding_mode == "floor":
+        return _ew(_CODE["floor_divide"], out, None, None, input, other)
+    if rounding_mode == "trunc":
+        rt = _C.result_type(input, other)
+        if rt.is_floating_point:
+            q = _ew(_CODE["div"], None, None, None, input, other)
+            return _ew(_CODE["trunc"], out, None, None, q)
+        # exact integer truncation: (a - fmod(a, b)) is a multiple of b
+        m = _ew(_CODE["fmod"], None, None, None, input, other)
+        d = _ew(_CODE["sub"], None, None, None, input, m)
+        return _ew(_CODE["floor_divide"], out, None, None, d, other)
+    raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but "
+                     f"found {rounding_mode!r}")
+
+
+@defop("div_")
+def _div_ifwd(self, other, rounding_mode=None):
+    return _div_fwd(self, other, rounding_mode, self)
+
+
+_DIV, _DIV_ = get_op("div"), get_op("div_")
+
+
+def div(input, other, *, rounding_mode=None, out=None):
+    """True division (rounding_mode None), or 'trunc' / 'floor' rounded."""
+    if rounding_mode is None and out is None:
+        return dispatch(_DIV, input, other)
+    return dispatch(_DIV, input, other, rounding_mode=rounding_mode, out=out)
+
+
+def _div_(self, other, *, rounding_mode=None):
+    if rounding_mode is None:
+        return dispatch(_DIV_, self, other)
+    return dispatch(_DIV_, self, other, rounding_mode=rounding_mode)
+
+
+def _is_int_like(x):
+    if isinstance(x, Tensor):
+        return not x.dtype.is_floating_point
+    return isinstance(x, (int, _np.integer))
+
+
+@defop("pow")
+def _pow_fwd(input, exponent, out=None):
+    if (isinstance(exponent, (int, _np.integer)) and not isinstance(exponent, bool)
+            and exponent < 0 and _is_int_like(input)):
+        raise RuntimeError("pow: Integers to negative integer powers are not allowed.")
+    if (isinstance(input, Tensor) and out is None and
+            ((type(exponent) is int and exponent == 2) or
+             (type(exponent) is float and exponent == 2.0 and input.dtype.is_floating_point))):
+        return _ew(_CODE["square"], None, None, None, input)
+    return _ew(_CODE["pow"], out, None, None, input, exponent)
+
+
+@defop("pow_")
+def _pow_ifwd(self, exponent):
+    return _pow_fwd(self, exponent, self)
+
+
+_POW, _POW_ = get_op("pow"), get_op("pow_")
+
+
+def pow(input, exponent, *, out=None):  # noqa: A001 (torch's name)
+    """input ** exponent (either may be a Python number)."""
+    return dispatch(_POW, input, exponent) if out is None else dispatch(_POW, input, exponent,
+                                                                        out=out)
+
+
+def float_power(input, exponent):
+    """pow computed and returned in float64."""
+    a = input.double() if isinstance(input, Tensor) else float(input)
+    e = exponent.double() if isinstance(exponent, Tensor) else float(exponent)
+    return pow(a, e)
+
+
+def _pow_(self, exponent):
+    return dispatch(_POW_, self, exponent)
+
+
+# ---- ternary: where, lerp, addcmul, addcdiv, clamp -----------------------------
+@defop("where")
+def _where_fwd(condition, input, other):
+    return _ew(_CODE["where"], None, None, None, condition, input, other)
+
+
+_WHERE = get_op("where")
+
+
+def where(condition, input=None, other=None):
+    """condition ? input : other, broadcasting all three."""
+    if input is None or other is None:
+        raise TypeError("where(condition) without input and other is not supported; use "
+                        "nonzero(condition, as_tuple=True)")
+    return dispatch(_WHERE, condition, input, other)
+
+
+@defop("lerp")
+def _lerp_fwd(input, end, weight, out=None):
+    for name, x in (("end", end), ("weight", weight)):
+        if isinstance(x, Tensor) and x.dtype is not input.dtype:
+            raise TypeError(f"lerp: expected dtype {input.dtype} for `{name}` but got dtype "
+                            f"{x.dtype}")
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"lerp: expected a floating point input, got {input.dtype}")
+    return _ew(_CODE["lerp"], out, None, None, input, end, weight)
+
+
+@defop("lerp_")
+def _lerp_ifwd(self, end, weight):
+    return _lerp_fwd(self, end, weight, self)
+
+
+def _addc(name):
+    code = _CODE[name]
+
+    def fwd(input, tensor1, tensor2, value=1, out=None):
+        if isinstance(value, float) and not _b.any(
+                isinstance(t, Tensor) and t.dtype.is_floating_point
+                for t in (input, tensor1, tensor2)):
+            raise TypeError(f"{name}: for integral input tensors, argument value must not be a "
+                            f"floating point number")
+        return _ew(code, out, value, None, input, tensor1, tensor2)
+
+    defop(name)(fwd)
+    defop(name + "_")(lambda self, tensor1, tensor2, value=1: fwd(self, tensor1, tensor2, value,
+                                                                  self))
+    return get_op(name), get_op(name + "_")
+
+
+_LERP, _LERP_ = get_op("lerp"), get_op("lerp_")
+_ADDCMUL, _ADDCMUL_ = _addc("addcmul")
+_ADDCDIV, _ADDCDIV_ = _addc("addcdiv")
+
+
+def lerp(input, end, weight, *, out=None):
+    """input + weight * (end - input)."""
+    return dispatch(_LERP, input, end, weight) if out is None else dispatch(
+        _LERP, input, end, weight, out=out)
+
+
+def addcmul(input, tensor1, tensor2, *, value=1, out=None):
+    """input + value * tensor1 * tensor2."""
+    if value == 1 and out is None:
+        return dispatch(_ADDCMUL, input, tensor1, tensor2)
+    return dispatch(_ADDCMUL, input, tensor1, tensor2, value=value, out=out)
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1, out=None):
+    """input + value * tensor1 / tensor2."""
+    if value == 1 and out is None:
+        return dispatch(_ADDCDIV, input, tensor1, tensor2)
+    return dispatch(_ADDCDIV, input, tensor1, tensor2, value=value, out=out)
+
+
+def _is_floaty(x):
+    if isinstance(x, Tensor):
+        return x.dtype.is_floating_point
+    return isinstance(x, (float, _np.floating))
+
+
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+@defop("clamp")
+def _clamp_fwd(input, min=None, max=None, out=None):  # noqa: A002 (torch's names)
+    if min is None and max is None:
+        raise RuntimeError("clamp: At least one of 'min' or 'max' must not be None")
+    flt = _is_floaty(input) or _is_floaty(min) or _is_floaty(max)
+    lo = min if min is not None else (-_pymath.inf if flt else _I64_MIN)
+    hi = max if max is not None else (_pymath.inf if flt else _I64_MAX)
+    return _ew(_CODE["clamp"], out, None, None, input, lo, hi)
+
+
+@defop("clamp_")
+def _clamp_ifwd(self, min=None, max=None):  # noqa: A002
+    return _clamp_fwd(self, min, max, self)
+
+
+_CLAMP, _CLAMP_ = get_op("clamp"), get_op("clamp_")
+
+
+def clamp(input, min=None, max=None, *, out=None):  # noqa: A002
+    """min(max(input, min), max); min/max are numbers, Tensors or None."""
+    if out is None:
+        return dispatch(_CLAMP, input, min, max)
+    return dispatch(_CLAMP, input, min, max, out=out)
+
+
+clip = clamp
+
+
+def clamp_min(input, min):  # noqa: A002
+    return clamp(input, min=min)
+
+
+def clamp_max(input, max):  # noqa: A002
+    return clamp(input, max=max)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0):
+    return clamp(input, min_val, max_val)
+
+
+def _clamp_(self, min=None, max=None):  # noqa: A002
+    return dispatch(_CLAMP_, self, min, max)
+
+
+# ---- activations with parameters ----------------------------------------------
+@defop("gelu")
+def _gelu_fwd(input, approximate="none"):
+    if approximate == "none":
+        return _ew(_CODE["gelu"], None, None, None, input)
+    if approximate == "tanh":
+        return _ew(_CODE["gelu_tanh"], None, None, None, input)
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+_GELU = get_op("gelu")
+
+
+def gelu(input, approximate="none"):
+    """Gaussian error linear unit: exact (erf) or approximate='tanh'."""
+    return dispatch(_GELU, input) if approximate == "none" else dispatch(
+        _GELU, input, approximate=approximate)
+
+
+def _param_op(name, pnames, defaults):
+    code = _CODE[name]
+
+    def fwd(input, *params):
+        vals = list(defaults)
+        vals[:len(params)] = params
+        return _ew(code, None, *(list(vals) + [None] * (2 - len(vals))), input)
+
+    defop(name)(fwd)
+    return get_op(name)
+
+
+_SOFTPLUS = _param_op("softplus", ("beta", "threshold"), (1.0, 20.0))
+_LEAKY = _param_op("leaky_relu", ("negative_slope",), (0.01,))
+_ELU = _param_op("elu", ("alpha",), (1.0,))
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """log(1 + exp(beta x)) / beta, linear above threshold."""
+    return dispatch(_SOFTPLUS, input, beta, threshold)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    r = dispatch(_LEAKY, input, negative_slope)
+    return input.copy_(r) if inplace else r
+
+
+def elu(input, alpha=1.0, inplace=False):
+    r = dispatch(_ELU, input, alpha)
+    return input.copy_(r) if inplace else r
+
+
+@defop("round")
+def _round_fwd(input, decimals=0):
+    if decimals == 0:
+        return _ew(_CODE["round"], None, None, None, input)
+    s = 10.0 ** decimals
+    return div(_ew(_CODE["round"], None, None, None, mul(input, s)), s)
+
+
+_ROUND = get_op("round")
+
+
+def round(input, *, decimals=0):  # noqa: A001 (torch's name)
+    """Round half to even (torch.round), optionally to `decimals` digits."""
+    return dispatch(_ROUND, input) if decimals == 0 else dispatch(_ROUND, input,
+                                                                  decimals=decimals)
+
+
+def _round_(self, *, decimals=0):
+    return self.copy_(round(self, decimals=decimals))
+
+
+# ---- promotion queries ---------------------------------------------------------
+def result_type(tensor1, tensor2):
+    """torch.result_type: the dtype an op on these operands computes in."""
+    return _C.result_type(tensor1, tensor2)
+
+
+def can_cast(from_, to):
+    """torch.can_cast: no float -> integer and no non-bool -> bool casts."""
+    f, t = D.to_dtype(from_), D.to_dtype(to)
+    if f.is_floating_point and not t.is_floating_point:
+        return False
+    return not (f is not D.bool and t is D.bool)
+
+
+# ---- aliases ---------------------------------------------------------------------
+negative, absolute, multiply, subtract, divide, true_divide = neg, abs, mul, sub, div, div  # noqa
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne  # noqa: F821
+arctan, arctan2, arcsin, arccos, fix = atan, atan2, asin, acos, trunc  # noqa: F821
+square_ = _METHODS["square_"]
+
+from . import _math_reduce  # noqa: E402  (needs the functions above)
+from ._math_reduce import *  # noqa: E402,F401,F403
+
+__all__ += _math_reduce.__all__
+
+from . import _math_methods  # noqa: E402,F401  (installs Tensor methods and operators)

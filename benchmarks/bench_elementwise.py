@@ -1,0 +1,103 @@
+"""Element-wise and reduction throughput/latency: ampy vs torch (CPU) and NumPy.
+
+Prints the median time per call over many repeats after a warm-up, and the
+ratio torch/ampy (> 1: ampy faster). The machine's copy bandwidth (NumPy
+copyto into a reused buffer) is measured in the same run as the ceiling for
+memory-bound ops. Not a test: timings on a shared VM are noisy.
+
+    python benchmarks/bench_elementwise.py [--threads N]
+"""
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import ampy  # noqa: E402
+
+
+def median_time(fn, min_time=0.2, warm=3):
+    for _ in range(warm):
+        fn()
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < 0.02:
+        fn()
+        n += 1
+    reps = max(5, int(min_time / max((time.perf_counter() - t0) / n, 1e-9) / 10))
+    samples = []
+    for _ in range(10):
+        t = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        samples.append((time.perf_counter() - t) / reps)
+    return statistics.median(samples)
+
+
+def fmt(t):
+    return f"{t * 1e6:9.2f} us" if t < 1e-3 else f"{t * 1e3:9.3f} ms"
+
+
+def row(name, ta, tt, tn, nbytes=None):
+    bw = f"{nbytes / ta / 1e9:6.1f} GB/s" if nbytes else " " * 11
+    tn_s = fmt(tn) if tn is not None else " " * 12
+    print(f"{name:34s} {fmt(ta)} {fmt(tt)} {tn_s} {tt / ta:6.2f}x  {bw}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    ampy.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
+    rng = np.random.default_rng(0)
+
+    big = 1 << 24
+    src, dst = np.ones(big, np.float32), np.empty(big, np.float32)
+    copy_t = median_time(lambda: np.copyto(dst, src))
+    print(f"threads={args.threads}; copy bandwidth (NumPy copyto, 64 MiB): "
+          f"{2 * big * 4 / copy_t / 1e9:.1f} GB/s")
+    print(f"{'op':34s} {'ampy':>12s} {'torch':>12s} {'numpy':>12s} {'torch/ampy':>7s}  ampy BW")
+
+    for n in (10, 1 << 20):
+        a, b = rng.normal(size=n).astype(np.float32), rng.normal(size=n).astype(np.float32)
+        xa, xb = ampy.tensor(a), ampy.tensor(b)
+        ta, tb = torch.tensor(a), torch.tensor(b)
+        nb = 3 * n * 4
+        row(f"x + y  float32 n={n}", median_time(lambda: xa + xb), median_time(lambda: ta + tb),
+            median_time(lambda: a + b), nb)
+        row(f"add(x, y, out=)  float32 n={n}",
+            median_time(lambda: ampy.add(xa, xb, out=xa)),
+            median_time(lambda: torch.add(ta, tb, out=ta)),
+            median_time(lambda: np.add(a, b, out=a)), nb)
+        row(f"x * 0.5  float32 n={n}", median_time(lambda: xa * 0.5),
+            median_time(lambda: ta * 0.5), median_time(lambda: a * 0.5), 2 * n * 4)
+        ha, hb, tha, thb = xa.half(), xb.half(), ta.half(), tb.half()
+        row(f"x + y  float16 n={n}", median_time(lambda: ha + hb),
+            median_time(lambda: tha + thb), None, 3 * n * 2)
+        row(f"exp(x)  float32 n={n}", median_time(lambda: ampy.exp(xa)),
+            median_time(lambda: torch.exp(ta)), median_time(lambda: np.exp(a)), 2 * n * 4)
+        row(f"gelu(x)  float32 n={n}", median_time(lambda: ampy.gelu(xa)),
+            median_time(lambda: torch.nn.functional.gelu(ta)), None, 2 * n * 4)
+        row(f"sum(x)  float32 n={n}", median_time(lambda: ampy.sum(xa)),
+            median_time(lambda: torch.sum(ta)), median_time(lambda: np.sum(a)), n * 4)
+
+    m = rng.normal(size=(1024, 1024)).astype(np.float32)
+    xm, tm = ampy.tensor(m), torch.tensor(m)
+    row("sum(dim=0) 1024x1024", median_time(lambda: xm.sum(0)), median_time(lambda: tm.sum(0)),
+        median_time(lambda: m.sum(0)), m.nbytes)
+    row("sum(dim=1) 1024x1024", median_time(lambda: xm.sum(1)), median_time(lambda: tm.sum(1)),
+        median_time(lambda: m.sum(1)), m.nbytes)
+    row("softmax(dim=-1) 1024x1024", median_time(lambda: ampy.softmax(xm, -1)),
+        median_time(lambda: torch.softmax(tm, -1)), None, 2 * m.nbytes)
+    row("log_softmax(dim=-1) 1024x1024", median_time(lambda: ampy.log_softmax(xm, -1)),
+        median_time(lambda: torch.log_softmax(tm, -1)), None, 2 * m.nbytes)
+    row("x.T + 1 (strided) 1024x1024", median_time(lambda: xm.T + 1),
+        median_time(lambda: tm.T + 1), median_time(lambda: m.T + 1), 2 * m.nbytes)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,365 @@
+/* ewise.c — the element-wise driver, dtype conversion at load/store, and
+ * torch's type promotion (see ewise.h).
+ *
+ * ampy_ewise() hands ampy_iter_run() an inner loop that works in blocks of
+ * AMPY_EWISE_BLOCK elements: each operand is either used in place (already
+ * in the compute kind and contiguous) or converted into a stack buffer by
+ * ampy_ewise_load(); the op's block kernel (ewise_ops.c) runs; the result is
+ * rounded once into the output dtype by ampy_ewise_store(). Contiguous
+ * float16/bfloat16 <-> float32 conversions use the SIMD cast kernels of
+ * cast_x86.c, which give the same bits as elem.h.
+ *
+ * Promotion follows c10/core/ScalarType.h (promoteTypes) and
+ * aten/src/ATen/native/TypeProperties.cpp (ResultTypeState): operands fall
+ * in three categories (tensors with dims, 0-dim tensors, Python numbers);
+ * a lower category only matters when it is of a higher kind.
+ */
+#include <string.h>
+
+#include "ampy/cast.h"
+#include "ampy/cpu.h"
+#include "ampy/elem.h"
+#include "ampy/ewise.h"
+#include "ampy/iter.h"
+
+/* ---- op metadata ---------------------------------------------------------- */
+#define I2F AMPY_EWF_INT_TO_FLOAT
+#define OB AMPY_EWF_OUT_BOOL
+#define SI AMPY_EWF_SAME_INT
+typedef struct {
+    const char *name;
+    unsigned char arity;
+    unsigned char cost; /* 1 = a few cycles per element, 2 = a libm call */
+    unsigned flags;
+} op_info;
+
+static const op_info ops[AMPY_EW_NUM_OPS] = {
+    [AMPY_EW_ABS] = {"abs", 1, 1, 0}, [AMPY_EW_NEG] = {"neg", 1, 1, AMPY_EWF_NO_BOOL},
+    [AMPY_EW_RECIPROCAL] = {"reciprocal", 1, 1, I2F}, [AMPY_EW_SQUARE] = {"square", 1, 1, 0},
+    [AMPY_EW_SIGN] = {"sign", 1, 1, 0}, [AMPY_EW_EXP] = {"exp", 1, 2, I2F},
+    [AMPY_EW_EXPM1] = {"expm1", 1, 2, I2F}, [AMPY_EW_EXP2] = {"exp2", 1, 2, I2F},
+    [AMPY_EW_LOG] = {"log", 1, 2, I2F}, [AMPY_EW_LOG1P] = {"log1p", 1, 2, I2F},
+    [AMPY_EW_LOG2] = {"log2", 1, 2, I2F}, [AMPY_EW_LOG10] = {"log10", 1, 2, I2F},
+    [AMPY_EW_SQRT] = {"sqrt", 1, 1, I2F}, [AMPY_EW_RSQRT] = {"rsqrt", 1, 1, I2F},
+    [AMPY_EW_SIN] = {"sin", 1, 2, I2F}, [AMPY_EW_COS] = {"cos", 1, 2, I2F},
+    [AMPY_EW_TAN] = {"tan", 1, 2, I2F}, [AMPY_EW_TANH] = {"tanh", 1, 2, I2F},
+    [AMPY_EW_ATAN] = {"atan", 1, 2, I2F}, [AMPY_EW_SIGMOID] = {"sigmoid", 1, 2, I2F},
+    [AMPY_EW_RELU] = {"relu", 1, 1, 0}, [AMPY_EW_GELU] = {"gelu", 1, 2, I2F},
+    [AMPY_EW_GELU_TANH] = {"gelu_tanh", 1, 2, I2F}, [AMPY_EW_ERF] = {"erf", 1, 2, I2F},
+    [AMPY_EW_SILU] = {"silu", 1, 2, I2F}, [AMPY_EW_SOFTPLUS] = {"softplus", 1, 2, I2F},
+    [AMPY_EW_LEAKY_RELU] = {"leaky_relu", 1, 1, I2F}, [AMPY_EW_FLOOR] = {"floor", 1, 1, SI},
+    [AMPY_EW_CEIL] = {"ceil", 1, 1, SI}, [AMPY_EW_ROUND] = {"round", 1, 1, SI},
+    [AMPY_EW_TRUNC] = {"trunc", 1, 1, SI}, [AMPY_EW_FRAC] = {"frac", 1, 1, 0},
+    [AMPY_EW_ISNAN] = {"isnan", 1, 1, OB}, [AMPY_EW_ISINF] = {"isinf", 1, 1, OB},
+    [AMPY_EW_ISFINITE] = {"isfinite", 1, 1, OB},
+    [AMPY_EW_LOGICAL_NOT] = {"logical_not", 1, 1, OB},
+    [AMPY_EW_BITWISE_NOT] = {"bitwise_not", 1, 1, AMPY_EWF_INT_ONLY},
+    [AMPY_EW_ELU] = {"elu", 1, 2, I2F}, [AMPY_EW_MISH] = {"mish", 1, 2, I2F},
+    [AMPY_EW_ASIN] = {"asin", 1, 2, I2F}, [AMPY_EW_ACOS] = {"acos", 1, 2, I2F},
+    [AMPY_EW_SINH] = {"sinh", 1, 2, I2F}, [AMPY_EW_COSH] = {"cosh", 1, 2, I2F},
+    [AMPY_EW_LOGSIGMOID] = {"logsigmoid", 1, 2, I2F},
+    [AMPY_EW_ADD] = {"add", 2, 1, 0}, [AMPY_EW_SUB] = {"sub", 2, 1, AMPY_EWF_NO_BOOL},
+    [AMPY_EW_MUL] = {"mul", 2, 1, 0}, [AMPY_EW_DIV] = {"div", 2, 1, I2F},
+    [AMPY_EW_POW] = {"pow", 2, 2, 0}, [AMPY_EW_MAXIMUM] = {"maximum", 2, 1, 0},
+    [AMPY_EW_MINIMUM] = {"minimum", 2, 1, 0}, [AMPY_EW_FMAX] = {"fmax", 2, 1, 0},
+    [AMPY_EW_FMIN] = {"fmin", 2, 1, 0}, [AMPY_EW_FMOD] = {"fmod", 2, 2, 0},
+    [AMPY_EW_REMAINDER] = {"remainder", 2, 2, 0},
+    [AMPY_EW_FLOOR_DIVIDE] = {"floor_divide", 2, 2, 0}, [AMPY_EW_ATAN2] = {"atan2", 2, 2, I2F},
+    [AMPY_EW_EQ] = {"eq", 2, 1, OB}, [AMPY_EW_NE] = {"ne", 2, 1, OB},
+    [AMPY_EW_LT] = {"lt", 2, 1, OB}, [AMPY_EW_LE] = {"le", 2, 1, OB},
+    [AMPY_EW_GT] = {"gt", 2, 1, OB}, [AMPY_EW_GE] = {"ge", 2, 1, OB},
+    [AMPY_EW_LOGICAL_AND] = {"logical_and", 2, 1, OB},
+    [AMPY_EW_LOGICAL_OR] = {"logical_or", 2, 1, OB},
+    [AMPY_EW_LOGICAL_XOR] = {"logical_xor", 2, 1, OB},
+    [AMPY_EW_BITWISE_AND] = {"bitwise_and", 2, 1, AMPY_EWF_INT_ONLY},
+    [AMPY_EW_BITWISE_OR] = {"bitwise_or", 2, 1, AMPY_EWF_INT_ONLY},
+    [AMPY_EW_BITWISE_XOR] = {"bitwise_xor", 2, 1, AMPY_EWF_INT_ONLY},
+    [AMPY_EW_WHERE] = {"where", 3, 1, AMPY_EWF_SKIP_FIRST}, [AMPY_EW_LERP] = {"lerp", 3, 1, 0},
+    [AMPY_EW_ADDCMUL] = {"addcmul", 3, 1, 0}, [AMPY_EW_ADDCDIV] = {"addcdiv", 3, 1, I2F},
+    [AMPY_EW_CLAMP] = {"clamp", 3, 1, 0},
+};
+
+const char *ampy_ewise_op_name(int op)
+{
+    return (op >= 0 && op < AMPY_EW_NUM_OPS) ? ops[op].name : NULL;
+}
+int ampy_ewise_op_arity(int op) { return (op >= 0 && op < AMPY_EW_NUM_OPS) ? ops[op].arity : 0; }
+unsigned ampy_ewise_op_flags(int op)
+{
+    return (op >= 0 && op < AMPY_EW_NUM_OPS) ? ops[op].flags : 0;
+}
+
+/* ---- load: any dtype -> a contiguous block of one kind ------------------- */
+/* One case of a load switch: V(p) reads the element at p as type CT. */
+#define LOAD_CASE(DT, SZ, CT, V)                                              \
+    case DT:                                                                  \
+        if (stride == SZ) {                                                   \
+            for (int64_t i = 0; i < n; i++) d[i] = (CT)V(src + i * SZ);       \
+        } else if (stride == 0) {                                             \
+            const CT v = (CT)V(src);                                          \
+            for (int64_t i = 0; i < n; i++) d[i] = v;                         \
+        } else {                                                              \
+            for (int64_t i = 0; i < n; i++) d[i] = (CT)V(src + i * stride);   \
+        }                                                                     \
+        break;
+#define RD_F32(p) (*(const float *)(p))
+#define RD_F16(p) ampy_f16_to_f32(*(const uint16_t *)(p))
+#define RD_BF16(p) ampy_bf16_to_f32(*(const uint16_t *)(p))
+#define RD_F64(p) (*(const double *)(p))
+#define RD_I64(p) (*(const int64_t *)(p))
+#define RD_I32(p) (*(const int32_t *)(p))
+#define RD_U8(p) (*(const uint8_t *)(p))
+#define RD_B(p) (*(const uint8_t *)(p) != 0)
+#define RD_F2I(p) ampy_f64_to_i64(RD_F64(p))
+#define RD_F322I(p) ampy_f64_to_i64((double)RD_F32(p))
+#define RD_F162I(p) ampy_f64_to_i64((double)RD_F16(p))
+#define RD_BF162I(p) ampy_f64_to_i64((double)RD_BF16(p))
+
+#define LOAD_SWITCH(CT, F2I_F32, F2I_F16, F2I_BF16, F2I_F64)                  \
+    switch (dtype) {                                                          \
+        LOAD_CASE(AMPY_FLOAT32, 4, CT, F2I_F32)                               \
+        LOAD_CASE(AMPY_FLOAT16, 2, CT, F2I_F16)                               \
+        LOAD_CASE(AMPY_BFLOAT16, 2, CT, F2I_BF16)                             \
+        LOAD_CASE(AMPY_FLOAT64, 8, CT, F2I_F64)                               \
+        LOAD_CASE(AMPY_INT64, 8, CT, RD_I64)                                  \
+        LOAD_CASE(AMPY_INT32, 4, CT, RD_I32)                                  \
+        LOAD_CASE(AMPY_UINT8, 1, CT, RD_U8)                                   \
+        LOAD_CASE(AMPY_BOOL, 1, CT, RD_B)                                     \
+    default: break;                                                           \
+    }
+
+void ampy_ewise_load(const char *src, int64_t stride, ampy_dtype dtype, int kind, void *dst,
+                     int64_t n)
+{
+    if (kind == AMPY_KIND_F32) {
+        if (stride == 2 && (dtype == AMPY_FLOAT16 || dtype == AMPY_BFLOAT16)) {
+            ampy_cast_kernel k = ampy_cast_simd_kernel(ampy_cpu_level_get(), dtype, AMPY_FLOAT32);
+            if (k) {
+                k(src, dst, n);
+                return;
+            }
+        }
+        float *d = (float *)dst;
+        LOAD_SWITCH(float, RD_F32, RD_F16, RD_BF16, RD_F64)
+    } else if (kind == AMPY_KIND_F64) {
+        double *d = (double *)dst;
+        LOAD_SWITCH(double, RD_F32, RD_F16, RD_BF16, RD_F64)
+    } else {
+        int64_t *d = (int64_t *)dst;
+        LOAD_SWITCH(int64_t, RD_F322I, RD_F162I, RD_BF162I, RD_F2I)
+    }
+}
+
+/* ---- store: a contiguous block of one kind -> any dtype, rounding once --- */
+#define STORE_CASE(DT, SZ, W)                                                 \
+    case DT:                                                                  \
+        if (stride == SZ) {                                                   \
+            for (int64_t i = 0; i < n; i++) W(dst + i * SZ, s[i]);            \
+        } else {                                                              \
+            for (int64_t i = 0; i < n; i++) W(dst + i * stride, s[i]);        \
+        }                                                                     \
+        break;
+#define WR_F32(p, v) (*(float *)(p) = (float)(v))
+#define WR_F64(p, v) (*(double *)(p) = (double)(v))
+#define WR_F16F(p, v) (*(uint16_t *)(p) = ampy_f32_to_f16(v))
+#define WR_BF16F(p, v) (*(uint16_t *)(p) = ampy_f32_to_bf16(v))
+#define WR_F16D(p, v) (*(uint16_t *)(p) = ampy_f64_to_f16((double)(v)))
+#define WR_BF16D(p, v) (*(uint16_t *)(p) = ampy_f64_to_bf16((double)(v)))
+#define WR_I64F(p, v) (*(int64_t *)(p) = ampy_f64_to_i64((double)(v)))
+#define WR_I32F(p, v) (*(int32_t *)(p) = (int32_t)(uint32_t)ampy_f64_to_i64((double)(v)))
+#define WR_U8F(p, v) (*(uint8_t *)(p) = (uint8_t)ampy_f64_to_i64((double)(v)))
+#define WR_I64(p, v) (*(int64_t *)(p) = (int64_t)(v))
+#define WR_I32(p, v) (*(int32_t *)(p) = (int32_t)(uint32_t)(uint64_t)(v))
+#define WR_U8(p, v) (*(uint8_t *)(p) = (uint8_t)(uint64_t)(v))
+#define WR_B(p, v) (*(uint8_t *)(p) = (v) != 0)
+
+#define STORE_SWITCH(F16, BF16, I64, I32, U8)                                 \
+    switch (dtype) {                                                          \
+        STORE_CASE(AMPY_FLOAT32, 4, WR_F32)                                   \
+        STORE_CASE(AMPY_FLOAT16, 2, F16)                                      \
+        STORE_CASE(AMPY_BFLOAT16, 2, BF16)                                    \
+        STORE_CASE(AMPY_FLOAT64, 8, WR_F64)                                   \
+        STORE_CASE(AMPY_INT64, 8, I64)                                        \
+        STORE_CASE(AMPY_INT32, 4, I32)                                        \
+        STORE_CASE(AMPY_UINT8, 1, U8)                                         \
+        STORE_CASE(AMPY_BOOL, 1, WR_B)                                        \
+    default: break;                                                           \
+    }
+
+void ampy_ewise_store(const void *src, int kind, char *dst, int64_t stride, ampy_dtype dtype,
+                      int64_t n)
+{
+    if (kind == AMPY_KIND_F32) {
+        if (stride == 2 && (dtype == AMPY_FLOAT16 || dtype == AMPY_BFLOAT16)) {
+            ampy_cast_kernel k = ampy_cast_simd_kernel(ampy_cpu_level_get(), AMPY_FLOAT32, dtype);
+            if (k) {
+                k(src, dst, n);
+                return;
+            }
+        }
+        const float *s = (const float *)src;
+        STORE_SWITCH(WR_F16F, WR_BF16F, WR_I64F, WR_I32F, WR_U8F)
+    } else if (kind == AMPY_KIND_F64) {
+        const double *s = (const double *)src;
+        STORE_SWITCH(WR_F16D, WR_BF16D, WR_I64F, WR_I32F, WR_U8F)
+    } else {
+        const int64_t *s = (const int64_t *)src;
+        STORE_SWITCH(WR_F16D, WR_BF16D, WR_I64, WR_I32, WR_U8)
+    }
+}
+
+/* ---- the driver ------------------------------------------------------------ */
+typedef struct {
+    ampy_ewise_kernel kernel;
+    const ampy_ewise_params *params;
+    int arity, kind;
+    int64_t ksize;             /* bytes per element of the kind */
+    ampy_dtype in_dt[3], out_dt;
+    volatile int div_by_zero;  /* set by any thread; read after the join */
+} ew_ctx;
+
+static void ew_inner(char **ptrs, const int64_t *s, int64_t n, void *arg)
+{
+    ew_ctx *c = (ew_ctx *)arg;
+    const ampy_dtype kdt = ampy_kind_dtype(c->kind);
+    _Alignas(64) char buf[4][AMPY_EWISE_BLOCK * 8];
+    const int na = c->arity;
+    for (int64_t off = 0; off < n; off += AMPY_EWISE_BLOCK) {
+        const int64_t m = n - off < AMPY_EWISE_BLOCK ? n - off : AMPY_EWISE_BLOCK;
+        const void *in[3] = {NULL, NULL, NULL};
+        for (int k = 0; k < na; k++) {
+            const char *p = ptrs[k] + off * s[k];
+            if (c->in_dt[k] == kdt && s[k] == c->ksize) {
+                in[k] = p;
+            } else {
+                ampy_ewise_load(p, s[k], c->in_dt[k], c->kind, buf[k], m);
+                in[k] = buf[k];
+            }
+        }
+        char *op = ptrs[na] + off * s[na];
+        const int direct = c->out_dt == kdt && s[na] == c->ksize;
+        void *o = direct ? (void *)op : (void *)buf[3];
+        if (c->kernel(o, in, m, c->params))
+            c->div_by_zero = 1;
+        if (!direct)
+            ampy_ewise_store(o, c->kind, op, s[na], c->out_dt, m);
+    }
+}
+
+ampy_status ampy_ewise(ampy_ewise_op op, int ndim, const int64_t *shape,
+                       const ampy_ewise_operand *in, const ampy_ewise_operand *out,
+                       ampy_dtype compute, const ampy_ewise_params *params)
+{
+    if ((int)op < 0 || op >= AMPY_EW_NUM_OPS)
+        return ampy_error(AMPY_ERR_VALUE, "ewise: invalid op code %d", (int)op);
+    if (ndim < 0 || ndim > AMPY_MAX_DIMS)
+        return ampy_error(AMPY_ERR_VALUE, "%s: bad ndim %d", ops[op].name, ndim);
+    const int na = ops[op].arity;
+    if (!ampy_dtype_valid(compute) || !ampy_dtype_valid(out->dtype))
+        return ampy_error(AMPY_ERR_VALUE, "%s: invalid dtype code", ops[op].name);
+    for (int k = 0; k < na; k++)
+        if (!ampy_dtype_valid(in[k].dtype))
+            return ampy_error(AMPY_ERR_VALUE, "%s: invalid dtype code", ops[op].name);
+    if (op == AMPY_EW_BITWISE_NOT && compute == AMPY_BOOL)
+        op = AMPY_EW_LOGICAL_NOT; /* ~True is False, not -2 */
+    static const ampy_ewise_params zero_params;
+    ew_ctx c;
+    c.kind = ampy_kind_of(compute);
+    c.kernel = ampy_ewise_kernel_get(op, c.kind);
+    if (!c.kernel)
+        return ampy_error(AMPY_ERR_DTYPE, "%s: not implemented for dtype %s", ops[op].name,
+                          ampy_dtype_name(compute));
+    c.params = params ? params : &zero_params;
+    c.arity = na;
+    c.ksize = (int64_t)ampy_dtype_size(ampy_kind_dtype(c.kind));
+    c.out_dt = out->dtype;
+    c.div_by_zero = 0;
+    char *ptrs[4];
+    int64_t strides[4 * AMPY_MAX_DIMS];
+    for (int k = 0; k <= na; k++) {
+        const ampy_ewise_operand *o = k < na ? &in[k] : out;
+        if (k < na)
+            c.in_dt[k] = o->dtype;
+        ptrs[k] = (char *)o->data;
+        for (int d = 0; d < ndim; d++)
+            strides[k * ndim + d] = o->strides[d];
+    }
+    const int64_t grain = ops[op].cost > 1 ? 4096 : 32768;
+    ampy_status st = ampy_iter_run(ndim, shape, na + 1, ptrs, strides, ew_inner, &c, grain);
+    if (st == AMPY_OK && c.div_by_zero)
+        return ampy_error(AMPY_ERR_RUNTIME, "ZeroDivisionError");
+    return st;
+}
+
+/* ---- promotion ------------------------------------------------------------- */
+/* bool < uint8 < int32 < int64 < float16 ~ bfloat16 < float32 < float64 */
+static int rank(ampy_dtype d)
+{
+    static const signed char r[AMPY_NUM_DTYPES] = {12, 10, 11, 13, 4, 3, 1, 0};
+    return r[d];
+}
+
+ampy_dtype ampy_promote_types(ampy_dtype a, ampy_dtype b)
+{
+    if (a == b)
+        return a;
+    if ((a == AMPY_FLOAT16 && b == AMPY_BFLOAT16) || (a == AMPY_BFLOAT16 && b == AMPY_FLOAT16))
+        return AMPY_FLOAT32;
+    return rank(a) > rank(b) ? a : b;
+}
+
+int ampy_can_cast(ampy_dtype from, ampy_dtype to)
+{
+    if (ampy_dtype_is_float(from) && !ampy_dtype_is_float(to))
+        return 0;
+    if (from != AMPY_BOOL && to == AMPY_BOOL)
+        return 0;
+    return 1;
+}
+
+const char *ampy_dtype_torch_name(ampy_dtype d)
+{
+    static const char *const names[AMPY_NUM_DTYPES] = {"Float", "Half", "BFloat16", "Double",
+                                                       "Long",  "Int",  "Byte",     "Bool"};
+    return ampy_dtype_valid(d) ? names[d] : "Invalid";
+}
+
+#define UNDEF (-1)
+static int promote_u(int a, int b)
+{
+    if (a == UNDEF)
+        return b;
+    if (b == UNDEF)
+        return a;
+    return (int)ampy_promote_types((ampy_dtype)a, (ampy_dtype)b);
+}
+
+/* c10 combine_categories(higher, lower) */
+static int combine(int higher, int lower)
+{
+    if (higher != UNDEF && ampy_dtype_is_float(higher))
+        return higher;
+    if (higher == AMPY_BOOL || (lower != UNDEF && ampy_dtype_is_float(lower)))
+        return promote_u(higher, lower);
+    return higher != UNDEF ? higher : lower;
+}
+
+ampy_dtype ampy_result_type(int n, const ampy_dtype *dtypes, const int *kinds,
+                            ampy_dtype default_float)
+{
+    int dim = UNDEF, zero = UNDEF, wrapped = UNDEF;
+    for (int k = 0; k < n; k++) {
+        int d = dtypes[k];
+        if (kinds[k] == AMPY_OPERAND_WRAPPED) {
+            if (ampy_dtype_is_float(d))
+                d = default_float;
+            wrapped = promote_u(wrapped, d);
+        } else if (kinds[k] == AMPY_OPERAND_ZERODIM) {
+            zero = promote_u(zero, d);
+        } else {
+            dim = promote_u(dim, d);
+        }
+    }
+    int r = combine(dim, combine(zero, wrapped));
+    return r == UNDEF ? default_float : (ampy_dtype)r;
+}

@@ -1,0 +1,344 @@
+/* ewise_ops.c — the per-op block kernels of ampy_ewise (see ewise.h).
+ *
+ * Each kernel is one loop over contiguous arrays of its compute kind
+ * (float, double or int64), written once as an expression of `x` (unary),
+ * `a, b` (binary) or `a, b, c` (ternary) and the local type `R`; <tgmath.h>
+ * picks expf/exp, erff/erf, ... from R so the same text serves float and
+ * double. The formulas follow torch's CPU kernels (aten/src/ATen/native/cpu/
+ * UnaryOpsKernel.cpp, BinaryOpsKernel.cpp, Activation.cpp) so that results
+ * agree: e.g. floor_divide is torch's div_floor_floating, lerp its two-sided
+ * formula, and NaN propagates through maximum/minimum/clamp/relu.
+ *
+ * Integer kernels wrap around on overflow like torch (the arithmetic is done
+ * in uint64_t, where wrapping is defined) and report division by zero.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <tgmath.h>
+
+#include "ampy/ewise.h"
+
+#define KSIG(name) \
+    static int name(void *out, const void *const *in, int64_t n, const ampy_ewise_params *p)
+
+/* ---- kernel generators --------------------------------------------------- */
+#define U_K(name, TYPE, EXPR)                                                 \
+    KSIG(name)                                                                \
+    {                                                                         \
+        typedef TYPE R;                                                       \
+        R *o = (R *)out;                                                      \
+        const R *xa = (const R *)in[0];                                       \
+        (void)p;                                                              \
+        for (int64_t i = 0; i < n; i++) {                                     \
+            R x = xa[i];                                                      \
+            o[i] = (R)(EXPR);                                                 \
+        }                                                                     \
+        return 0;                                                             \
+    }
+#define B_K(name, TYPE, EXPR)                                                 \
+    KSIG(name)                                                                \
+    {                                                                         \
+        typedef TYPE R;                                                       \
+        R *o = (R *)out;                                                      \
+        const R *xa = (const R *)in[0], *xb = (const R *)in[1];               \
+        (void)p;                                                              \
+        for (int64_t i = 0; i < n; i++) {                                     \
+            R a = xa[i], b = xb[i];                                           \
+            o[i] = (R)(EXPR);                                                 \
+        }                                                                     \
+        return 0;                                                             \
+    }
+#define T_K(name, TYPE, EXPR)                                                 \
+    KSIG(name)                                                                \
+    {                                                                         \
+        typedef TYPE R;                                                       \
+        R *o = (R *)out;                                                      \
+        const R *xa = (const R *)in[0], *xb = (const R *)in[1];               \
+        const R *xc = (const R *)in[2];                                       \
+        (void)p;                                                              \
+        for (int64_t i = 0; i < n; i++) {                                     \
+            R a = xa[i], b = xb[i], c = xc[i];                                \
+            o[i] = (R)(EXPR);                                                 \
+        }                                                                     \
+        return 0;                                                             \
+    }
+/* float + double versions of one expression */
+#define U_F(op, EXPR) U_K(op##_f32, float, EXPR) U_K(op##_f64, double, EXPR)
+#define B_F(op, EXPR) B_K(op##_f32, float, EXPR) B_K(op##_f64, double, EXPR)
+#define T_F(op, EXPR) T_K(op##_f32, float, EXPR) T_K(op##_f64, double, EXPR)
+/* all three kinds */
+#define U_ALL(op, EXPR) U_F(op, EXPR) U_K(op##_i64, int64_t, EXPR)
+#define B_ALL(op, EXPR) B_F(op, EXPR) B_K(op##_i64, int64_t, EXPR)
+
+typedef uint64_t U64;
+#define PF ((R)p->f[0])
+#define PF1 ((R)p->f[1])
+
+/* ---- unary ---------------------------------------------------------------- */
+U_F(abs, fabs(x))
+U_K(abs_i64, int64_t, x < 0 ? (int64_t)(0 - (U64)x) : x)
+U_F(neg, -x)
+U_K(neg_i64, int64_t, (int64_t)(0 - (U64)x))
+U_F(reciprocal, (R)1 / x)
+U_F(square, x * x)
+U_K(square_i64, int64_t, (int64_t)((U64)x * (U64)x))
+U_ALL(sign, (R)((R)0 < x) - (R)(x < (R)0))
+U_F(exp, exp(x))
+U_F(expm1, expm1(x))
+U_F(exp2, exp2(x))
+U_F(log, log(x))
+U_F(log1p, log1p(x))
+U_F(log2, log2(x))
+U_F(log10, log10(x))
+U_F(sqrt, sqrt(x))
+U_F(rsqrt, (R)1 / sqrt(x))
+U_F(sin, sin(x))
+U_F(cos, cos(x))
+U_F(tan, tan(x))
+U_F(tanh, tanh(x))
+U_F(atan, atan(x))
+U_F(asin, asin(x))
+U_F(acos, acos(x))
+U_F(sinh, sinh(x))
+U_F(cosh, cosh(x))
+U_F(sigmoid, (R)1 / ((R)1 + exp(-x)))
+U_F(logsigmoid, (x < (R)0 ? x : (R)0) - log1p(exp(-fabs(x))))
+/* relu keeps NaN (torch: clamp_min(x, 0)) */
+U_ALL(relu, x < (R)0 ? (R)0 : x)
+U_F(gelu, x * (R)0.5 * ((R)1 + erf(x * (R)0.70710678118654752440)))
+U_F(gelu_tanh, (R)0.5 * x *
+                   ((R)1 + tanh((R)0.79788456080286535588 * (x + (R)0.044715 * x * x * x))))
+U_F(erf, erf(x))
+U_F(silu, x / ((R)1 + exp(-x)))
+U_F(softplus, x * PF > PF1 ? x : log1p(exp(x * PF)) / PF)
+U_F(leaky_relu, x > (R)0 ? x : x * PF)
+U_F(elu, x > (R)0 ? x : expm1(x) * PF)
+U_F(mish, x * tanh(log1p(exp(x))))
+U_F(floor, floor(x))
+U_F(ceil, ceil(x))
+U_F(round, rint(x))
+U_F(trunc, trunc(x))
+U_F(frac, x - trunc(x))
+U_K(ident_i64, int64_t, x)
+U_K(zero_i64, int64_t, x * 0)
+U_K(one_i64, int64_t, x * 0 + 1)
+U_F(isnan, isnan(x) ? 1 : 0)
+U_F(isinf, isinf(x) ? 1 : 0)
+U_F(isfinite, isfinite(x) ? 1 : 0)
+U_ALL(logical_not, x == (R)0)
+U_K(bitwise_not_i64, int64_t, ~x)
+
+/* ---- binary --------------------------------------------------------------- */
+/* add/sub with alpha: torch's vectorised kernel is fmadd(b, alpha, a), one
+ * rounding; with alpha == 1 that is plain a + b. */
+#define ADDSUB(op, OPER)                                                             \
+    KSIG(op##_f32)                                                                   \
+    {                                                                                \
+        float *o = (float *)out;                                                     \
+        const float *a = (const float *)in[0], *b = (const float *)in[1];            \
+        const float al = (float)(0.0 OPER p->f[0]);                                  \
+        if (p->f[0] == 1.0)                                                          \
+            for (int64_t i = 0; i < n; i++) o[i] = a[i] OPER b[i];                   \
+        else                                                                         \
+            for (int64_t i = 0; i < n; i++) o[i] = fmaf(al, b[i], a[i]);             \
+        return 0;                                                                    \
+    }                                                                                \
+    KSIG(op##_f64)                                                                   \
+    {                                                                                \
+        double *o = (double *)out;                                                   \
+        const double *a = (const double *)in[0], *b = (const double *)in[1];         \
+        const double al = 0.0 OPER p->f[0];                                          \
+        if (p->f[0] == 1.0)                                                          \
+            for (int64_t i = 0; i < n; i++) o[i] = a[i] OPER b[i];                   \
+        else                                                                         \
+            for (int64_t i = 0; i < n; i++) o[i] = fma(al, b[i], a[i]);              \
+        return 0;                                                                    \
+    }                                                                                \
+    KSIG(op##_i64)                                                                   \
+    {                                                                                \
+        int64_t *o = (int64_t *)out;                                                 \
+        const int64_t *a = (const int64_t *)in[0], *b = (const int64_t *)in[1];      \
+        const U64 al = (U64)0 OPER (U64)p->i[0];                                     \
+        for (int64_t i = 0; i < n; i++) o[i] = (int64_t)((U64)a[i] + al * (U64)b[i]); \
+        return 0;                                                                    \
+    }
+ADDSUB(add, +)
+ADDSUB(sub, -)
+
+B_F(mul, a * b)
+B_K(mul_i64, int64_t, (int64_t)((U64)a * (U64)b))
+B_F(div, a / b)
+B_F(pow, pow(a, b))
+B_F(maximum, (isnan(a) || isnan(b)) ? (R)NAN : (a > b ? a : b))
+B_F(minimum, (isnan(a) || isnan(b)) ? (R)NAN : (a < b ? a : b))
+B_F(fmax, fmax(a, b))
+B_F(fmin, fmin(a, b))
+B_K(max_i64, int64_t, a > b ? a : b)
+B_K(min_i64, int64_t, a < b ? a : b)
+B_F(fmod, fmod(a, b))
+B_F(atan2, atan2(a, b))
+B_ALL(eq, a == b)
+B_ALL(ne, a != b)
+B_ALL(lt, a < b)
+B_ALL(le, a <= b)
+B_ALL(gt, a > b)
+B_ALL(ge, a >= b)
+B_ALL(logical_and, (a != (R)0) && (b != (R)0))
+B_ALL(logical_or, (a != (R)0) || (b != (R)0))
+B_ALL(logical_xor, (a != (R)0) != (b != (R)0))
+B_K(bitwise_and_i64, int64_t, a & b)
+B_K(bitwise_or_i64, int64_t, a | b)
+B_K(bitwise_xor_i64, int64_t, a ^ b)
+
+/* Python-style remainder: the result takes the sign of b. */
+static inline float rem_f(float a, float b)
+{
+    float m = fmodf(a, b);
+    return (m != 0.0f && ((b < 0.0f) != (m < 0.0f))) ? m + b : m;
+}
+static inline double rem_d(double a, double b)
+{
+    double m = fmod(a, b);
+    return (m != 0.0 && ((b < 0.0) != (m < 0.0))) ? m + b : m;
+}
+B_K(remainder_f32, float, rem_f(a, b))
+B_K(remainder_f64, double, rem_d(a, b))
+
+/* torch's div_floor_floating (aten/src/ATen/native/BinaryOps.h) */
+#define FLOORDIV_BODY(R, a, b)                                          \
+    {                                                                   \
+        if (b == (R)0)                                                  \
+            return a / b;                                               \
+        R mod = fmod(a, b), div = (a - mod) / b;                        \
+        if (mod != (R)0 && (b < (R)0) != (mod < (R)0))                  \
+            div -= (R)1;                                                \
+        if (div == (R)0)                                                \
+            return copysign((R)0, a / b);                               \
+        R fl = floor(div);                                              \
+        return div - fl > (R)0.5 ? fl + (R)1 : fl;                      \
+    }
+static inline float floordiv_f(float a, float b) FLOORDIV_BODY(float, a, b)
+static inline double floordiv_d(double a, double b) FLOORDIV_BODY(double, a, b)
+B_K(floor_divide_f32, float, floordiv_f(a, b))
+B_K(floor_divide_f64, double, floordiv_d(a, b))
+
+/* Integer division family: b == 0 is an error (torch: "ZeroDivisionError"),
+ * INT64_MIN / -1 wraps instead of trapping. */
+#define IDIV_K(name, EXPR)                                                       \
+    KSIG(name)                                                                   \
+    {                                                                            \
+        int64_t *o = (int64_t *)out;                                             \
+        const int64_t *xa = (const int64_t *)in[0], *xb = (const int64_t *)in[1]; \
+        (void)p;                                                                 \
+        for (int64_t i = 0; i < n; i++) {                                        \
+            int64_t a = xa[i], b = xb[i];                                        \
+            if (b == 0)                                                          \
+                return 1;                                                        \
+            if (b == -1) {                                                       \
+                o[i] = IDIV_NEG1_##name;                                         \
+                continue;                                                        \
+            }                                                                    \
+            int64_t q = a / b, r = a % b;                                        \
+            (void)q, (void)r;                                                    \
+            o[i] = (EXPR);                                                       \
+        }                                                                        \
+        return 0;                                                                \
+    }
+#define IDIV_NEG1_fmod_i64 0
+#define IDIV_NEG1_remainder_i64 0
+#define IDIV_NEG1_floor_divide_i64 (int64_t)(0 - (U64)a)
+IDIV_K(fmod_i64, r)
+IDIV_K(remainder_i64, (r != 0 && ((r < 0) != (b < 0))) ? r + b : r)
+IDIV_K(floor_divide_i64, (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q)
+
+/* Integer power by squaring; negative exponents give 1/a^|b| truncated. */
+static inline int64_t ipow(int64_t a, int64_t b)
+{
+    if (b < 0)
+        return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
+    U64 r = 1, base = (U64)a;
+    while (b) {
+        if (b & 1)
+            r *= base;
+        base *= base;
+        b >>= 1;
+    }
+    return (int64_t)r;
+}
+B_K(pow_i64, int64_t, ipow(a, b))
+
+/* ---- ternary -------------------------------------------------------------- */
+T_F(where, a != (R)0 ? b : c)
+T_K(where_i64, int64_t, a != 0 ? b : c)
+T_F(lerp, fabs(c) < (R)0.5 ? a + c * (b - a) : b - (b - a) * ((R)1 - c))
+T_F(addcmul, a + PF * b * c)
+T_K(addcmul_i64, int64_t, (int64_t)((U64)a + (U64)p->i[0] * (U64)b * (U64)c))
+T_F(addcdiv, a + PF * b / c)
+static inline float clamp_f(float x, float lo, float hi)
+{
+    if (isnan(lo) || isnan(hi))
+        return NAN;
+    float r = x < lo ? lo : x;
+    return hi < r ? hi : r;
+}
+static inline double clamp_d(double x, double lo, double hi)
+{
+    if (isnan(lo) || isnan(hi))
+        return NAN;
+    double r = x < lo ? lo : x;
+    return hi < r ? hi : r;
+}
+T_K(clamp_f32, float, clamp_f(a, b, c))
+T_K(clamp_f64, double, clamp_d(a, b, c))
+static inline int64_t clamp_i(int64_t x, int64_t lo, int64_t hi)
+{
+    int64_t r = x < lo ? lo : x;
+    return hi < r ? hi : r;
+}
+T_K(clamp_i64, int64_t, clamp_i(a, b, c))
+
+/* ---- the table ------------------------------------------------------------ */
+#define F3(op) {op##_f32, op##_f64, op##_i64}
+#define F2(op) {op##_f32, op##_f64, NULL}
+#define FI(op, iop) {op##_f32, op##_f64, iop}
+
+static const ampy_ewise_kernel table[AMPY_EW_NUM_OPS][3] = {
+    [AMPY_EW_ABS] = F3(abs), [AMPY_EW_NEG] = F3(neg), [AMPY_EW_RECIPROCAL] = F2(reciprocal),
+    [AMPY_EW_SQUARE] = F3(square), [AMPY_EW_SIGN] = F3(sign), [AMPY_EW_EXP] = F2(exp),
+    [AMPY_EW_EXPM1] = F2(expm1), [AMPY_EW_EXP2] = F2(exp2), [AMPY_EW_LOG] = F2(log),
+    [AMPY_EW_LOG1P] = F2(log1p), [AMPY_EW_LOG2] = F2(log2), [AMPY_EW_LOG10] = F2(log10),
+    [AMPY_EW_SQRT] = F2(sqrt), [AMPY_EW_RSQRT] = F2(rsqrt), [AMPY_EW_SIN] = F2(sin),
+    [AMPY_EW_COS] = F2(cos), [AMPY_EW_TAN] = F2(tan), [AMPY_EW_TANH] = F2(tanh),
+    [AMPY_EW_ATAN] = F2(atan), [AMPY_EW_SIGMOID] = F2(sigmoid), [AMPY_EW_RELU] = F3(relu),
+    [AMPY_EW_GELU] = F2(gelu), [AMPY_EW_GELU_TANH] = F2(gelu_tanh), [AMPY_EW_ERF] = F2(erf),
+    [AMPY_EW_SILU] = F2(silu), [AMPY_EW_SOFTPLUS] = F2(softplus),
+    [AMPY_EW_LEAKY_RELU] = F2(leaky_relu), [AMPY_EW_FLOOR] = FI(floor, ident_i64),
+    [AMPY_EW_CEIL] = FI(ceil, ident_i64), [AMPY_EW_ROUND] = FI(round, ident_i64),
+    [AMPY_EW_TRUNC] = FI(trunc, ident_i64), [AMPY_EW_FRAC] = FI(frac, zero_i64),
+    [AMPY_EW_ISNAN] = FI(isnan, zero_i64), [AMPY_EW_ISINF] = FI(isinf, zero_i64),
+    [AMPY_EW_ISFINITE] = FI(isfinite, one_i64), [AMPY_EW_LOGICAL_NOT] = F3(logical_not),
+    [AMPY_EW_BITWISE_NOT] = {NULL, NULL, bitwise_not_i64}, [AMPY_EW_ELU] = F2(elu),
+    [AMPY_EW_MISH] = F2(mish), [AMPY_EW_ASIN] = F2(asin), [AMPY_EW_ACOS] = F2(acos),
+    [AMPY_EW_SINH] = F2(sinh), [AMPY_EW_COSH] = F2(cosh), [AMPY_EW_LOGSIGMOID] = F2(logsigmoid),
+    [AMPY_EW_ADD] = F3(add), [AMPY_EW_SUB] = F3(sub), [AMPY_EW_MUL] = F3(mul),
+    [AMPY_EW_DIV] = F2(div), [AMPY_EW_POW] = F3(pow), [AMPY_EW_MAXIMUM] = FI(maximum, max_i64),
+    [AMPY_EW_MINIMUM] = FI(minimum, min_i64), [AMPY_EW_FMAX] = FI(fmax, max_i64),
+    [AMPY_EW_FMIN] = FI(fmin, min_i64), [AMPY_EW_FMOD] = F3(fmod),
+    [AMPY_EW_REMAINDER] = F3(remainder), [AMPY_EW_FLOOR_DIVIDE] = F3(floor_divide),
+    [AMPY_EW_ATAN2] = F2(atan2), [AMPY_EW_EQ] = F3(eq), [AMPY_EW_NE] = F3(ne),
+    [AMPY_EW_LT] = F3(lt), [AMPY_EW_LE] = F3(le), [AMPY_EW_GT] = F3(gt), [AMPY_EW_GE] = F3(ge),
+    [AMPY_EW_LOGICAL_AND] = F3(logical_and), [AMPY_EW_LOGICAL_OR] = F3(logical_or),
+    [AMPY_EW_LOGICAL_XOR] = F3(logical_xor),
+    [AMPY_EW_BITWISE_AND] = {NULL, NULL, bitwise_and_i64},
+    [AMPY_EW_BITWISE_OR] = {NULL, NULL, bitwise_or_i64},
+    [AMPY_EW_BITWISE_XOR] = {NULL, NULL, bitwise_xor_i64},
+    [AMPY_EW_WHERE] = F3(where), [AMPY_EW_LERP] = F2(lerp), [AMPY_EW_ADDCMUL] = F3(addcmul),
+    [AMPY_EW_ADDCDIV] = F2(addcdiv), [AMPY_EW_CLAMP] = F3(clamp),
+};
+
+ampy_ewise_kernel ampy_ewise_kernel_get(int op, int kind)
+{
+    if (op < 0 || op >= AMPY_EW_NUM_OPS || kind < 0 || kind > 2)
+        return NULL;
+    return table[op][kind];
+}

@@ -1,0 +1,275 @@
+/* gemm_driver.c — the blocked, threaded GEMM loop nest shared by every
+ * implementation (see gemm_impl.h for the kernel contract).
+ *
+ * For each batch item and each block of nc columns (jc):
+ *   1. pack B[:, jc block] for ALL of K into nr-wide micro-panels, K blocks of
+ *      kc one after the other (parallel over panels);
+ *   2. split the M x nc block into tasks of mc rows (and, when M is too small
+ *      to feed every thread, also into column slices); per task, for each K
+ *      block: pack A's mc x kc block, then run the micro-kernel over every
+ *      (nr panel, mr panel) pair, accumulating into a float32 block W;
+ *   3. the epilogue writes alpha * W + beta * C, rounded once to C's dtype.
+ * Keeping all of K inside one task (the loop order jc -> ic -> pc) is what
+ * lets W hold the complete fp32 sum before the single rounding.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ampy/gemm.h"
+#include "ampy/parallel.h"
+#include "gemm_impl.h"
+
+#define B_PACK_BUDGET ((int64_t)16 << 20) /* bytes of packed B per jc block */
+#define SERIAL_FLOPS ((int64_t)1 << 21)    /* below: one thread            */
+#define MAX_DIM ((int64_t)1 << 40)
+
+typedef struct gemm_ctx {
+    const gemm_impl *im;
+    gemm_operand a, b;
+    int64_t M, N, K, kp; /* kp: K with every block padded to kunit       */
+    float alpha, beta;
+    char *c;
+    ampy_dtype cdt;
+    int64_t crs, ccs;
+    int64_t jc, nc, ncp;  /* current column block and its padded width */
+    char *bp;             /* packed B of the block                      */
+    int64_t mc, n_ic, n_js, js_cols;
+    int failed;           /* a task could not get its workspace         */
+} gemm_ctx;
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* ---- workspace: kept per thread between calls -------------------------
+ * Fresh multi-MiB buffers cost a page fault per 4 KiB on every call (as
+ * much time as a 1024^3 AMX product), so each thread keeps its packed-B,
+ * packed-A and W buffers (WS_SLOTS) and grows them on demand; they are freed
+ * when the thread exits. Requests above WS_CACHE_MAX are not kept. */
+enum { WS_B = 0, WS_A = 1, WS_W = 2, WS_SLOTS = 3 };
+#define WS_CACHE_MAX ((size_t)64 << 20)
+
+typedef struct ws_cache {
+    void *p[WS_SLOTS];
+    size_t n[WS_SLOTS];
+} ws_cache;
+
+static pthread_key_t ws_key;
+static pthread_once_t ws_once = PTHREAD_ONCE_INIT;
+static int ws_key_ok;
+
+static void ws_destroy(void *v)
+{
+    ws_cache *c = v;
+    for (int i = 0; i < WS_SLOTS; i++)
+        free(c->p[i]);
+    free(c);
+}
+
+static void ws_init(void) { ws_key_ok = pthread_key_create(&ws_key, ws_destroy) == 0; }
+
+/* A 64-byte aligned buffer of at least `bytes` for this thread's slot, or
+ * NULL. Release it with ws_put (which frees it only if it is not cached). */
+static void *ws_get(int slot, int64_t bytes)
+{
+    size_t n = (size_t)round_up(bytes > 0 ? bytes : 64, 64);
+    pthread_once(&ws_once, ws_init);
+    ws_cache *c = ws_key_ok ? pthread_getspecific(ws_key) : NULL;
+    if (ws_key_ok && !c && (c = calloc(1, sizeof *c)) != NULL &&
+        pthread_setspecific(ws_key, c) != 0) {
+        free(c);
+        c = NULL;
+    }
+    if (!c || n > WS_CACHE_MAX)
+        return aligned_alloc(64, n);
+    if (c->n[slot] < n) {
+        free(c->p[slot]);
+        c->p[slot] = aligned_alloc(64, n);
+        c->n[slot] = c->p[slot] ? n : 0;
+    }
+    return c->p[slot];
+}
+
+static void ws_put(int slot, void *p)
+{
+    ws_cache *c = ws_key_ok ? pthread_getspecific(ws_key) : NULL;
+    if (!c || c->p[slot] != p)
+        free(p);
+}
+
+/* Packed offset, in elements, of K block k0 / micro-panel q of a block whose
+ * padded width is ncp: every earlier K block is a full kc (a kunit multiple). */
+static int64_t bp_offset(const gemm_ctx *x, int64_t k0, int64_t q, int64_t kcp)
+{
+    return k0 * x->ncp + q * x->im->nr * kcp;
+}
+
+static void pack_b_range(int64_t q0, int64_t q1, void *vctx)
+{
+    gemm_ctx *x = vctx;
+    const gemm_impl *im = x->im;
+    int64_t j0 = q0 * im->nr, cols = (q1 * im->nr < x->nc ? q1 * im->nr : x->nc) - j0;
+    for (int64_t k0 = 0; k0 < x->K; k0 += im->kc) {
+        int64_t kc = x->K - k0 < im->kc ? x->K - k0 : im->kc;
+        int64_t kcp = round_up(kc, im->kunit);
+        im->pack_b(&x->b, k0, kc, kcp, x->jc + j0, cols,
+                   x->bp + bp_offset(x, k0, q0, kcp) * (int64_t)im->pelem);
+    }
+}
+
+/* One task: rows [i0, i0+rows) x block columns [j0, j0+cols). */
+static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
+                     char *ap, float *w, int64_t ldw)
+{
+    const gemm_impl *im = x->im;
+    int64_t pe = (int64_t)im->pelem, q0 = j0 / im->nr, q1 = (j0 + cols + im->nr - 1) / im->nr;
+    int64_t npanels = (rows + im->mr - 1) / im->mr;
+    for (int64_t k0 = 0; k0 < x->K; k0 += im->kc) {
+        int64_t kc = x->K - k0 < im->kc ? x->K - k0 : im->kc;
+        int64_t kcp = round_up(kc, im->kunit);
+        im->pack_a(&x->a, i0, rows, k0, kc, kcp, ap);
+        for (int64_t q = q0; q < q1; q++) {
+            const char *bq = x->bp + bp_offset(x, k0, q, kcp) * pe;
+            float *wq = w + (q - q0) * im->nr;
+            for (int64_t p = 0; p < npanels; p++)
+                im->kernel(kcp, ap + p * im->mr * kcp * pe, bq, wq + p * im->mr * ldw, ldw,
+                           k0 > 0);
+        }
+    }
+    int64_t csz = (int64_t)ampy_dtype_size(x->cdt);
+    im->epilogue(w, ldw, rows, cols, x->alpha, x->beta,
+                 x->c + (i0 * x->crs + (x->jc + j0) * x->ccs) * csz, x->cdt, x->crs, x->ccs);
+}
+
+static void task_range(int64_t t0, int64_t t1, void *vctx)
+{
+    gemm_ctx *x = vctx;
+    const gemm_impl *im = x->im;
+    int64_t mcp = round_up(x->mc, im->mr);
+    int64_t ldw = round_up(x->js_cols, im->nr);
+    if (ldw % 256 == 0) /* avoid 4 KiB-aliased rows of W */
+        ldw += 16;
+    char *ap = ws_get(WS_A, mcp * round_up(im->kc, im->kunit) * (int64_t)im->pelem);
+    float *w = ws_get(WS_W, mcp * ldw * 4);
+    if (!ap || !w) {
+        x->failed = 1;
+    } else {
+        if (im->thread_begin)
+            im->thread_begin();
+        for (int64_t t = t0; t < t1; t++) {
+            int64_t ic = t / x->n_js, js = t % x->n_js;
+            int64_t i0 = ic * x->mc, j0 = js * x->js_cols;
+            int64_t rows = x->M - i0 < x->mc ? x->M - i0 : x->mc;
+            int64_t cols = x->nc - j0 < x->js_cols ? x->nc - j0 : x->js_cols;
+            if (cols > 0)
+                run_task(x, i0, rows, j0, cols, ap, w, ldw);
+        }
+        if (im->thread_end)
+            im->thread_end();
+    }
+    ws_put(WS_A, ap);
+    ws_put(WS_W, w);
+}
+
+/* Split the M x nc block into n_ic row blocks x n_js column slices. */
+static void plan_tasks(gemm_ctx *x, int nthreads)
+{
+    const gemm_impl *im = x->im;
+    int64_t mc = im->mc;
+    if (nthreads > 1 && (x->M + mc - 1) / mc < nthreads)
+        mc = round_up((x->M + nthreads - 1) / nthreads, im->mr);
+    x->mc = mc;
+    x->n_ic = (x->M + mc - 1) / mc;
+    x->n_js = 1;
+    if (nthreads > 1 && x->n_ic % nthreads != 0 && x->n_ic < 4 * nthreads)
+        x->n_js = nthreads;
+    x->js_cols = round_up((x->nc + x->n_js - 1) / x->n_js, im->nr);
+}
+
+static ampy_status run_one(gemm_ctx *x, int nthreads)
+{
+    const gemm_impl *im = x->im;
+    int64_t pe = (int64_t)im->pelem;
+    int64_t nc_max = B_PACK_BUDGET / (x->kp * pe) / im->nr * im->nr;
+    if (nc_max < im->nr)
+        nc_max = im->nr;
+    int64_t ncap = round_up(x->N < nc_max ? x->N : nc_max, im->nr);
+    x->bp = ws_get(WS_B, x->kp * ncap * pe);
+    if (!x->bp)
+        return ampy_error(AMPY_ERR_NOMEM, "ampy_gemm: cannot allocate %lld bytes for packed B",
+                          (long long)(x->kp * ncap * pe));
+    x->failed = 0;
+    for (x->jc = 0; x->jc < x->N && !x->failed; x->jc += nc_max) {
+        x->nc = x->N - x->jc < nc_max ? x->N - x->jc : nc_max;
+        x->ncp = round_up(x->nc, im->nr);
+        int64_t npan = x->ncp / im->nr;
+        ampy_parallel_for(npan, nthreads > 1 ? 1 : npan, pack_b_range, x);
+        plan_tasks(x, nthreads);
+        int64_t ntasks = x->n_ic * x->n_js;
+        ampy_parallel_for(ntasks, nthreads > 1 ? 1 : ntasks, task_range, x);
+    }
+    ws_put(WS_B, x->bp);
+    x->bp = NULL;
+    if (x->failed)
+        return ampy_error(AMPY_ERR_NOMEM, "ampy_gemm: cannot allocate the workspace");
+    return AMPY_OK;
+}
+
+typedef struct batch_ctx {
+    gemm_ctx base;
+    const char *a, *b;
+    int64_t a_bs, b_bs, c_bs;
+    int nthreads;
+    ampy_status status;
+} batch_ctx;
+
+static void batch_range(int64_t b0, int64_t b1, void *vctx)
+{
+    batch_ctx *bc = vctx;
+    int64_t asz = (int64_t)ampy_dtype_size(bc->base.a.dt);
+    int64_t csz = (int64_t)ampy_dtype_size(bc->base.cdt);
+    for (int64_t bi = b0; bi < b1; bi++) {
+        gemm_ctx x = bc->base;
+        x.a.p = bc->a + bi * bc->a_bs * asz;
+        x.b.p = bc->b + bi * bc->b_bs * asz;
+        x.c = bc->base.c + bi * bc->c_bs * csz;
+        ampy_status s = run_one(&x, bc->nthreads);
+        if (s != AMPY_OK)
+            bc->status = s;
+    }
+}
+
+ampy_status ampy_gemm_run(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha,
+                          const gemm_operand *a, int64_t a_bs, const gemm_operand *b,
+                          int64_t b_bs, float beta, char *c, ampy_dtype cdt, int64_t c_bs,
+                          int64_t crs, int64_t ccs, const gemm_impl *im)
+{
+    if (M > MAX_DIM || N > MAX_DIM || K > MAX_DIM)
+        return ampy_error(AMPY_ERR_NOMEM, "ampy_gemm: sizes too large (M=%lld N=%lld K=%lld)",
+                          (long long)M, (long long)N, (long long)K);
+    batch_ctx bc;
+    memset(&bc, 0, sizeof bc);
+    gemm_ctx *x = &bc.base;
+    x->im = im;
+    x->a = *a;
+    x->b = *b;
+    x->M = M, x->N = N, x->K = K;
+    x->kp = K / im->kc * im->kc + round_up(K % im->kc, im->kunit);
+    x->alpha = alpha, x->beta = beta;
+    x->c = c, x->cdt = cdt, x->crs = crs, x->ccs = ccs;
+    bc.a = a->p, bc.b = b->p;
+    bc.a_bs = a_bs, bc.b_bs = b_bs, bc.c_bs = c_bs;
+    int nthreads = ampy_get_num_threads();
+    double flops = (double)M * (double)N * (double)K;
+    if (flops * (double)batch < (double)SERIAL_FLOPS)
+        nthreads = 1;
+    bc.nthreads = nthreads;
+    bc.status = AMPY_OK;
+    /* Many small items: one item per thread; otherwise threads inside each. */
+    if (batch > 1 && nthreads > 1 && flops < 64.0 * SERIAL_FLOPS) {
+        bc.nthreads = 1;
+        ampy_parallel_for(batch, 1, batch_range, &bc);
+    } else {
+        batch_range(0, batch, &bc);
+    }
+    return bc.status;
+}

@@ -1,0 +1,84 @@
+/* gemm_impl.h — private to csrc/gemm*.c: the contract between the blocked
+ * GEMM driver (gemm.c) and the ISA-specific packing routines and micro-kernels
+ * (gemm.c portable, gemm_x86.c AVX2/AVX-512, gemm_amx.c AMX).
+ *
+ * The driver follows the BLIS/GotoBLAS loop nest (Van Zee & van de Geijn,
+ * "BLIS: A Framework for Rapidly Instantiating BLAS Functionality", 2015):
+ * B is packed into column micro-panels of width nr, A into row micro-panels of
+ * height mr, both with the element conversion to the kernel's compute type
+ * fused into the copy, and an mr x nr micro-kernel keeps its accumulators in
+ * registers over a K block. Partial sums go to a float32 block W (one per
+ * task), so a half output is rounded exactly once, in the epilogue.
+ */
+#ifndef AMPY_GEMM_IMPL_H
+#define AMPY_GEMM_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ampy/dtype.h"
+
+/* One operand of one batch item: element (i, j) at p + (i*rs + j*cs)*size. */
+typedef struct gemm_operand {
+    const char *p;
+    ampy_dtype dt;
+    int64_t rs, cs;
+} gemm_operand;
+
+/* Packs rows [i0, i0+rows) x k in [k0, k0+kc) of A into ceil(rows/mr) micro-
+ * panels of mr*kcp packed elements each (kcp = kc rounded up to kunit); rows
+ * past `rows` and k past kc are zero. */
+typedef void (*gemm_pack_a_fn)(const gemm_operand *a, int64_t i0, int64_t rows, int64_t k0,
+                               int64_t kc, int64_t kcp, void *dst);
+/* Packs k in [k0, k0+kc) x columns [j0, j0+cols) of B into ceil(cols/nr)
+ * micro-panels of nr*kcp elements; padding is zero. */
+typedef void (*gemm_pack_b_fn)(const gemm_operand *b, int64_t k0, int64_t kc, int64_t kcp,
+                               int64_t j0, int64_t cols, void *dst);
+/* w[0:mr, 0:nr] (row stride ldw floats) = (accumulate ? w : 0) + a_panel @ b_panel
+ * over kcp packed k. */
+typedef void (*gemm_kernel_fn)(int64_t kcp, const void *a, const void *b, float *w,
+                               int64_t ldw, int accumulate);
+/* C block = alpha * W + beta * C (C not read when beta == 0), rounded once to
+ * C's dtype; C points at the block's first element, strides in elements. */
+typedef void (*gemm_epilogue_fn)(const float *w, int64_t ldw, int64_t rows, int64_t cols,
+                                 float alpha, float beta, void *c, ampy_dtype cdt,
+                                 int64_t crs, int64_t ccs);
+
+typedef struct gemm_impl {
+    const char *name;
+    int mr, nr, kunit;  /* micro-tile, K packing granularity                */
+    int mc, kc;         /* cache blocking: rows of A per block, K per block  */
+    size_t pelem;       /* bytes per packed element                          */
+    gemm_pack_a_fn pack_a;
+    gemm_pack_b_fn pack_b;
+    gemm_kernel_fn kernel;
+    gemm_epilogue_fn epilogue;
+    void (*thread_begin)(void); /* per-thread setup before kernels (or NULL) */
+    void (*thread_end)(void);   /* and teardown after them (or NULL)          */
+} gemm_impl;
+
+/* Portable pieces (gemm.c), also the fallbacks the SIMD files call for
+ * layouts they do not specialise. */
+void ampy_gemm_pack_a_f32(const gemm_operand *a, int64_t i0, int64_t rows, int64_t k0,
+                          int64_t kc, int64_t kcp, int mr, float *dst);
+void ampy_gemm_pack_b_f32(const gemm_operand *b, int64_t k0, int64_t kc, int64_t kcp,
+                          int64_t j0, int64_t cols, int nr, float *dst);
+void ampy_gemm_epilogue_portable(const float *w, int64_t ldw, int64_t rows, int64_t cols,
+                                 float alpha, float beta, void *c, ampy_dtype cdt,
+                                 int64_t crs, int64_t ccs);
+/* The AVX-512 epilogue (gemm_x86.c), shared with the AMX path. */
+void ampy_gemm_epilogue_avx512(const float *w, int64_t ldw, int64_t rows, int64_t cols,
+                               float alpha, float beta, void *c, ampy_dtype cdt,
+                               int64_t crs, int64_t ccs);
+
+/* The implementation tables. NULL when not compiled for this platform; the
+ * *_usable() probes check CPUID (and, for AMX, the OS permission). */
+extern const gemm_impl ampy_gemm_impl_portable;
+const gemm_impl *ampy_gemm_impl_avx2(ampy_dtype dt);
+const gemm_impl *ampy_gemm_impl_avx512(ampy_dtype dt);
+const gemm_impl *ampy_gemm_impl_amx(ampy_dtype dt);
+int ampy_gemm_avx2_usable(void);
+int ampy_gemm_avx512_usable(void);
+int ampy_gemm_amx_usable(void);
+
+#endif /* AMPY_GEMM_IMPL_H */

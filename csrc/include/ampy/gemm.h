@@ -1,0 +1,105 @@
+/* ampy/gemm.h — batched matrix multiply with fp32 accumulation.
+ *
+ *   for every b < batch:   C[b] = alpha * (A[b] @ B[b]) + beta * C[b]
+ *
+ * A[b] is M x K, B[b] is K x N, C[b] is M x N. Inputs are float32, float16 or
+ * bfloat16 (A and B the same dtype, as torch requires). Every product is
+ * formed and summed in float32 (never in half precision); alpha and beta are
+ * applied in float32 and the result is rounded ONCE to C's dtype (the input
+ * dtype, or float32 for an "out_dtype=float32" result), with elem.h's
+ * round-to-nearest-even conversions.
+ *
+ * Layout: every operand is given by a base pointer and three strides in
+ * ELEMENTS (not bytes): element (b, i, j) of X lives at
+ *   X + b * x_batch_stride + i * x_row_stride + j * x_col_stride.
+ * Strides may be any value, including 0 (broadcast) and negative, so views
+ * such as weight.T (row stride 1) are read in place; the packing routine is
+ * picked by which stride is 1. C must not overlap A or B, and two distinct
+ * (b, i, j) of C must not address the same element (not checked: overlapping
+ * output is undefined, as in BLAS).
+ *
+ * beta: when beta == 0, C is write-only — it is never read, so NaN or inf in
+ * an uninitialised C does not propagate (torch's addmm/baddbmm semantics).
+ * K == 0 gives C = beta * C (zeros when beta == 0).
+ *
+ * Accuracy: the sum order is blocked (not left to right), so results are not
+ * bit-identical to a naive loop, but each output is an fp32-accumulated sum,
+ * error <= ~K * 2^-24 * sum|a*b| before the final rounding. NaN and inf
+ * propagate as IEEE arithmetic says. The AMX bfloat16 path (and the
+ * vdpbf16ps one) treats bfloat16 inputs below 2^-126 (subnormals) as zero and
+ * flushes subnormal partial sums, as the hardware does (torch/oneDNN behave
+ * the same); float16 inputs never go through bfloat16.
+ *
+ * Implementations are chosen at run time from the CPU (CPUID): AMX-BF16 tiles
+ * (bfloat16), AVX-512 FMA, AVX2 FMA, and portable C (always compiled). The
+ * environment variable AMPY_FORCE_PORTABLE=1 forces the portable kernels.
+ * Large problems use ampy_parallel_for (both cores). Workspace (packed
+ * panels, a float32 accumulator block) is allocated and freed internally.
+ */
+#ifndef AMPY_GEMM_H
+#define AMPY_GEMM_H
+
+#include <stdint.h>
+
+#include "ampy/dtype.h"
+#include "ampy/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The GEMM above.
+ *   batch, M, N, K   in: sizes, each >= 0 (0 is a valid empty problem).
+ *   alpha, beta      in: scalars (float32). beta == 0: C is not read.
+ *   A, a_dtype, a_*_stride   in: M x K operand (per batch item), strides in
+ *                    elements. May be NULL only when batch*M*K == 0.
+ *   B, b_dtype, b_*_stride   in: K x N operand, same rules.
+ *   C, c_dtype, c_*_stride   in,out: M x N result. c_dtype is a_dtype or
+ *                    AMPY_FLOAT32. May be NULL only when batch*M*N == 0.
+ * Returns
+ *   AMPY_OK
+ *   AMPY_ERR_DTYPE   a_dtype != b_dtype, a dtype that is not float32/float16/
+ *                    bfloat16, or a c_dtype other than a_dtype / float32.
+ *   AMPY_ERR_SHAPE   a negative size, or a NULL pointer for a non-empty operand.
+ *   AMPY_ERR_NOMEM   workspace allocation failed or sizes overflow.
+ * On error C is unchanged and ampy_last_error() names the argument. */
+ampy_status ampy_gemm(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha,
+                      const void *A, ampy_dtype a_dtype, int64_t a_batch_stride,
+                      int64_t a_row_stride, int64_t a_col_stride,
+                      const void *B, ampy_dtype b_dtype, int64_t b_batch_stride,
+                      int64_t b_row_stride, int64_t b_col_stride, float beta,
+                      void *C, ampy_dtype c_dtype, int64_t c_batch_stride,
+                      int64_t c_row_stride, int64_t c_col_stride);
+
+/* The test oracle: the same contract and validation as ampy_gemm, computed by
+ * a plain triple loop (k innermost, left to right, float32 sum; conversions
+ * from elem.h). Slow; for tests only. */
+ampy_status ampy_gemm_reference(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha,
+                                const void *A, ampy_dtype a_dtype, int64_t a_batch_stride,
+                                int64_t a_row_stride, int64_t a_col_stride,
+                                const void *B, ampy_dtype b_dtype, int64_t b_batch_stride,
+                                int64_t b_row_stride, int64_t b_col_stride, float beta,
+                                void *C, ampy_dtype c_dtype, int64_t c_batch_stride,
+                                int64_t c_row_stride, int64_t c_col_stride);
+
+/* Implementation selection (process-wide; for tests and benchmarks).
+ * Names, best first: "amx" (bfloat16 only; other dtypes use the best FMA
+ * path), "avx512", "avx2", "portable", and "auto" (the CPU's best; the
+ * default, or "portable" when AMPY_FORCE_PORTABLE=1 is set).
+ *   name  in: one of the names above.
+ * Returns AMPY_OK, or AMPY_ERR_VALUE for an unknown name or one this CPU
+ * (or OS) cannot run; the selection is then unchanged. Not thread-safe with
+ * a concurrent ampy_gemm call. */
+ampy_status ampy_gemm_set_impl(const char *name);
+
+/* Name of the implementation that ampy_gemm uses for `dtype` now (after
+ * "auto" resolution), e.g. "amx" for bfloat16 and "avx512" for float16. */
+const char *ampy_gemm_impl_name(ampy_dtype dtype);
+
+/* Whether this CPU and OS can run implementation `name` (1) or not (0). */
+int ampy_gemm_impl_available(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AMPY_GEMM_H */

@@ -62,7 +62,7 @@ def backward(out, grad):
 @pytest.mark.parametrize("shape,norm", [((6, 33), (33,)), ((3, 4, 40), (40,)),
                                         ((2, 5, 6, 7), (6, 7)), ((4, 1), (1,))])
 def test_layer_norm_forward_backward(dtype, shape, norm):
-    rng = np.random.default_rng(hash((dtype, shape)) % 2**32)
+    rng = np.random.default_rng([len(dtype), *shape])
     x = rng.standard_normal(shape) * 3 + 1
     w, b = rng.standard_normal(norm), rng.standard_normal(norm)
     g = rng.standard_normal(shape)

@@ -1,6 +1,6 @@
 """ampy.optim.SGD — torch.optim.SGD through ampy's fused SGD kernel."""
 from ..amp import functional as AF
-from .optimizer import Optimizer, _no_grad
+from .optimizer import _HALF, Optimizer, _no_grad
 
 __all__ = ["SGD"]
 
@@ -42,7 +42,9 @@ class SGD(Optimizer):
                     if p.grad is None:
                         continue
                     self._check_param(p)
-                    state = self.state[p]
+                    keep = group.get("master_weights", False) and p.dtype in _HALF
+                    # like torch, no state entry at all without momentum or master
+                    state = self.state[p] if (use_buf or keep) else {}
                     params.append(p)
                     grads.append(self._grad(p))
                     masters.append(self._master(p, state, group.get("master_weights", False)))

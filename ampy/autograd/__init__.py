@@ -208,6 +208,24 @@ def _output_nr(self):
     return getattr(self, "_output_nr", 0)
 
 
+_plain_repr = Tensor.__repr__
+
+
+def _repr_with_grad(self):
+    """torch's repr: `tensor([...], grad_fn=<AddBackward0>)` or
+    `tensor([...], requires_grad=True)` for leaves."""
+    r = _plain_repr(self)
+    node = self.grad_fn
+    if node is not None:
+        return f"{r[:-1]}, grad_fn=<{node.name()}>)"
+    if self.requires_grad:
+        return f"{r[:-1]}, requires_grad=True)"
+    return r
+
+
+if not getattr(_plain_repr, "_ampy_autograd", False):
+    _repr_with_grad._ampy_autograd = True
+    Tensor.__repr__ = Tensor.__str__ = _repr_with_grad
 Tensor.backward = _tensor_backward
 Tensor.register_hook = _register_hook
 Tensor.retain_grad = _retain_grad

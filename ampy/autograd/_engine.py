@@ -18,7 +18,7 @@ import inspect
 import sys
 
 from .._dispatch import _hooks, forward_for
-from ._grad_mode import _state
+from ._grad_mode import _OFF, _set, _state
 from ._node import Meta, accumulator, node_class, AccumulateGrad
 from ._registry import NAMES, install_one
 from ._ops import O, cast, detached, is_expandable_to, sum_to
@@ -54,20 +54,22 @@ def _wants_grad(args, kwargs):
 def autograd_hook(op, args, kwargs):
     """The dispatch hook: record `op` when grad mode is on and an argument
     requires grad, else just run its forward."""
-    if _state.enabled:
+    if _OFF[0] == 0 or _state.enabled:
         # inlined _wants_grad: this runs for every op
         for a in args:
-            if a.__class__ in _SEQ_TYPES:
-                if _wants_grad(a, None):
-                    return _record(op, args, kwargs)
-            elif getattr(a, "_requires_grad", False):
+            rg = getattr(a, "_requires_grad", None)
+            if rg:
+                return _record(op, args, kwargs)
+            if rg is None and a.__class__ in _SEQ_TYPES and _wants_grad(a, None):
                 return _record(op, args, kwargs)
         if kwargs and _wants_grad((), kwargs):
             return _record(op, args, kwargs)
     dev = _hooks.device
     if dev is not None:
         return dev(op, args, kwargs)(*args, **kwargs)
-    return op.forward(*args, **kwargs)
+    if kwargs:
+        return op.forward(*args, **kwargs)
+    return op.forward(*args)
 
 
 def _bind_tensor_kwargs(op, args, kwargs):
@@ -90,6 +92,10 @@ def _bind_tensor_kwargs(op, args, kwargs):
             kw[name] = ba.arguments[name]
         else:
             kw.update(ba.arguments.get(name, {}))
+    for k, v in kw.items():
+        if getattr(v, "_requires_grad", False):
+            raise NotImplementedError(f"{op.name}: ampy's autograd cannot differentiate the "
+                                      f"keyword-only tensor argument {k!r}")
     return tuple(pos), kw
 
 
@@ -155,11 +161,11 @@ def _record(op, args, kwargs):
             needs.append(False)
 
     prev = _state.enabled
-    _state.enabled = False
+    _set(False)
     try:
         out = forward_for(op, args, kwargs)(*args, **kwargs)
     finally:
-        _state.enabled = prev
+        _set(prev)
 
     outs = out if out.__class__ in _SEQ_TYPES or isinstance(out, tuple) else (out,)
     diff = [o for o in outs if _is_tensor(o) and o.dtype.is_floating_point]
@@ -167,11 +173,14 @@ def _record(op, args, kwargs):
         return out
     node = node_class(op.name, rule, NAMES.get(op.name))()
     node.args = tuple(saved_args)
-    node.kwargs = kwargs
+    if kwargs:
+        node.kwargs = kwargs
     node.next_functions = tuple(edges)
     node.needs_input_grad = tuple(needs)
-    node._saved = tuple(saved)
-    node._out_meta = tuple((o.shape, o.dtype) if _is_tensor(o) else None for o in outs)
+    if saved:
+        node._saved = tuple(saved)
+    if len(outs) > 1:
+        node._out_meta = tuple((o.shape, o.dtype) if _is_tensor(o) else None for o in outs)
     if getattr(rule, "save_out", False):
         node.out = tuple(detached(o) if _is_tensor(o) else o for o in outs)
         node._saved = node._saved + tuple((o, o._version) for o in node.out
@@ -304,9 +313,16 @@ def _accumulate_leaf(node, g, create_graph):
 def _stealable(g):
     """True when nothing else can see g's memory (torch steals the incoming
     gradient for .grad in that case instead of copying it): a contiguous
-    tensor, the only one on its storage, referenced only by the engine."""
+    tensor, the only one on its storage, referenced only by the engine (the
+    grads list of _execute, the frames of _accumulate_leaf and this function,
+    and getrefcount's own argument: 4). Anything a user holds adds to that."""
     return (g.grad_fn is None and g.is_contiguous() and g.storage_offset() == 0 and
             sys.getrefcount(g._storage) <= 2 and sys.getrefcount(g) <= 4)
+
+
+def _n_out(node):
+    m = node._out_meta
+    return 1 if m is None else len(m)
 
 
 def _materialize(node, grads):
@@ -387,7 +403,7 @@ def run_backward(roots, grads, retain_graph, create_graph, capture=None, accumul
             continue
         buf = buffers.get(n)
         if buf is None:
-            buf = buffers[n] = [None] * len(n._out_meta)
+            buf = buffers[n] = [None] * _n_out(n)
         buf[nr] = g if buf[nr] is None else _add(buf[nr], g)
     heap = []
     for n in {n for n, _ in roots if n is not None and n in active}:
@@ -395,7 +411,8 @@ def run_backward(roots, grads, retain_graph, create_graph, capture=None, accumul
             heapq.heappush(heap, (-n._seq, id(n), n))
     captured = {}
     prev_enabled, prev_cg = _state.enabled, _state.create_graph
-    _state.enabled, _state.create_graph = create_graph, create_graph
+    _set(create_graph)
+    _state.create_graph = create_graph
     try:
         while heap:
             _, _, node = heapq.heappop(heap)
@@ -405,7 +422,8 @@ def run_backward(roots, grads, retain_graph, create_graph, capture=None, accumul
             if not retain_graph:
                 node.release()
     finally:
-        _state.enabled, _state.create_graph = prev_enabled, prev_cg
+        _set(prev_enabled)
+        _state.create_graph = prev_cg
     return captured
 
 
@@ -434,7 +452,7 @@ def _execute(node, grads, create_graph, capture, captured, accumulate, active, b
         if g is not None:
             buf = buffers.get(nxt)
             if buf is None:
-                buf = buffers[nxt] = [None] * len(nxt._out_meta)
+                buf = buffers[nxt] = [None] * _n_out(nxt)
             buf[nr] = g if buf[nr] is None else _add(buf[nr], g)
         d = deps[nxt] - 1
         deps[nxt] = d
@@ -449,9 +467,12 @@ def _apply(node, grads):
             if r is not None:
                 grads = list(r)
     node.check_saved()
-    if (len(grads) > 1 or grads[0] is None) and getattr(node, "materialize_grads", True):
+    if node._out_meta is not None and getattr(node, "materialize_grads", True):
         grads = _materialize(node, grads)
-    res = node.apply(grads)
+    if _state.create_graph and node.out is not None:
+        res = _apply_with_graph_outputs(node, grads)
+    else:
+        res = node.apply(grads)
     flat = _flatten_grads(node, res)
     metas = _input_meta(node) if node.args is not None else None
     if metas is None or len(flat) != len(node.next_functions):
@@ -466,3 +487,25 @@ def _apply(node, grads):
             if r is not None:
                 out = list(r)
     return out
+
+
+def _apply_with_graph_outputs(node, grads):
+    """create_graph: a rule that reads the node's own outputs must see them
+    as outputs of this node (torch's SavedVariable does the same), or the
+    second derivative would miss their dependence on the inputs."""
+    saved = node.out
+    live = []
+    for i, t in enumerate(saved):
+        if _is_tensor(t) and t.dtype.is_floating_point:
+            v = detached(t)
+            v.grad_fn = node
+            v._requires_grad = True
+            if i:
+                v._output_nr = i
+            t = v
+        live.append(t)
+    node.out = tuple(live)
+    try:
+        return node.apply(grads)
+    finally:
+        node.out = saved

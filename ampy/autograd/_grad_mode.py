@@ -22,6 +22,21 @@ class _State(threading.local):
 
 _state = _State()
 
+# How many threads have grad mode off right now. While it is 0 (the common
+# case) the dispatch hook knows grad mode is on without the thread-local
+# lookup, which costs more than the rest of its fast path.
+_OFF = [0]
+_lock = threading.Lock()
+
+
+def _set(mode):
+    """Set this thread's grad mode, keeping _OFF in step."""
+    st = _state
+    if st.enabled != mode:
+        with _lock:
+            _OFF[0] += -1 if mode else 1
+        st.enabled = mode
+
 
 def is_grad_enabled():
     """True when ops on tensors that require grad record the graph."""
@@ -37,12 +52,11 @@ class _GradModeBase:
     def __enter__(self):
         st = _state
         st.stack.append(st.enabled)
-        st.enabled = self._mode()
+        _set(self._mode())
         return None
 
     def __exit__(self, exc_type, exc, tb):
-        st = _state
-        st.enabled = st.stack.pop()
+        _set(_state.stack.pop())
         return False
 
     def __call__(self, fn):
@@ -62,35 +76,28 @@ class _GradModeBase:
         return self
 
 
-class no_grad(_GradModeBase):
-    """Disable graph recording: `with ampy.no_grad():` or `@ampy.no_grad()`."""
-
-    def __init__(self, orig_func=None):
-        # torch also accepts the bare decorator form @no_grad (no parentheses)
-        self._orig = orig_func
-
-    def _mode(self):
-        return False
+class _BareDecoratable(_GradModeBase):
+    """Also usable as a bare decorator (`@no_grad` without parentheses)."""
 
     def __new__(cls, orig_func=None):
         self = super().__new__(cls)
-        if orig_func is not None and callable(orig_func):
-            self.__init__()
-            return self(orig_func)
-        return self
-
-
-class enable_grad(_GradModeBase):
-    """Enable graph recording inside a no_grad region."""
-
-    def __new__(cls, orig_func=None):
-        self = super().__new__(cls)
-        if orig_func is not None and callable(orig_func):
+        if orig_func is not None:
             return self(orig_func)
         return self
 
     def __init__(self, orig_func=None):
         pass
+
+
+class no_grad(_BareDecoratable):
+    """Disable graph recording: `with ampy.no_grad():` or `@ampy.no_grad()`."""
+
+    def _mode(self):
+        return False
+
+
+class enable_grad(_BareDecoratable):
+    """Enable graph recording inside a no_grad region."""
 
     def _mode(self):
         return True
@@ -108,7 +115,7 @@ class set_grad_enabled(_GradModeBase):
         # torch applies the mode at construction so that a bare call works
         self._prev = _state.enabled
         self._fresh = True
-        _state.enabled = mode
+        _set(mode)
 
     def _mode(self):
         return self.mode
@@ -119,13 +126,13 @@ class set_grad_enabled(_GradModeBase):
         # that was current before it on exit
         st.stack.append(self._prev if self._fresh else st.enabled)
         self._fresh = False
-        st.enabled = self.mode
+        _set(self.mode)
         return None
 
     def __call__(self, fn):
         # used as a decorator: construction must not have changed the mode
         if self._fresh:
-            _state.enabled = self._prev
+            _set(self._prev)
             self._fresh = False
         return super().__call__(fn)
 

@@ -14,12 +14,10 @@ tensor repr read as in torch.
 import itertools
 import weakref
 
-from .. import _C
 
 __all__ = ["Node", "AccumulateGrad", "node_class", "Meta", "RemovableHandle"]
 
 _SEQ = itertools.count()
-_TensorBase = _C.TensorBase
 
 _FREED_MSG = ("Trying to backward through the graph a second time (or directly access saved "
               "tensors after they have already been freed). Saved intermediate values of the "
@@ -94,7 +92,7 @@ class _HookDict(dict):
 
 
 def add_hook(holder, attr, fn):
-    d = getattr(holder, attr)
+    d = getattr(holder, attr, None)
     if d is None:
         d = _HookDict()
         setattr(holder, attr, d)
@@ -107,22 +105,27 @@ class Node:
     """Base of every grad_fn. Subclasses set `_rule` (rule(ctx, *grads) ->
     one grad per positional argument; a list for a list argument)."""
 
-    __slots__ = ("args", "kwargs", "out", "next_functions", "needs_input_grad", "_out_meta",
-                 "_saved", "_freed", "_seq", "_tensor_pre_hooks", "_retains", "_pre_hooks",
-                 "_post_hooks", "_arg_layout", "__weakref__", "metadata_")
+    # Plain attributes with class-level defaults: the hook sets only what a
+    # node needs (args, kwargs, next_functions, needs_input_grad, _saved,
+    # _seq, and out/_out_meta when used), so recording allocates little.
     _rule = None
     _op_name = ""
+    args = ()
+    kwargs = None
+    out = None
+    next_functions = ()
+    needs_input_grad = ()
+    _out_meta = None  # (shape, dtype) per output; None: one output
+    _saved = ()
+    _freed = False
+    _seq = 0
+    _tensor_pre_hooks = None
+    _retains = None
+    _pre_hooks = None
+    _post_hooks = None
 
     def __init__(self):
         self._seq = next(_SEQ)
-        self._freed = False
-        self._saved = ()
-        self._tensor_pre_hooks = None
-        self._retains = None
-        self._pre_hooks = None
-        self._post_hooks = None
-        self.out = None
-        self.kwargs = None
 
     # ---- public API, as torch's autograd.graph.Node
     def name(self):
@@ -133,11 +136,10 @@ class Node:
 
     @property
     def metadata(self):
-        try:
-            return self.metadata_
-        except AttributeError:
-            self.metadata_ = {}
-            return self.metadata_
+        m = self.__dict__.get("metadata_")
+        if m is None:
+            m = self.metadata_ = {}
+        return m
 
     def register_hook(self, fn):
         """fn(grad_inputs, grad_outputs) -> None or new grad_inputs; runs after
@@ -196,8 +198,7 @@ def node_class(op_name, rule, backward_name=None):
     if cls is None:
         name = backward_name or (getattr(rule, "backward_name", None) or
                                  _camel(op_name) + "Backward0")
-        cls = type(name, (Node,), {"__slots__": (), "_rule": staticmethod(rule),
-                                   "_op_name": op_name})
+        cls = type(name, (Node,), {"_rule": staticmethod(rule), "_op_name": op_name})
         _CLASSES[key] = cls
     return cls
 
@@ -210,13 +211,9 @@ def _camel(name):
 class AccumulateGrad(Node):
     """The sink of a leaf: adds incoming gradients into `variable.grad`."""
 
-    __slots__ = ("variable",)
-
     def __init__(self, variable):
-        super().__init__()
+        self._seq = next(_SEQ)
         self.variable = variable
-        self.next_functions = ()
-        self._out_meta = ((variable.shape, variable.dtype),)
 
     def release(self):
         pass

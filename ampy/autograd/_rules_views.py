@@ -129,6 +129,10 @@ def index_put_accumulate(z, key, g):
     if not _is_advanced(key):
         cur = O.getitem(z, key)
         return O.setitem(z, key, O.add(cur, g))
+    if g.requires_grad:
+        raise NotImplementedError("create_graph=True through advanced indexing is not "
+                                  "supported by ampy's autograd (no differentiable "
+                                  "index_put with accumulate)")
     nkey = _indexing._normalize_key(z, key)
     view, adv = _indexing._basic(z, nkey)
     perm, idx, bshape, place = _indexing._prepare_advanced(view, adv)

@@ -11,7 +11,7 @@ returns one gradient (or None) per forward argument. The newer form with a
 ctx-free `forward(*args)` plus `setup_context(ctx, inputs, output)` works too.
 """
 from ._engine import _is_tensor, edge_of
-from ._grad_mode import _state
+from ._grad_mode import _set, _state
 from ._node import Meta, Node, _FREED_MSG
 from ._ops import detached
 
@@ -125,7 +125,7 @@ class Function:
         edges = tuple(edge_of(a) if _is_tensor(a) else (None, 0) for a in args)
         uses_setup = cls.setup_context is not Function.setup_context
         prev = _state.enabled
-        _state.enabled = False
+        _set(False)
         try:
             if uses_setup:
                 out = cls.forward(*args, **kwargs)
@@ -133,7 +133,7 @@ class Function:
             else:
                 out = cls.forward(ctx, *args, **kwargs)
         finally:
-            _state.enabled = prev
+            _set(prev)
         if not record:
             return out
         ctx.next_functions = tuple(e for a, e in zip(args, edges) if _is_tensor(a))

@@ -8,7 +8,7 @@ final loss scale) and writes a PNG with both loss curves and the loss-scale
 trajectory. Runs on the CPU (CUDA when ampy has it); a minute at most on two
 cores.
 
-    python -m ampy.demo [--epochs 20] [--dtype float16|bfloat16] [--out amp_demo.png]
+    python -m ampy.demo [--epochs 12] [--dtype float16|bfloat16] [--out amp_demo.png]
 
 ``--backend torch`` runs the identical script with torch (if installed), for
 comparison: the two libraries share the API, which is ampy's point.
@@ -110,7 +110,7 @@ def train(lib, data, state, *, amp, dtype="float16", epochs=20, batch_size=64, l
                            else scaler.get_scale() < scale_before)
         epoch_times.append(time.perf_counter() - t0)
         bar.update(loss=float(np.mean(losses[-steps_per_epoch:])))
-    with lib.no_grad():
+    with lib.autograd.no_grad():
         pred = model(lib.tensor(x_te).to(device)).argmax(1)
     acc = float((pred.cpu().numpy() == y_te).mean())
     return {"losses": losses, "scales": scales, "skipped": skipped, "accuracy": acc,
@@ -161,7 +161,7 @@ def plot(rows, out, title):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m ampy.demo", description=__doc__.split("\n")[0])
-    ap.add_argument("--epochs", type=int, default=20)
+    ap.add_argument("--epochs", type=int, default=12)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--dtype", choices=("float16", "bfloat16"), default="float16")

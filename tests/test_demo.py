@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import ampy
+from ampy import _dispatch
 from ampy import demo
 
 
@@ -34,13 +35,14 @@ def test_progress_bar_and_table():
 def _has_training_stack():
     nn, optim = getattr(ampy, "nn", None), getattr(ampy, "optim", None)
     return (nn is not None and optim is not None and hasattr(nn, "Sequential")
-            and hasattr(optim, "SGD") and hasattr(ampy, "no_grad")
-            and hasattr(ampy.Tensor, "backward") and hasattr(ampy.Tensor, "argmax"))
+            and hasattr(optim, "SGD") and hasattr(getattr(ampy, "autograd", None), "no_grad")
+            and hasattr(ampy.Tensor, "backward") and hasattr(ampy.Tensor, "argmax")
+            and "linear" in _dispatch.ops())
 
 
 @pytest.mark.skipif(not _has_training_stack(),
-                    reason="needs ampy.nn (Sequential, Linear, ReLU, functional.cross_entropy), "
-                           "ampy.optim.SGD, ampy.no_grad, Tensor.backward/argmax")
+                    reason="needs the linear op (ampy/_gemm.py), ampy.nn (Sequential, Linear, ReLU, functional.cross_entropy), "
+                           "ampy.optim.SGD, ampy.autograd.no_grad, Tensor.backward/argmax")
 @pytest.mark.filterwarnings("ignore:GradScaler. no float16 is involved")
 def test_demo_runs(tmp_path, capsys):
     out = tmp_path / "demo.png"

@@ -4,6 +4,7 @@ import os
 import pytest
 
 import ampy
+from ampy import _dispatch
 
 nbformat = pytest.importorskip("nbformat", reason="nbformat is not installed (test extra)")
 nbclient = pytest.importorskip("nbclient", reason="nbclient is not installed (test extra)")
@@ -18,7 +19,9 @@ def _missing():
     need = [n for n, ok in (("ampy.nn", nn is not None and hasattr(nn, "Sequential")),
                             ("ampy.optim.SGD", optim is not None and hasattr(optim, "SGD")),
                             ("Tensor.backward", hasattr(ampy.Tensor, "backward")),
-                            ("Tensor.argmax", hasattr(ampy.Tensor, "argmax"))) if not ok]
+                            ("Tensor.argmax", hasattr(ampy.Tensor, "argmax")),
+                            ("op 'linear' (ampy/_gemm.py)", "linear" in _dispatch.ops()))
+            if not ok]
     return need
 
 

@@ -1,6 +1,158 @@
-/* gemm_py.c — binding of the gemm concern (filled in by its own work item). */
+/* gemm_py.c — binding of gemm.h.
+ *
+ * _C.gemm(a, b, out=None, out_dtype=None, alpha=1.0, beta=0.0) -> Tensor
+ *   a: (M, K) or (batch, M, K); b: (K, N) or (batch, K, N), same ndim and
+ *   dtype (float32/float16/bfloat16), any strides (a batch stride of 0 is a
+ *   broadcast). out: None (a new contiguous tensor of dtype out_dtype or
+ *   a.dtype; beta is then ignored) or a tensor of shape (…, M, N) that is
+ *   updated in place: out = alpha * a @ b + beta * out.
+ * _C.gemm_set_impl(name), _C.gemm_impl_name(dtype),
+ * _C.gemm_impl_available(name): implementation selection (gemm.h).
+ * Shape and broadcasting rules of matmul/addmm/linear live in ampy/_gemm.py.
+ */
 #include "pyampy.h"
 
+#include "ampy/gemm.h"
+
+static int check_operand(AmpyTensor *t, const char *arg)
+{
+    if (t->device != AMPY_DEV_CPU) {
+        PyErr_Format(PyExc_RuntimeError, "gemm: %s is on cuda:%d; this kernel takes CPU tensors",
+                     arg, t->device);
+        return -1;
+    }
+    if (t->ndim != 2 && t->ndim != 3) {
+        PyErr_Format(PyExc_ValueError, "gemm: %s must be 2-d or 3-d, got %d-d", arg, t->ndim);
+        return -1;
+    }
+    return 0;
+}
+
+/* Sizes and element strides of t as (batch, rows, cols). */
+static void dims3(const AmpyTensor *t, int64_t d[3], int64_t s[3])
+{
+    int o = t->ndim == 3;
+    d[0] = o ? t->shape[0] : 1;
+    s[0] = o ? t->strides[0] : 0;
+    d[1] = t->shape[o], s[1] = t->strides[o];
+    d[2] = t->shape[o + 1], s[2] = t->strides[o + 1];
+}
+
+static AmpyTensor *make_out(PyObject *out_obj, int ndim, const int64_t *shape, int dtype,
+                            int *created)
+{
+    *created = out_obj == Py_None;
+    if (*created)
+        return ampy_py_empty(dtype, ndim, shape, AMPY_DEV_CPU);
+    AmpyTensor *c = ampy_py_tensor_arg(out_obj, "gemm", "out");
+    if (!c || check_operand(c, "out") < 0)
+        return NULL;
+    int same = c->ndim == ndim;
+    for (int i = 0; same && i < ndim; i++)
+        same = c->shape[i] == shape[i];
+    if (!same) {
+        PyErr_Format(PyExc_ValueError, "gemm: out has the wrong shape for a (%d-d) @ b", ndim);
+        return NULL;
+    }
+    Py_INCREF(c);
+    return c;
+}
+
+static PyObject *f_gemm(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"a", "b", "out", "out_dtype", "alpha", "beta", NULL};
+    PyObject *ao, *bo, *out_obj = Py_None, *dt_obj = Py_None;
+    double alpha = 1.0, beta = 0.0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOdd:gemm", kwlist, &ao, &bo, &out_obj,
+                                     &dt_obj, &alpha, &beta))
+        return NULL;
+    AmpyTensor *a = ampy_py_tensor_arg(ao, "gemm", "a");
+    AmpyTensor *b = a ? ampy_py_tensor_arg(bo, "gemm", "b") : NULL;
+    if (!b || check_operand(a, "a") < 0 || check_operand(b, "b") < 0)
+        return NULL;
+    if (a->dtype != b->dtype) {
+        PyErr_Format(PyExc_TypeError,
+                     "expected mat1 and mat2 to have the same dtype, but got: %s != %s",
+                     ampy_dtype_name(a->dtype), ampy_dtype_name(b->dtype));
+        return NULL;
+    }
+    int64_t ad[3], as[3], bd[3], bs[3];
+    dims3(a, ad, as);
+    dims3(b, bd, bs);
+    if (a->ndim != b->ndim || ad[0] != bd[0] || ad[2] != bd[1]) {
+        PyErr_Format(PyExc_ValueError,
+                     "gemm: shapes cannot be multiplied (batch %lld, %lldx%lld and batch %lld, "
+                     "%lldx%lld)", (long long)ad[0], (long long)ad[1], (long long)ad[2],
+                     (long long)bd[0], (long long)bd[1], (long long)bd[2]);
+        return NULL;
+    }
+    int out_dt;
+    if (ampy_py_parse_dtype(dt_obj, a->dtype, &out_dt, "gemm", "out_dtype") < 0)
+        return NULL;
+    int64_t shape[3] = {ad[0], ad[1], bd[2]};
+    int created;
+    AmpyTensor *c = make_out(out_obj, a->ndim, a->ndim == 3 ? shape : shape + 1, out_dt,
+                             &created);
+    if (!c)
+        return NULL;
+    int64_t cd[3], cs[3];
+    dims3(c, cd, cs);
+    double work = (double)ad[0] * (double)ad[1] * (double)ad[2] * (double)bd[2];
+    ampy_status st;
+    PyThreadState *ts = work >= AMPY_PY_GIL_RELEASE_MIN ? PyEval_SaveThread() : NULL;
+    st = ampy_gemm(ad[0], ad[1], bd[2], ad[2], (float)alpha, a->data, (ampy_dtype)a->dtype,
+                   as[0], as[1], as[2], b->data, (ampy_dtype)b->dtype, bs[0], bs[1], bs[2],
+                   created ? 0.0f : (float)beta, c->data, (ampy_dtype)c->dtype, cs[0], cs[1],
+                   cs[2]);
+    if (ts)
+        PyEval_RestoreThread(ts);
+    if (st != AMPY_OK) {
+        Py_DECREF(c);
+        return ampy_py_raise(st);
+    }
+    if (!created)
+        ampy_py_bump_version(c);
+    return (PyObject *)c;
+}
+
+static PyObject *f_set_impl(PyObject *self, PyObject *arg)
+{
+    const char *name = PyUnicode_AsUTF8(arg);
+    if (!name)
+        return NULL;
+    ampy_status st = ampy_gemm_set_impl(name);
+    if (st != AMPY_OK)
+        return ampy_py_raise(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *f_impl_name(PyObject *self, PyObject *arg)
+{
+    int dt;
+    if (ampy_py_parse_dtype(arg, AMPY_FLOAT32, &dt, "gemm_impl_name", "dtype") < 0)
+        return NULL;
+    return PyUnicode_FromString(ampy_gemm_impl_name((ampy_dtype)dt));
+}
+
+static PyObject *f_impl_available(PyObject *self, PyObject *arg)
+{
+    const char *name = PyUnicode_AsUTF8(arg);
+    if (!name)
+        return NULL;
+    return PyBool_FromLong(ampy_gemm_impl_available(name));
+}
+
 PyMethodDef ampy_py_gemm_methods[] = {
+    {"gemm", (PyCFunction)(void (*)(void))f_gemm, METH_VARARGS | METH_KEYWORDS,
+     "gemm($module, /, a, b, out=None, out_dtype=None, alpha=1.0, beta=0.0)\n--\n\n"
+     "out = alpha * a @ b + beta * out for 2-d or 3-d (batched) CPU tensors, float32 "
+     "accumulation, rounded once to out's dtype. A new tensor when out is None."},
+    {"gemm_set_impl", f_set_impl, METH_O,
+     "gemm_set_impl($module, name, /)\n--\n\n"
+     "Select the GEMM implementation: 'auto', 'amx', 'avx512', 'avx2' or 'portable'."},
+    {"gemm_impl_name", f_impl_name, METH_O,
+     "gemm_impl_name($module, dtype, /)\n--\n\nImplementation used now for dtype."},
+    {"gemm_impl_available", f_impl_available, METH_O,
+     "gemm_impl_available($module, name, /)\n--\n\nWhether this CPU/OS can run name."},
     {NULL, NULL, 0, NULL},
 };

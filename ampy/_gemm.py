@@ -1,0 +1,241 @@
+"""GEMM ops: matmul, mm, bmm, addmm, baddbmm, linear and the @ operator.
+
+Shapes and broadcasting follow torch; every product is one call to
+_C.gemm (csrc/gemm*.c: fp16/bf16/fp32 inputs, fp32 accumulation, rounded once
+to the output dtype; `out_dtype=ampy.float32` keeps the fp32 result).
+Transposed operands such as weight.T are read in place through their strides.
+Forwards call _C and the view helpers directly (not dispatch), so autocast and
+autograd see each public op exactly once.
+"""
+from . import _C
+from . import _dtype as D
+from . import _views as V
+from ._dispatch import defop, dispatch, get_op
+from ._tensor import Tensor
+
+__all__ = ["matmul", "mm", "bmm", "addmm", "baddbmm", "linear", "dot", "mv"]
+
+_FLOAT_OK = (D.float32, D.float16, D.bfloat16, D.float64)
+
+
+def _gemm(a, b, out=None, out_dtype=None, alpha=1.0, beta=0.0):
+    """_C.gemm for fp32/fp16/bf16; float64 (not an AMP dtype, no fast kernel)
+    goes through an exact broadcast multiply + float64 sum in C."""
+    if a.dtype is not D.float64:
+        return _C.gemm(a, b, out=out, out_dtype=out_dtype, alpha=alpha, beta=beta)
+    from . import _math
+    prod = _math.sum(_math.mul(V.unsqueeze(a, -1), V.unsqueeze(b, -3)), -2)
+    if alpha != 1.0:
+        prod = _math.mul(prod, alpha)
+    if out is None:
+        return prod if out_dtype in (None, D.float64) else _C.cast(prod, out_dtype)
+    if beta != 0.0:
+        prod = _math.add(prod, _math.mul(out, beta))
+    _C.copy_(out, prod)
+    return out
+
+
+def _check(a, b, fn):
+    for name, t in (("input", a), ("other", b)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{fn}(): argument '{name}' must be Tensor, not {type(t).__name__}")
+    if a.dtype is not b.dtype:
+        raise TypeError(f"{fn}: expected both operands to have the same dtype, but got "
+                        f"{a.dtype} and {b.dtype}")
+    if a.dtype not in _FLOAT_OK:
+        raise TypeError(f"{fn}: dtype {a.dtype} is not supported (float32, float16, bfloat16, float64)")
+
+
+def _out_dtype(out_dtype):
+    return None if out_dtype is None else D.to_dtype(out_dtype, "out_dtype")
+
+
+def _mm(a, b, out_dtype=None):
+    if a.ndim != 2 or b.ndim != 2:
+        raise RuntimeError(f"mm: expected 2-D tensors, got {a.ndim}-D and {b.ndim}-D")
+    if a.shape[1] != b.shape[0]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x"
+                           f"{a.shape[1]} and {b.shape[0]}x{b.shape[1]})")
+    return _gemm(a, b, out_dtype=out_dtype)
+
+
+@defop("mm")
+def _mm_fwd(input, mat2, *, out_dtype=None):
+    _check(input, mat2, "mm")
+    return _mm(input, mat2, _out_dtype(out_dtype))
+
+
+@defop("bmm")
+def _bmm_fwd(input, mat2, *, out_dtype=None):
+    _check(input, mat2, "bmm")
+    if input.ndim != 3 or mat2.ndim != 3:
+        raise RuntimeError(f"batch1 must be a 3D tensor (got {input.ndim}-D and {mat2.ndim}-D)")
+    if input.shape[0] != mat2.shape[0] or input.shape[2] != mat2.shape[1]:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{input.shape[0]}, {input.shape[2]}] but got: "
+                           f"[{mat2.shape[0]}, {mat2.shape[1]}].")
+    return _gemm(input, mat2, out_dtype=_out_dtype(out_dtype))
+
+
+def _broadcast_batch(sa, sb):
+    n = max(len(sa), len(sb))
+    sa, sb = (1,) * (n - len(sa)) + tuple(sa), (1,) * (n - len(sb)) + tuple(sb)
+    out = []
+    for x, y in zip(sa, sb):
+        if x != y and x != 1 and y != 1:
+            raise RuntimeError(f"The size of tensor a ({x}) must match the size of tensor b ({y})"
+                               f" at non-singleton dimension")
+        out.append(max(x, y) if x != 0 and y != 0 else 0)
+    return tuple(out)
+
+
+@defop("matmul")
+def _matmul_fwd(input, other, *, out_dtype=None):
+    _check(input, other, "matmul")
+    a, b, od = input, other, _out_dtype(out_dtype)
+    if a.ndim == 0 or b.ndim == 0:
+        raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
+                           f"{a.ndim}D and {b.ndim}D")
+    if a.ndim == 1 and b.ndim == 1:
+        if a.shape[0] != b.shape[0]:
+            raise RuntimeError(f"inconsistent tensor size, expected tensor [{a.shape[0]}] and src"
+                               f" [{b.shape[0]}] to have the same number of elements, but got "
+                               f"{a.shape[0]} and {b.shape[0]} elements respectively")
+        return V.reshape(_mm(V.unsqueeze(a, 0), V.unsqueeze(b, 1), od), ())
+    if a.ndim == 2 and b.ndim == 1:
+        return V.squeeze(_mm(a, V.unsqueeze(b, 1), od), 1)
+    if a.ndim == 1 and b.ndim == 2:
+        return V.squeeze(_mm(V.unsqueeze(a, 0), b, od), 0)
+    if a.ndim == 2 and b.ndim == 2:
+        return _mm(a, b, od)
+    if b.ndim <= 2:  # fold a's batch dims into the rows: one big GEMM
+        bb = V.unsqueeze(b, 1) if b.ndim == 1 else b
+        K = a.shape[-1]
+        out = _mm(V.reshape(a, -1, K), bb, od)
+        shape = tuple(a.shape[:-1]) + ((bb.shape[1],) if b.ndim == 2 else ())
+        return V.reshape(out, shape)
+    a2 = V.unsqueeze(a, 0) if a.ndim == 1 else a
+    M, K = a2.shape[-2], a2.shape[-1]
+    K2, N = b.shape[-2], b.shape[-1]
+    if K != K2:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{K}, {N}] but got: [{K2}, {N}].")
+    batch = _broadcast_batch(a2.shape[:-2], b.shape[:-2])
+    A = V.reshape(V.expand(a2, *(batch + (M, K))), -1, M, K)
+    B = V.reshape(V.expand(b, *(batch + (K, N))), -1, K, N)
+    out = V.reshape(_gemm(A, B, out_dtype=od), batch + (M, N))
+    return V.squeeze(out, -2) if a.ndim == 1 else out
+
+
+def _scaled_into(input, shape, dtype, beta):
+    """A fresh (shape) tensor holding input broadcast, to be updated in place."""
+    out = _C.empty(shape, dtype)
+    if beta != 0:
+        _C.copy_(out, input)
+    return out
+
+
+@defop("addmm")
+def _addmm_fwd(input, mat1, mat2, *, beta=1, alpha=1):
+    _check(mat1, mat2, "addmm")
+    if mat1.ndim != 2 or mat2.ndim != 2 or mat1.shape[1] != mat2.shape[0]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({'x'.join(map(str, mat1.shape))}"
+                           f" and {'x'.join(map(str, mat2.shape))})")
+    out = _scaled_into(input, (mat1.shape[0], mat2.shape[1]), mat1.dtype, beta)
+    return _gemm(mat1, mat2, out=out, alpha=float(alpha), beta=float(beta))
+
+
+@defop("baddbmm")
+def _baddbmm_fwd(input, batch1, batch2, *, beta=1, alpha=1):
+    _check(batch1, batch2, "baddbmm")
+    if batch1.ndim != 3 or batch2.ndim != 3 or batch1.shape[0] != batch2.shape[0] or \
+            batch1.shape[2] != batch2.shape[1]:
+        raise RuntimeError("baddbmm: batch1 and batch2 must be 3-D with matching batch and inner"
+                           f" sizes, got {list(batch1.shape)} and {list(batch2.shape)}")
+    out = _scaled_into(input, (batch1.shape[0], batch1.shape[1], batch2.shape[2]), batch1.dtype,
+                       beta)
+    return _gemm(batch1, batch2, out=out, alpha=float(alpha), beta=float(beta))
+
+
+@defop("linear")
+def _linear_fwd(input, weight, bias=None):
+    _check(input, weight, "linear")
+    if weight.ndim != 2:
+        raise RuntimeError(f"linear: weight must be 2-D, got {weight.ndim}-D")
+    K = input.shape[-1] if input.ndim else 0
+    if input.ndim == 0 or K != weight.shape[1]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied "
+                           f"({'x'.join(map(str, input.shape[:-1] or (1,)))}x{K} and "
+                           f"{weight.shape[1]}x{weight.shape[0]})")
+    x2 = V.reshape(input, -1, K)
+    wt = V.transpose(weight, 0, 1)
+    if bias is None:
+        out = _gemm(x2, wt)
+    else:
+        if bias.dtype is not input.dtype:
+            raise TypeError(f"linear: bias dtype {bias.dtype} differs from input dtype "
+                            f"{input.dtype}")
+        out = _scaled_into(bias, (x2.shape[0], weight.shape[0]), input.dtype, 1)
+        out = _gemm(x2, wt, out=out, beta=1.0)
+    return V.reshape(out, tuple(input.shape[:-1]) + (weight.shape[0],))
+
+
+_MATMUL, _MM, _BMM = get_op("matmul"), get_op("mm"), get_op("bmm")
+_ADDMM, _BADDBMM, _LINEAR = get_op("addmm"), get_op("baddbmm"), get_op("linear")
+
+
+def matmul(input, other, *, out_dtype=None):
+    """Matrix product with torch.matmul's 1-d/2-d/N-d broadcasting rules."""
+    if out_dtype is None:
+        return dispatch(_MATMUL, input, other)
+    return dispatch(_MATMUL, input, other, out_dtype=out_dtype)
+
+
+def mm(input, mat2, *, out_dtype=None):
+    if out_dtype is None:
+        return dispatch(_MM, input, mat2)
+    return dispatch(_MM, input, mat2, out_dtype=out_dtype)
+
+
+def bmm(input, mat2, *, out_dtype=None):
+    if out_dtype is None:
+        return dispatch(_BMM, input, mat2)
+    return dispatch(_BMM, input, mat2, out_dtype=out_dtype)
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    return dispatch(_ADDMM, input, mat1, mat2, beta=beta, alpha=alpha)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    return dispatch(_BADDBMM, input, batch1, batch2, beta=beta, alpha=alpha)
+
+
+def linear(input, weight, bias=None):
+    """input @ weight.T + bias."""
+    return dispatch(_LINEAR, input, weight, bias)
+
+
+def dot(input, other):
+    if input.ndim != 1 or other.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
+    return matmul(input, other)
+
+
+def mv(input, vec):
+    if input.ndim != 2 or vec.ndim != 1:
+        raise RuntimeError("vector + matrix @ vector expected")
+    return matmul(input, vec)
+
+
+def _rmatmul(self, other):
+    return matmul(other, self)
+
+
+for _name, _fn in (("matmul", matmul), ("mm", mm), ("bmm", bmm), ("__matmul__", matmul),
+                   ("__rmatmul__", _rmatmul), ("dot", dot), ("mv", mv)):
+    setattr(Tensor, _name, _fn)
+Tensor.addmm = lambda self, mat1, mat2, *, beta=1, alpha=1: addmm(self, mat1, mat2, beta=beta,
+                                                                    alpha=alpha)
+Tensor.baddbmm = lambda self, b1, b2, *, beta=1, alpha=1: baddbmm(self, b1, b2, beta=beta,
+                                                                  alpha=alpha)

@@ -74,6 +74,8 @@ fail:;
 static PyObject *run_cast(const AmpyTensor *src, const int64_t *src_strides, AmpyTensor *dst)
 {
     ampy_status s;
+    if (src->device != AMPY_DEV_CPU || dst->device != AMPY_DEV_CPU) /* CUDA: device_py.c */
+        return ampy_py_device_cast(src, src_strides, dst);
     if (dst->numel >= AMPY_PY_GIL_RELEASE_MIN) {
         Py_BEGIN_ALLOW_THREADS
         s = ampy_cast(dst->ndim, dst->shape, src->data, src_strides, src->dtype, dst->data,
@@ -100,10 +102,6 @@ static PyObject *f_copy(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     AmpyTensor *src = dst ? ampy_py_tensor_arg(args[1], "copy_", "src") : NULL;
     if (!src)
         return NULL;
-    if (dst->device != AMPY_DEV_CPU || src->device != AMPY_DEV_CPU) {
-        PyErr_SetString(PyExc_RuntimeError, "copy_: CPU tensors expected (use the CUDA module)");
-        return NULL;
-    }
     int64_t sstr[AMPY_MAX_DIMS];
     if (broadcast_strides(src, dst, sstr, "copy_") < 0)
         return NULL;
@@ -113,8 +111,8 @@ static PyObject *f_copy(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     char *slo, *shi, *dlo, *dhi;
     span(src, &slo, &shi);
     span(dst, &dlo, &dhi);
-    if (slo < dhi && dlo < shi && !same_layout(src, dst)) {
-        AmpyTensor *c = ampy_py_empty(src->dtype, src->ndim, src->shape, AMPY_DEV_CPU);
+    if (src->device == dst->device && slo < dhi && dlo < shi && !same_layout(src, dst)) {
+        AmpyTensor *c = ampy_py_empty(src->dtype, src->ndim, src->shape, src->device);
         if (!c)
             return NULL;
         PyObject *r = run_cast(src, src->strides, c);

@@ -94,6 +94,8 @@ static int module_exec(PyObject *m)
         ampy_py_ewise_methods,   ampy_py_reduce_methods, ampy_py_index_methods,
         ampy_py_random_methods,  ampy_py_gemm_methods,   ampy_py_finite_methods,
         ampy_py_scaler_methods,  ampy_py_optim_methods,  ampy_py_runtime_methods,
+        ampy_py_device_methods,  ampy_py_dlpack_methods, /* CUDA, DLPack */
+        ampy_py_nn_methods,
     };
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
         if (add_methods(m, tables[i]) < 0)

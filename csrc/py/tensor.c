@@ -124,10 +124,6 @@ AmpyTensor *ampy_py_empty(int dtype, int ndim, const int64_t *shape, int device)
                      ndim);
         return NULL;
     }
-    if (device != AMPY_DEV_CPU) {
-        PyErr_SetString(PyExc_RuntimeError, "ampy: this allocator only makes CPU tensors");
-        return NULL;
-    }
     const size_t isz = ampy_dtype_size(dtype);
     int64_t numel = 1;
     for (int d = 0; d < ndim; d++) {
@@ -141,7 +137,9 @@ AmpyTensor *ampy_py_empty(int dtype, int ndim, const int64_t *shape, int device)
         }
         numel *= shape[d];
     }
-    AmpyStorage *s = storage_new_host((size_t)numel * isz);
+    /* CUDA: device storage from ampy._C_cuda's caching allocator (device_py.c) */
+    AmpyStorage *s = device == AMPY_DEV_CPU ? storage_new_host((size_t)numel * isz)
+                                            : ampy_py_storage_new_device((size_t)numel * isz, device);
     if (!s)
         return NULL;
     AmpyTensor *t = tensor_alloc();
@@ -151,6 +149,7 @@ AmpyTensor *ampy_py_empty(int dtype, int ndim, const int64_t *shape, int device)
     }
     t->base = (PyObject *)s;
     t->data = s->ptr;
+    t->device = device;
     t->dtype = dtype;
     t->ndim = ndim;
     t->numel = numel;

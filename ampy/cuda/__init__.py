@@ -1,0 +1,200 @@
+"""ampy.cuda — NVIDIA GPUs: devices, memory, and CUDA tensors (torch.cuda's names).
+
+Importing this package never fails and makes no CUDA call beyond
+``cudaGetDeviceCount``: on a machine without ``ampy._C_cuda`` (no nvcc at build
+time), without a driver or without a GPU, :func:`is_available` returns False
+and everything else raises a clear RuntimeError. Only when a device is usable
+does it install the op table's device hook (so the CPU path pays nothing) and
+the CUDA forwards of ampy/cuda/_ops.py.
+
+Semantics: each device has one current stream; ampy's kernels and copies run
+on it asynchronously; ``item()``, ``tolist()``, ``numpy()``, printing and
+``.cpu()`` synchronise. Memory comes from a caching allocator
+(:func:`memory_allocated`, :func:`memory_reserved`, :func:`empty_cache`).
+"""
+from .. import _C
+from .. import _dlpack
+
+__all__ = ["is_available", "device_count", "current_device", "set_device", "synchronize",
+           "get_device_name", "get_device_capability", "is_bf16_supported",
+           "memory_allocated", "max_memory_allocated", "memory_reserved",
+           "max_memory_reserved", "reset_peak_memory_stats", "memory_stats", "empty_cache",
+           "manual_seed", "manual_seed_all", "device"]
+
+try:
+    from .. import _C_cuda as _K
+except ImportError as _e:  # not built here (no nvcc), or built for another Python
+    _K = None
+    _IMPORT_ERROR = str(_e)
+else:
+    _IMPORT_ERROR = ""
+    _K._init(_C.TensorBase)
+    _C._register_cuda(_K._api())
+
+_dlpack.install()
+
+_count = None
+_reason = ""
+
+
+def _probe():
+    global _count, _reason
+    if _count is None:
+        if _K is None:
+            _count, _reason = 0, f"ampy._C_cuda is not available ({_IMPORT_ERROR or 'not built'})"
+        else:
+            _count, _reason = _K._device_count()
+    return _count
+
+
+def is_available():
+    """True when ampy._C_cuda is built and at least one CUDA device is usable."""
+    return _probe() > 0
+
+
+def device_count():
+    return _probe()
+
+
+def _lazy():
+    if _probe() == 0:
+        raise RuntimeError(f"ampy: CUDA is not available: {_reason}")
+    return _K
+
+
+def _index(device):
+    """A device index from None / int / 'cuda:1' / ampy.device."""
+    if device is None:
+        return _lazy().current_device()
+    if isinstance(device, int):
+        idx = device
+    else:
+        from .._tensor import device as _device
+        d = device if isinstance(device, _device) else _device(device)
+        if d.type != "cuda":
+            raise ValueError(f"Expected a cuda device, but got: {d}")
+        idx = d.index if d.index is not None else _lazy().current_device()
+    n = _probe()
+    if not 0 <= idx < max(n, 1) or n == 0:
+        _lazy()
+        raise RuntimeError(f"CUDA error: invalid device ordinal {idx} ({n} devices)")
+    return idx
+
+
+def current_device():
+    return _lazy().current_device()
+
+
+def set_device(device):
+    _lazy().set_device(_index(device))
+
+
+def synchronize(device=None):
+    """Wait for all work queued on the device's current stream."""
+    _lazy().synchronize(_index(device))
+
+
+def get_device_name(device=None):
+    return _lazy().get_device_name(_index(device))
+
+
+def get_device_capability(device=None):
+    ma, mi, _ = _lazy().get_device_caps(_index(device))
+    return (ma, mi)
+
+
+def is_bf16_supported():
+    return is_available() and get_device_capability()[0] >= 8
+
+
+def memory_stats(device=None):
+    return _lazy().memory_stats(_index(device))
+
+
+def memory_allocated(device=None):
+    return memory_stats(device)["allocated_bytes"]
+
+
+def max_memory_allocated(device=None):
+    return memory_stats(device)["max_allocated_bytes"]
+
+
+def memory_reserved(device=None):
+    return memory_stats(device)["reserved_bytes"]
+
+
+def max_memory_reserved(device=None):
+    return memory_stats(device)["max_reserved_bytes"]
+
+
+def reset_peak_memory_stats(device=None):
+    _lazy().reset_peak_memory_stats(_index(device))
+
+
+def empty_cache():
+    """Release the allocator's unused cached blocks to the driver (no-op without CUDA)."""
+    if _probe() > 0:
+        _K.empty_cache()
+
+
+def _stream_handle(device):
+    return _lazy()._stream(_index(device))
+
+
+def manual_seed(seed):
+    """Seed the CUDA generators. ampy draws random numbers with the CPU's Philox
+    stream (the same values on every device), so this seeds that stream."""
+    from .. import _creation
+    _creation.default_generator.manual_seed(seed)
+
+
+def manual_seed_all(seed):
+    manual_seed(seed)
+
+
+def _manual_seed_all(seed):
+    """Called by ampy.manual_seed: device-side dropout draws from the default
+    generator's (seed, offset), so nothing else needs seeding."""
+
+
+class device:
+    """Context manager that changes the current CUDA device (torch.cuda.device)."""
+
+    def __init__(self, device):
+        self.idx = _index(device) if device is not None else None
+        self.prev = None
+
+    def __enter__(self):
+        if self.idx is not None:
+            self.prev = current_device()
+            set_device(self.idx)
+
+    def __exit__(self, *exc):
+        if self.prev is not None:
+            set_device(self.prev)
+        return False
+
+
+def _to_device(x, dev):
+    """Forward of the op "to_device": a copy of x on `dev` (ampy.device)."""
+    if dev.type == "cpu":
+        if not x.is_cuda:
+            return x
+        out = _C.empty(tuple(x.shape), x.dtype)
+    else:
+        idx = _index(dev)
+        if x._device_index == idx:
+            return x
+        out = _C._empty_device(tuple(x.shape), x.dtype, idx)
+    _C.copy_(out, x)
+    return out
+
+
+def _install():
+    """Hooks that make CUDA tensors work through the op table (only with a GPU)."""
+    from . import _ops
+    _ops.install()
+
+
+if is_available():
+    _install()

@@ -1,0 +1,121 @@
+"""CUDA forwards of the ops that have device kernels (registered into the op
+table's ``cuda`` slots by ampy.cuda._ops.install, only with a GPU).
+
+GEMM: ``matmul``, ``mm``, ``bmm``, ``linear``, ``addmm`` through cuBLAS with
+fp32 accumulation (cuda/blas.cu); operands are read in place when one of
+their two innermost strides is 1 (``weight.T`` included), otherwise copied
+once to contiguous memory. Signatures are torch's.
+"""
+import os
+import sys
+
+from .. import _C
+from . import _K
+from ._ops import cuda_op
+
+
+def _add_blas_paths():
+    """Directories where the nvidia-cublas wheel (a torch dependency) keeps
+    libcublas, searched after the default loader path."""
+    seen = set()
+    for base in sys.path:
+        for sub in (("nvidia", "cu13", "lib"), ("nvidia", "cublas", "lib")):
+            d = os.path.join(base, *sub)
+            if d not in seen and os.path.isdir(d):
+                seen.add(d)
+                try:
+                    _K._blas_add_path(d)
+                except ValueError:
+                    return
+
+
+_add_blas_paths()
+
+
+def _mat_strides(t):
+    """(stride of rows, stride of cols) of the last two dims, copying when
+    neither is unit."""
+    s = t.stride()
+    if s[-1] != 1 and s[-2] != 1:
+        t = t.contiguous()
+        s = t.stride()
+    return t, s[-2], s[-1]
+
+
+def _gemm3(a, b, out_dtype=None, c=None, alpha=1.0, beta=0.0):
+    """a: (B|1, m, k), b: (B|1, k, n) -> (B, m, n); batch of 1 broadcasts."""
+    if a.dtype is not b.dtype:
+        raise TypeError(f"expected m1 and m2 to have the same dtype, but got: {a.dtype} != "
+                        f"{b.dtype}")
+    batch = max(a.shape[0], b.shape[0])
+    m, k = a.shape[1], a.shape[2]
+    n = b.shape[2]
+    if b.shape[1] != k:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({m}x{k} and "
+                           f"{b.shape[1]}x{n})")
+    a, sa_m, sa_k = _mat_strides(a)
+    b, sb_k, sb_n = _mat_strides(b)
+    sa_b = a.stride(0) if a.shape[0] > 1 else 0
+    sb_b = b.stride(0) if b.shape[0] > 1 else 0
+    if c is None:
+        c = _C._empty_device((batch, m, n), out_dtype or a.dtype, a._device_index)
+        beta = 0.0
+    _K._gemm(a, b, c, batch, m, n, k, sa_b, sa_m, sa_k, sb_b, sb_k, sb_n, m * n, n,
+             float(alpha), float(beta))
+    return c
+
+
+def _as3(t):
+    return t.unsqueeze(0) if t.dim() == 2 else t
+
+
+@cuda_op("mm")
+def mm(a, b, *, out_dtype=None):
+    return _gemm3(_as3(a), _as3(b), out_dtype)[0]
+
+
+@cuda_op("bmm")
+def bmm(a, b, *, out_dtype=None):
+    return _gemm3(a, b, out_dtype)
+
+
+@cuda_op("matmul")
+def matmul(a, b, *, out_dtype=None):
+    if a.dim() == 1 and b.dim() == 1:
+        return _gemm3(a.reshape(1, 1, -1), b.reshape(1, -1, 1), out_dtype).reshape(())
+    if a.dim() == 1:
+        return matmul(a.unsqueeze(0), b, out_dtype=out_dtype).squeeze(-2)
+    if b.dim() == 1:
+        return matmul(a, b.unsqueeze(-1), out_dtype=out_dtype).squeeze(-1)
+    if b.dim() == 2:  # (..., m, k) @ (k, n): fold the batch into m
+        lead = tuple(a.shape[:-1])
+        a2 = a.reshape(1, -1, a.shape[-1])
+        return _gemm3(a2, b.unsqueeze(0), out_dtype).reshape(*lead, b.shape[-1])
+    batch = tuple(a.shape[:-2]) if a.dim() >= b.dim() else tuple(b.shape[:-2])
+    a3 = a.expand(*batch, *a.shape[-2:]).reshape(-1, *a.shape[-2:])
+    b3 = b.expand(*batch, *b.shape[-2:]).reshape(-1, *b.shape[-2:])
+    out = _gemm3(a3, b3, out_dtype)
+    return out.reshape(*batch, a.shape[-2], b.shape[-1])
+
+
+@cuda_op("linear")
+def linear(x, weight, bias=None):
+    lead = tuple(x.shape[:-1])
+    x2 = x.reshape(1, -1, x.shape[-1])
+    w_t = weight.t().unsqueeze(0)  # read in place (op T), no copy
+    if bias is None:
+        out = _gemm3(x2, w_t)
+    else:
+        out = _C._empty_device((1, x2.shape[1], weight.shape[0]), x.dtype, x._device_index)
+        _C.copy_(out, bias.to(x.dtype))  # broadcast the bias into the output rows
+        out = _gemm3(x2, w_t, c=out, beta=1.0)
+    return out.reshape(*lead, weight.shape[0])
+
+
+@cuda_op("addmm")
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    out = _C._empty_device((1, mat1.shape[0], mat2.shape[1]), mat1.dtype, mat1._device_index)
+    if beta != 0:
+        _C.copy_(out, input)
+    return _gemm3(mat1.unsqueeze(0), mat2.unsqueeze(0), c=out, alpha=alpha,
+                  beta=float(beta) if beta != 0 else 0.0)[0]

@@ -1,0 +1,128 @@
+"""CUDA forwards for the op table, and the device hook that picks them.
+
+``install()`` (called by ampy.cuda only when a GPU is usable) does three things:
+
+1. sets ``OpDef.cuda`` for every op that has a CUDA kernel here (the table in
+   ``_CUDA_FORWARDS``, filled by the ``cuda_op`` decorator);
+2. installs the op table's device hook: for arguments that hold a CUDA tensor
+   it returns ``op.cuda``; ops that only build views or call ``_C.cast`` /
+   ``_C.copy_`` (which route to the device themselves) run their usual
+   forward; any other op falls back to the CPU — CUDA arguments copied to the
+   host, the forward run there, results copied back, in-place writes copied
+   back into the original device tensors — with a one-time warning naming the
+   op, so every model runs on CUDA correctly while kernels are added;
+3. makes ``Tensor.item`` synchronise and copy for CUDA tensors.
+"""
+import warnings
+
+from .. import _C
+from .. import _dispatch
+
+_CUDA_FORWARDS = {}
+
+# Ops whose CPU forward is already device-agnostic: views (metadata only) and
+# the casts/copies that _C routes to the device (csrc/py/device_py.c).
+_DEVICE_AGNOSTIC = {"to_dtype", "to_device", "clone", "copy_", "view", "reshape", "transpose",
+                    "permute", "unsqueeze", "squeeze", "expand", "flatten", "narrow", "select",
+                    "detach", "contiguous"}
+
+_warned = set()
+
+
+def cuda_op(name):
+    """Register fn as the CUDA forward of op `name`."""
+    def wrap(fn):
+        _CUDA_FORWARDS[name] = fn
+        return fn
+    return wrap
+
+
+def _is_cuda(x):
+    return getattr(x, "_device_index", -1) >= 0 and isinstance(x, _C.TensorBase)
+
+
+def _any_cuda(args, kwargs):
+    for a in args:
+        if _is_cuda(a):
+            return True
+        if isinstance(a, (list, tuple)) and any(_is_cuda(b) for b in a):
+            return True
+    return any(_is_cuda(v) for v in kwargs.values())
+
+
+def _to_host(x, moved):
+    if _is_cuda(x):
+        h = _C.empty(tuple(x.shape), x.dtype)
+        _C.copy_(h, x)
+        moved.append((x, h, h._version))
+        return h
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to_host(v, moved) for v in x)
+    return x
+
+
+def _back(r, moved, device):
+    for orig, host, _ in moved:
+        if r is host:
+            return orig
+    if isinstance(r, _C.TensorBase) and r._device_index < 0:
+        out = _C._empty_device(tuple(r.shape), r.dtype, device)
+        _C.copy_(out, r)
+        if r.requires_grad:
+            out.requires_grad_(True)
+        return out
+    if isinstance(r, (list, tuple)):
+        return type(r)(_back(v, moved, device) for v in r)
+    return r
+
+
+def _cpu_fallback(op):
+    def run(*args, **kwargs):
+        if op.name not in _warned:
+            _warned.add(op.name)
+            warnings.warn(f"ampy: op '{op.name}' has no CUDA kernel yet; running it on the CPU "
+                          f"(copies to and from the device)", RuntimeWarning, stacklevel=3)
+        moved = []
+        hargs = _to_host(args, moved)
+        hkw = {k: _to_host(v, moved) for k, v in kwargs.items()}
+        device = moved[0][0]._device_index
+        r = op.forward(*hargs, **hkw)
+        for orig, host, ver in moved:
+            if host._version != ver:  # written in place: copy the result back
+                _C.copy_(orig, host)
+                orig._bump_version()
+        return _back(r, moved, device)
+    return run
+
+
+def _device_hook(op, args, kwargs):
+    if not _any_cuda(args, kwargs):
+        return op.forward
+    if op.cuda is not None:
+        return op.cuda
+    if op.name in _DEVICE_AGNOSTIC:
+        return op.forward
+    return _cpu_fallback(op)
+
+
+_base_item = _C.TensorBase.item
+
+
+def _item(self):
+    if self._device_index >= 0:
+        h = _C.empty(tuple(self.shape), self.dtype)
+        _C.copy_(h, self)  # a device-to-host copy synchronises
+        return _base_item(h)
+    return _base_item(self)
+
+
+def install():
+    from . import _kernels  # noqa: F401  (fills _CUDA_FORWARDS)
+    for name, fn in _CUDA_FORWARDS.items():
+        try:
+            _dispatch.get_op(name).cuda = fn
+        except KeyError:
+            pass  # op not defined on this checkout yet
+    _dispatch.set_hooks(device=_device_hook)
+    from .._tensor import Tensor
+    Tensor.item = _item

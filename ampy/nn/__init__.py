@@ -1,0 +1,18 @@
+"""ampy.nn — torch.nn's Module, Parameter, layers, losses, init and functional.
+
+The numerics of the layers are C kernels: layer_norm, cross_entropy,
+nll_loss, embedding, dropout and mse_loss are fused kernels of csrc/nn.c with
+their backward (ampy/nn/_ops.py registers them in the op table); linear uses
+ampy's GEMM and the activations ampy's element-wise math.
+"""
+from . import _ops  # noqa: F401  (registers the fused ops and their backward rules)
+from . import functional, init
+from .modules import (GELU, CrossEntropyLoss, Dropout, Embedding, Flatten, Identity, LayerNorm,
+                      Linear, LogSoftmax, Module, ModuleList, MSELoss, NLLLoss, ReLU, Sequential,
+                      Sigmoid, SiLU, Softmax, Tanh)
+from .parameter import Parameter
+
+__all__ = ["Module", "Parameter", "Linear", "Identity", "ReLU", "GELU", "SiLU", "Tanh",
+           "Sigmoid", "Softmax", "LogSoftmax", "Dropout", "LayerNorm", "Embedding", "Flatten",
+           "Sequential", "ModuleList", "CrossEntropyLoss", "NLLLoss", "MSELoss", "functional",
+           "init"]

@@ -1,0 +1,187 @@
+"""The fused nn ops in the op table: forward (one call into ampy._C.nn_*) and
+backward rule of layer_norm, cross_entropy, nll_loss, embedding, dropout and
+mse_loss.
+
+Rules follow ampy.autograd's protocol: `rule(ctx, grad)` returns one gradient
+per positional argument; `rule.save` lists the positional arguments whose
+values the rule reads. What the backward needs beyond the arguments (layer
+norm's mean/rstd, cross entropy's per-row logsumexp) travels in a `_Saved`
+holder passed as a plain (non-tensor) argument: the forward fills it, the
+node keeps it, and the output tensor itself is not saved (so an in-place op
+on the output does not invalidate the graph, as in torch).
+
+Autocast policies are torch's (amp-anchors 2.6): cross_entropy, nll_loss and
+mse_loss run in float32 on CPU and CUDA, layer_norm in float32 on CUDA only
+(torch's CPU list leaves it out), embedding and dropout run as they come.
+"""
+from .. import _C
+from .._dispatch import defop, get_op
+
+__all__ = ["Saved", "REDUCTIONS"]
+
+REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+_FP32 = {"cpu": "fp32", "cuda": "fp32"}
+
+
+class Saved:
+    """Values a forward computes for its backward (not graph inputs)."""
+
+    __slots__ = ("a", "b")
+
+    def __init__(self):
+        self.a = self.b = None
+
+    def __repr__(self):
+        return "Saved()"
+
+
+def _c(t):
+    """t contiguous (None stays None)."""
+    return None if t is None or t.is_contiguous() else t.contiguous()
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _as(g, dtype):
+    g = g if g.dtype is dtype else _C.cast(g, dtype)
+    return g if g.is_contiguous() else g.contiguous()
+
+
+def _rule(save=None):
+    def wrap(fn):
+        fn.save = save
+        fn.save_out = False
+        fn.is_view = False
+        fn.inplace = False
+        return fn
+    return wrap
+
+
+# ---------------------------------------------------------------- layer_norm
+@defop("layer_norm", policy={"cuda": "fp32"})
+def layer_norm_fwd(input, normalized_shape, weight=None, bias=None, eps=1e-5, saved=None):
+    """y = (x - mean) / sqrt(var + eps) * weight + bias over the last dims."""
+    n = _numel(normalized_shape)
+    x = _c(input) or input
+    y, mean, rstd = _C.nn_layer_norm_fwd(x, n, _c(weight) or weight, _c(bias) or bias,
+                                         float(eps), saved is not None)
+    if saved is not None:
+        saved.a, saved.b = mean, rstd
+    return y
+
+
+@_rule(save=(0, 2))
+def layer_norm_bwd(ctx, g):
+    x, shape, w, b, eps, saved = (tuple(ctx.args) + (None,) * 6)[:6]
+    need = tuple(ctx.needs_input_grad) + (False,) * 4
+    n = _numel(shape)
+    x = _c(x) or x
+    mean, rstd = (saved.a, saved.b) if saved is not None else (None, None)
+    dx, dw, db = _C.nn_layer_norm_bwd(x, n, _c(w) or w, _as(g, x.dtype), mean, rstd, float(eps),
+                                      bool(need[0]), bool(need[2]) and w is not None,
+                                      bool(need[3]) and b is not None)
+    shp = tuple(shape)
+    return (dx, None, None if dw is None else dw._view(shp, _strides(shp), 0),
+            None if db is None else db._view(shp, _strides(shp), 0), None, None)
+
+
+def _strides(shape):
+    st, acc = [], 1
+    for s in reversed(shape):
+        st.append(acc)
+        acc *= s
+    return tuple(reversed(st))
+
+
+# ------------------------------------------------- cross_entropy / nll_loss
+@defop("cross_entropy", policy=_FP32)
+def cross_entropy_fwd(input, target, weight=None, ignore_index=-100, reduction=1,
+                      label_smoothing=0.0, saved=None):
+    """Fused log_softmax + nll_loss over rows (M, C); class-index targets."""
+    out, lse = _C.nn_cross_entropy_fwd(_c(input) or input, target, _c(weight) or weight,
+                                       int(ignore_index), float(label_smoothing), int(reduction),
+                                       saved is not None)
+    if saved is not None:
+        saved.a = lse
+    return out
+
+
+@_rule(save=(0, 2))
+def cross_entropy_bwd(ctx, g):
+    x, t, w, ignore, red, ls, saved = ctx.args
+    x = _c(x) or x
+    dx = _C.nn_cross_entropy_bwd(x, t, _c(w) or w, int(ignore), float(ls), int(red),
+                                 _as(g, x.dtype), None if saved is None else saved.a)
+    return dx, None, None, None, None, None, None
+
+
+@defop("nll_loss", policy=_FP32)
+def nll_loss_fwd(input, target, weight=None, ignore_index=-100, reduction=1):
+    """loss = -weight[t] * input[i, t] over rows (M, C) of log-probabilities."""
+    return _C.nn_nll_loss_fwd(_c(input) or input, target, _c(weight) or weight,
+                              int(ignore_index), int(reduction))
+
+
+@_rule(save=(2,))
+def nll_loss_bwd(ctx, g):
+    x, t, w, ignore, red = ctx.args
+    probe = _C.empty(tuple(x.shape), x.dtype)  # shape and dtype carrier (values unread)
+    dx = _C.nn_nll_loss_bwd(probe, t, _c(w) or w, int(ignore), int(red), _as(g, x.dtype))
+    return dx, None, None, None, None
+
+
+# ----------------------------------------------------------------- embedding
+@defop("embedding")
+def embedding_fwd(weight, indices, padding_idx=None):
+    """Rows of weight picked by int64 indices (any shape)."""
+    return _C.nn_embedding_fwd(_c(indices) or indices, _c(weight) or weight)
+
+
+@_rule(save=())
+def embedding_bwd(ctx, g):
+    w, idx, pad = ctx.args
+    num = w.shape[0]
+    dw = _C.nn_embedding_bwd(_c(idx) or idx, _as(g, w.dtype), num, -1 if pad is None else pad)
+    return dw, None, None
+
+
+# ------------------------------------------------------------------- dropout
+@defop("dropout")
+def dropout_fwd(input, mask, scale):
+    """input * mask * scale with a precomputed uint8 keep-mask (see
+    ampy.nn.functional.dropout, which draws it with Philox)."""
+    return _C.nn_mask_scale(_c(input) or input, mask, float(scale))
+
+
+@_rule(save=(1,))
+def dropout_bwd(ctx, g):
+    _, mask, scale = ctx.args
+    return _C.nn_mask_scale(_c(g) or g, mask, float(scale)), None, None
+
+
+# ------------------------------------------------------------------ mse_loss
+@defop("mse_loss", policy=_FP32)
+def mse_loss_fwd(input, target, reduction=1):
+    """(input - target)^2, reduced; input and target of one shape and dtype."""
+    return _C.nn_mse_fwd(_c(input) or input, _c(target) or target, int(reduction))
+
+
+@_rule(save=(0, 1))
+def mse_loss_bwd(ctx, g):
+    x, y, red = ctx.args
+    need = ctx.needs_input_grad
+    dx, dy = _C.nn_mse_bwd(_c(x) or x, _c(y) or y, int(red), _as(g, x.dtype), bool(need[0]),
+                           bool(need[1]))
+    return dx, dy, None
+
+
+for _name, _bwd in (("layer_norm", layer_norm_bwd), ("cross_entropy", cross_entropy_bwd),
+                    ("nll_loss", nll_loss_bwd), ("embedding", embedding_bwd),
+                    ("dropout", dropout_bwd), ("mse_loss", mse_loss_bwd)):
+    get_op(_name).backward = _bwd
+del _name, _bwd

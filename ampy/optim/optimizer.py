@@ -1,0 +1,246 @@
+"""ampy.optim.Optimizer — torch.optim.Optimizer's param_groups, state and
+state_dict format, plus what ampy's fused steps share: gathering one
+parameter group into the lists of one fused-kernel call, fp32 master weights
+for float16/bfloat16 parameters, and the GradScaler protocol
+(`_step_supports_amp_scaling`: `self.grad_scale` / `self.found_inf` are
+read by the kernel, so unscaling and skipping need no host sync).
+"""
+from collections import defaultdict
+import copy
+import warnings
+
+from .. import _C
+from .. import _dtype as D
+from .._tensor import Tensor
+
+__all__ = ["Optimizer", "required"]
+
+_HALF = (D.float16, D.bfloat16)
+
+
+class _RequiredParameter:
+    def __repr__(self):
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+
+def _typename(o):
+    return "ampy." + type(o).__name__ if isinstance(o, Tensor) else type(o).__name__
+
+
+def _no_grad():
+    try:
+        from ..autograd import no_grad
+        return no_grad()
+    except ImportError:
+        import contextlib
+        return contextlib.nullcontext()
+
+
+def _enable_grad():
+    try:
+        from ..autograd import enable_grad
+        return enable_grad()
+    except ImportError:
+        import contextlib
+        return contextlib.nullcontext()
+
+
+class Optimizer:
+    """Base class: holds param_groups (dicts with "params" and hyper-parameters)
+    and per-parameter state; subclasses implement step()."""
+
+    _step_supports_amp_scaling = True
+
+    def __init__(self, params, defaults):
+        self.defaults = defaults
+        self.state = defaultdict(dict)
+        self.param_groups = []
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of "
+                            "Tensors or dicts, but got " + _typename(params))
+        param_groups = list(params)
+        if len(param_groups) == 0:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(param_groups[0], dict):
+            param_groups = [{"params": param_groups}]
+        for group in param_groups:
+            self.add_param_group(group)
+
+    def __repr__(self):
+        s = type(self).__name__ + " ("
+        for i, group in enumerate(self.param_groups):
+            s += f"\nParameter Group {i}"
+            for key in sorted(group):
+                if key != "params":
+                    s += f"\n    {key}: {group[key]}"
+        return s + "\n)"
+
+    def __getstate__(self):
+        return {"defaults": self.defaults, "state": self.state,
+                "param_groups": self.param_groups}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    def add_param_group(self, param_group):
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            param_group["params"] = [params]
+        elif isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, "
+                            "but the ordering of tensors in sets will change between runs. "
+                            "Please use a list instead.")
+        else:
+            param_group["params"] = list(params)
+        for p in param_group["params"]:
+            if not isinstance(p, Tensor):
+                raise TypeError("optimizer can only optimize Tensors, but one of the params is "
+                                + _typename(p))
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor")
+        for name, default in self.defaults.items():
+            if default is required and name not in param_group:
+                raise ValueError(f"parameter group didn't specify a value of required "
+                                 f"optimization parameter {name}")
+            param_group.setdefault(name, default)
+        ids = [id(p) for p in param_group["params"]]
+        if len(ids) != len(set(ids)):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; in "
+                          "future, this will cause an error; see "
+                          "github.com/pytorch/pytorch/issues/40967 for more information",
+                          stacklevel=3)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if seen.intersection(ids):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(param_group)
+
+    def zero_grad(self, set_to_none=True):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    g = p.grad if p.grad.grad_fn is None else p.grad.detach()
+                    p.grad = g
+                    g.zero_()
+
+    # ------------------------------------------------------------- state_dict
+    def state_dict(self):
+        """{"state": {index: {...}}, "param_groups": [{..., "params": [indices]}]},
+        indices numbering the parameters in group order, as torch."""
+        mapping, start = {}, 0
+        groups = []
+        for g in self.param_groups:
+            packed = {k: v for k, v in g.items() if k != "params"}
+            for i, p in enumerate(g["params"], start):
+                mapping.setdefault(id(p), i)
+            packed["params"] = [mapping[id(p)] for p in g["params"]]
+            start += len(packed["params"])
+            groups.append(packed)
+        state = {(mapping[id(k)] if isinstance(k, Tensor) else k): v
+                 for k, v in self.state.items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        """Load a state_dict of this optimizer's structure (ampy's or torch's:
+        tensor-likes are converted). State tensors are copied, never shared."""
+        if not isinstance(state_dict, dict) or "state" not in state_dict or \
+                "param_groups" not in state_dict:
+            raise KeyError("state_dict must hold 'state' and 'param_groups'")
+        groups = self.param_groups
+        saved_groups = copy.deepcopy([{k: v for k, v in g.items()} for g in
+                                      state_dict["param_groups"]])
+        if len(groups) != len(saved_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        if any(len(g["params"]) != len(s["params"]) for g, s in zip(groups, saved_groups)):
+            raise ValueError("loaded state dict contains a parameter group that doesn't match "
+                             "the size of optimizer's group")
+        id_map = {}
+        for g, s in zip(groups, saved_groups):
+            for old, p in zip(s["params"], g["params"]):
+                id_map[old] = p
+        state = defaultdict(dict)
+        for k, v in state_dict["state"].items():
+            if k in id_map:
+                p = id_map[k]
+                state[p] = {key: self._load_state_value(p, key, val) for key, val in v.items()}
+            else:
+                state[k] = v
+        new_groups = []
+        for g, s in zip(groups, saved_groups):
+            s["params"] = g["params"]
+            new_groups.append(s)
+        self.state = state
+        self.param_groups = new_groups
+
+    def _load_state_value(self, p, key, value):
+        if value is None or isinstance(value, (int, float, bool)):
+            return value
+        from ..nn.modules.module import _to_ampy
+        t = _to_ampy(value)
+        if key != "step" and tuple(t.shape) != tuple(p.shape):
+            raise ValueError(f"loaded state {key!r} has shape {list(t.shape)}, but its "
+                             f"parameter has shape {list(p.shape)}")
+        out = _C.cast(t.detach(), D.float32)  # moments and masters live in fp32
+        return out if key != "step" or out.ndim == 0 else out.reshape(())
+
+    # ------------------------------------------------------- fused-step helpers
+    def _amp_scalars(self):
+        """(inv_scale, found_inf) from GradScaler's protocol, or (None, None)."""
+        gs = getattr(self, "grad_scale", None)
+        fi = getattr(self, "found_inf", None)
+        inv = None
+        if gs is not None:
+            if hasattr(gs, "reciprocal"):  # device-side, no sync: fp64 reciprocal, as torch
+                inv = gs.double().reciprocal().float()
+            else:
+                from .._creation import full
+                inv = full((), 1.0 / float(gs.item()), dtype=D.float32)
+            inv = inv.reshape(()).contiguous()
+        if fi is not None and (fi.dtype is not D.float32 or not fi.is_contiguous()):
+            fi = _C.cast(fi, D.float32)
+        return inv, fi
+
+    def _master(self, p, state, keep):
+        """The float32 weight the kernel updates for a float16/bfloat16 param:
+        state["master_param"] (created once) with master weights, else a
+        transient copy of the current value. None for float32 params."""
+        if p.dtype not in _HALF:
+            return None
+        if keep:
+            m = state.get("master_param")
+            if m is None:
+                m = state["master_param"] = _C.cast(p.detach(), D.float32)
+            return m
+        return _C.cast(p.detach(), D.float32)
+
+    @staticmethod
+    def _grad(p):
+        g = p.grad
+        if g.is_cuda or p.is_cuda:
+            raise NotImplementedError("ampy.optim: fused steps of CUDA tensors need ampy.cuda")
+        return g if g.is_contiguous() else g.contiguous()
+
+    @staticmethod
+    def _check_param(p):
+        if not p.is_contiguous():
+            raise RuntimeError("ampy.optim: parameters must be contiguous for the fused step")
+        if p.dtype not in (D.float32, D.float16, D.bfloat16):
+            raise TypeError(f"ampy.optim: parameters must be float32, float16 or bfloat16, not "
+                            f"{p.dtype}")
+
+    def _closure(self, closure):
+        if closure is None:
+            return None
+        with _enable_grad():
+            return closure()
+
+    def step(self, closure=None):
+        raise NotImplementedError

@@ -1,0 +1,120 @@
+/* ampy/cuda.h — the CUDA runtime of ampy._C_cuda: devices, the current stream
+ * of each device, the caching device allocator, copies and casts.
+ *
+ * Built only where nvcc exists (cuda/runtime.cu, cuda/cast.cu). Nothing here
+ * exposes a CUDA type: streams are `void *` (a cudaStream_t), so plain C code
+ * (the binding, libampy) can include this header without the CUDA toolkit.
+ *
+ * Errors: every CUDA and cuBLAS call is checked; a failure returns
+ * AMPY_ERR_RUNTIME (AMPY_ERR_NOMEM for an allocation) with a message that
+ * names the call and CUDA's error string, e.g.
+ *   "cudaMalloc(1073741824 bytes) on cuda:0: out of memory".
+ * Kernel launches are checked with cudaGetLastError() right after the launch.
+ * Messages live in the thread-local buffer of ampy_last_error() of the module
+ * that holds this code (ampy._C_cuda has its own copy of status.c).
+ *
+ * Streams and ordering: each device has one current stream (a non-blocking
+ * stream created on first use). Every kernel and copy of this module runs on
+ * it, asynchronously; only copies to host memory synchronise. The allocator
+ * hands a freed block back only to work on the same stream, so freeing a
+ * tensor while kernels still read it is safe (stream order).
+ */
+#ifndef AMPY_CUDA_H
+#define AMPY_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ampy/dtype.h"
+#include "ampy/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- devices ---------------------------------------------------------------- */
+/* Number of CUDA devices in *n. With no driver or no device this returns
+ * AMPY_ERR_RUNTIME (message: CUDA's reason) and sets *n = 0; it never aborts
+ * and may be called on machines without a GPU. */
+ampy_status ampy_cuda_device_count(int *n);
+ampy_status ampy_cuda_current_device(int *device);
+/* Make `device` current for this thread (cudaSetDevice). */
+ampy_status ampy_cuda_set_device(int device);
+/* Wait for all work on the device's current stream (device < 0: current). */
+ampy_status ampy_cuda_synchronize(int device);
+/* The device's name (cudaDeviceProp.name) into buf[size], NUL-terminated. */
+ampy_status ampy_cuda_device_name(int device, char *buf, size_t size);
+/* Compute capability major/minor and multiprocessor count. */
+ampy_status ampy_cuda_device_caps(int device, int *major, int *minor, int *sm_count);
+/* The device's current stream (a cudaStream_t), created on first use; NULL
+ * with an error set on failure. */
+void *ampy_cuda_stream(int device);
+
+/* ---- caching allocator --------------------------------------------------------
+ * Sizes are rounded up to a size class (512 bytes below 1 MiB, 2 MiB above)
+ * and freed blocks are kept per (device, stream) and reused for requests of
+ * the same class or a block at most twice as large. cudaMalloc failure frees
+ * the cache (after a device synchronise) and retries once. */
+/* *out = nbytes of device memory on `device` (nbytes 0 gives a valid unique
+ * pointer). Returns AMPY_OK, AMPY_ERR_NOMEM or AMPY_ERR_RUNTIME. */
+ampy_status ampy_cuda_alloc(int device, size_t nbytes, void **out);
+/* Return a block from ampy_cuda_alloc to the cache. `nbytes` and `device`
+ * are those it was allocated with; NULL is ignored. Never fails (an unknown
+ * pointer is ignored). Signature matches AmpyStorage.free_fn. */
+void ampy_cuda_free(void *ptr, size_t nbytes, int device);
+
+typedef struct ampy_cuda_mem_stats {
+    int64_t allocated;     /* bytes in live blocks (rounded sizes)          */
+    int64_t max_allocated; /* peak of `allocated` since start / last reset  */
+    int64_t reserved;      /* bytes held from cudaMalloc (live + cached)    */
+    int64_t max_reserved;
+    int64_t num_allocs;    /* cudaMalloc calls made                         */
+} ampy_cuda_mem_stats;
+ampy_status ampy_cuda_memory_stats(int device, ampy_cuda_mem_stats *out);
+void ampy_cuda_reset_peak_memory_stats(int device);
+/* cudaFree every cached (unused) block of every device. */
+ampy_status ampy_cuda_empty_cache(void);
+
+/* ---- copies and casts --------------------------------------------------------- */
+/* Copy nbytes between host (device == -1) and device memory, or within one
+ * device, on the current stream of the device involved. Copies to the host
+ * synchronise before returning; host-to-device copies return once the host
+ * buffer may be reused. Returns AMPY_OK / AMPY_ERR_RUNTIME (also for two
+ * different GPUs: peer copies are not supported). */
+ampy_status ampy_cuda_memcpy(void *dst, int dst_device, const void *src, int src_device,
+                             size_t nbytes);
+
+/* Strided dtype conversion on one device: the CUDA twin of ampy_cast (cast.h),
+ * element for element the same bits (the same elem.h conversions).
+ *   ndim, shape      the shape of dst (<= AMPY_MAX_DIMS dims)
+ *   src, src_strides device memory; ELEMENT strides, 0 broadcasts
+ *   dst, dst_strides device memory; must not partially overlap src
+ * 64-bit indexing throughout. Returns AMPY_OK, AMPY_ERR_DTYPE / AMPY_ERR_VALUE
+ * (bad codes, ndim), AMPY_ERR_RUNTIME (launch failure). */
+ampy_status ampy_cast_cuda(int device, int ndim, const int64_t *shape, const void *src,
+                           const int64_t *src_strides, ampy_dtype src_dtype, void *dst,
+                           const int64_t *dst_strides, ampy_dtype dst_dtype);
+
+/* Fill n contiguous elements of dst with `value` converted once to dtype. */
+ampy_status ampy_fill_cuda(int device, void *dst, ampy_dtype dtype, int64_t n, double value);
+
+/* ---- the table ampy._C uses (through a PyCapsule named "ampy._C_cuda.api") ---
+ * ampy._C never links CUDA: it calls the runtime through these pointers. */
+#define AMPY_CUDA_API_VERSION 1
+typedef struct ampy_cuda_api {
+    int version; /* AMPY_CUDA_API_VERSION */
+    ampy_status (*alloc)(int device, size_t nbytes, void **out);
+    void (*free)(void *ptr, size_t nbytes, int device);
+    ampy_status (*memcpy)(void *dst, int dst_device, const void *src, int src_device,
+                          size_t nbytes);
+    ampy_status (*cast)(int device, int ndim, const int64_t *shape, const void *src,
+                        const int64_t *src_strides, ampy_dtype src_dtype, void *dst,
+                        const int64_t *dst_strides, ampy_dtype dst_dtype);
+    ampy_status (*synchronize)(int device);
+    const char *(*last_error)(void); /* the message of the module's last failure */
+} ampy_cuda_api;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AMPY_CUDA_H */

@@ -1,0 +1,242 @@
+/* module_py.c — ampy._C_cuda: module definition and the runtime functions
+ * (devices, memory, the API capsule that ampy._C calls through).
+ *
+ * Importing this module makes no CUDA call: a machine without a GPU or a
+ * driver imports it fine, and _device_count() reports why there is no device.
+ */
+#include "cuda_py.h"
+
+PyTypeObject *ampy_cuda_py_tensor_type;
+
+PyObject *ampy_cuda_py_raise(ampy_status s)
+{
+    const char *msg = ampy_last_error();
+    PyObject *type;
+    switch (s) {
+    case AMPY_ERR_DTYPE: type = PyExc_TypeError; break;
+    case AMPY_ERR_SHAPE:
+    case AMPY_ERR_VALUE: type = PyExc_ValueError; break;
+    case AMPY_ERR_INDEX: type = PyExc_IndexError; break;
+    case AMPY_ERR_NOMEM: type = PyExc_MemoryError; break;
+    default: type = PyExc_RuntimeError; break;
+    }
+    PyErr_SetString(type, (msg && msg[0]) ? msg : "ampy: CUDA operation failed");
+    return NULL;
+}
+
+AmpyTensor *ampy_cuda_py_tensor(PyObject *o, const char *fn, const char *arg)
+{
+    if (!ampy_cuda_py_tensor_type || !PyObject_TypeCheck(o, ampy_cuda_py_tensor_type)) {
+        PyErr_Format(PyExc_TypeError, "%s: argument '%s' must be a Tensor, not %s", fn, arg,
+                     Py_TYPE(o)->tp_name);
+        return NULL;
+    }
+    AmpyTensor *t = (AmpyTensor *)o;
+    if (t->device < 0) {
+        PyErr_Format(PyExc_ValueError, "%s: %s is on the CPU; expected a CUDA tensor", fn, arg);
+        return NULL;
+    }
+    return t;
+}
+
+static int contiguous(const AmpyTensor *t)
+{
+    int64_t expect = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] != 1 && t->strides[d] != expect)
+            return 0;
+        expect *= t->shape[d];
+    }
+    return 1;
+}
+
+AmpyTensor *ampy_cuda_py_float_contig(PyObject *o, const char *fn, const char *arg)
+{
+    AmpyTensor *t = ampy_cuda_py_tensor(o, fn, arg);
+    if (!t)
+        return NULL;
+    if (t->dtype != AMPY_FLOAT32 && !ampy_dtype_is_half(t->dtype)) {
+        PyErr_Format(PyExc_TypeError, "%s: %s has dtype %s; expected float32, float16 or bfloat16",
+                     fn, arg, ampy_dtype_name(t->dtype));
+        return NULL;
+    }
+    if (!contiguous(t)) {
+        PyErr_Format(PyExc_ValueError, "%s: %s is not contiguous (call .contiguous() first)", fn,
+                     arg);
+        return NULL;
+    }
+    return t;
+}
+
+/* ---- runtime functions -------------------------------------------------------- */
+/* _device_count() -> (n, reason): never raises; reason is "" when n > 0. */
+static PyObject *f_device_count(PyObject *self, PyObject *u)
+{
+    int n = 0;
+    ampy_status s = ampy_cuda_device_count(&n);
+    return Py_BuildValue("(is)", n, s == AMPY_OK ? "" : ampy_last_error());
+}
+
+static PyObject *f_current_device(PyObject *self, PyObject *u)
+{
+    int d;
+    ampy_status s = ampy_cuda_current_device(&d);
+    return s == AMPY_OK ? PyLong_FromLong(d) : ampy_cuda_py_raise(s);
+}
+
+static PyObject *f_set_device(PyObject *self, PyObject *arg)
+{
+    int d = (int)PyLong_AsLong(arg);
+    if (d == -1 && PyErr_Occurred())
+        return NULL;
+    ampy_status s = ampy_cuda_set_device(d);
+    if (s != AMPY_OK)
+        return ampy_cuda_py_raise(s);
+    Py_RETURN_NONE;
+}
+
+static PyObject *f_synchronize(PyObject *self, PyObject *arg)
+{
+    int d = (int)PyLong_AsLong(arg);
+    if (d == -1 && PyErr_Occurred())
+        return NULL;
+    ampy_status s;
+    Py_BEGIN_ALLOW_THREADS
+    s = ampy_cuda_synchronize(d);
+    Py_END_ALLOW_THREADS
+    if (s != AMPY_OK)
+        return ampy_cuda_py_raise(s);
+    Py_RETURN_NONE;
+}
+
+static PyObject *f_device_name(PyObject *self, PyObject *arg)
+{
+    int d = (int)PyLong_AsLong(arg);
+    if (d == -1 && PyErr_Occurred())
+        return NULL;
+    char buf[256];
+    ampy_status s = ampy_cuda_device_name(d, buf, sizeof buf);
+    return s == AMPY_OK ? PyUnicode_FromString(buf) : ampy_cuda_py_raise(s);
+}
+
+static PyObject *f_device_caps(PyObject *self, PyObject *arg)
+{
+    int d = (int)PyLong_AsLong(arg);
+    if (d == -1 && PyErr_Occurred())
+        return NULL;
+    int ma, mi, sm;
+    ampy_status s = ampy_cuda_device_caps(d, &ma, &mi, &sm);
+    return s == AMPY_OK ? Py_BuildValue("(iii)", ma, mi, sm) : ampy_cuda_py_raise(s);
+}
+
+static PyObject *f_memory_stats(PyObject *self, PyObject *arg)
+{
+    int d = (int)PyLong_AsLong(arg);
+    if (d == -1 && PyErr_Occurred())
+        return NULL;
+    ampy_cuda_mem_stats m;
+    ampy_status s = ampy_cuda_memory_stats(d, &m);
+    if (s != AMPY_OK)
+        return ampy_cuda_py_raise(s);
+    return Py_BuildValue("{sLsLsLsLsL}", "allocated_bytes", (long long)m.allocated,
+                         "max_allocated_bytes", (long long)m.max_allocated, "reserved_bytes",
+                         (long long)m.reserved, "max_reserved_bytes", (long long)m.max_reserved,
+                         "num_alloc_retries_or_mallocs", (long long)m.num_allocs);
+}
+
+static PyObject *f_reset_peak(PyObject *self, PyObject *arg)
+{
+    int d = (int)PyLong_AsLong(arg);
+    if (d == -1 && PyErr_Occurred())
+        return NULL;
+    ampy_cuda_reset_peak_memory_stats(d);
+    Py_RETURN_NONE;
+}
+
+static PyObject *f_empty_cache(PyObject *self, PyObject *u)
+{
+    ampy_status s = ampy_cuda_empty_cache();
+    if (s != AMPY_OK)
+        return ampy_cuda_py_raise(s);
+    Py_RETURN_NONE;
+}
+
+static PyObject *f_stream(PyObject *self, PyObject *arg)
+{
+    int d = (int)PyLong_AsLong(arg);
+    if (d == -1 && PyErr_Occurred())
+        return NULL;
+    void *st = ampy_cuda_stream(d);
+    if (!st)
+        return ampy_cuda_py_raise(AMPY_ERR_RUNTIME);
+    return PyLong_FromVoidPtr(st);
+}
+
+static const ampy_cuda_api api_table = {
+    AMPY_CUDA_API_VERSION, ampy_cuda_alloc,       ampy_cuda_free, ampy_cuda_memcpy,
+    ampy_cast_cuda,        ampy_cuda_synchronize, ampy_last_error,
+};
+
+static PyObject *f_api(PyObject *self, PyObject *u)
+{
+    return PyCapsule_New((void *)&api_table, "ampy._C_cuda.api", NULL);
+}
+
+/* _init(TensorBase): the tensor type whose layout the binding reads. */
+static PyObject *f_init(PyObject *self, PyObject *arg)
+{
+    if (!PyType_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "_init(TensorBase)");
+        return NULL;
+    }
+    Py_INCREF(arg);
+    Py_XSETREF(ampy_cuda_py_tensor_type, (PyTypeObject *)arg);
+    Py_RETURN_NONE;
+}
+
+PyMethodDef ampy_cuda_py_runtime_methods[] = {
+    {"_init", f_init, METH_O, "_init(TensorBase)\n--\n\nInternal: the tensor type."},
+    {"_api", f_api, METH_NOARGS, "_api()\n--\n\nThe capsule of C entry points for ampy._C."},
+    {"_device_count", f_device_count, METH_NOARGS,
+     "_device_count()\n--\n\n(number of devices, reason when 0); never raises."},
+    {"current_device", f_current_device, METH_NOARGS, "current_device()\n--\n\n"},
+    {"set_device", f_set_device, METH_O, "set_device(device)\n--\n\n"},
+    {"synchronize", f_synchronize, METH_O,
+     "synchronize(device)\n--\n\nWait for the device's current stream (-1: current)."},
+    {"get_device_name", f_device_name, METH_O, "get_device_name(device)\n--\n\n"},
+    {"get_device_caps", f_device_caps, METH_O,
+     "get_device_caps(device)\n--\n\n(major, minor, multiprocessor count)."},
+    {"memory_stats", f_memory_stats, METH_O, "memory_stats(device)\n--\n\n"},
+    {"reset_peak_memory_stats", f_reset_peak, METH_O, "reset_peak_memory_stats(device)\n--\n\n"},
+    {"empty_cache", f_empty_cache, METH_NOARGS, "empty_cache()\n--\n\n"},
+    {"_stream", f_stream, METH_O, "_stream(device)\n--\n\nThe current stream (cudaStream_t)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static int module_exec(PyObject *m)
+{
+    PyMethodDef *tables[] = {ampy_cuda_py_runtime_methods, ampy_cuda_py_amp_methods,
+                             ampy_cuda_py_ops_methods};
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
+        if (PyModule_AddFunctions(m, tables[i]) < 0)
+            return -1;
+    return 0;
+}
+
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, module_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "ampy._C_cuda",
+    .m_doc = "ampy's CUDA backend: device runtime, caching allocator, kernels, cuBLAS GEMM.",
+    .m_size = 0,
+    .m_slots = module_slots,
+};
+
+__attribute__((visibility("default"))) PyMODINIT_FUNC PyInit__C_cuda(void)
+{
+    return PyModuleDef_Init(&module_def);
+}

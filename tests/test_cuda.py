@@ -1,0 +1,324 @@
+"""CUDA backend on a GPU: casts bit-identical to the CPU and torch, cuBLAS GEMM
+vs torch.matmul and float64, the AMP kernels vs torch's CUDA ops and the CPU
+kernels, the caching allocator, DLPack and __cuda_array_interface__ with
+torch CUDA tensors. Everything skips without a GPU (test_cuda_build.py covers
+that machine). NOTE: written without a GPU; first run on benchmarks/gpu_check.sh.
+"""
+import numpy as np
+import pytest
+
+import ampy
+import ampy.cuda
+
+torch = pytest.importorskip("torch")
+
+pytestmark = [pytest.mark.cuda,
+              pytest.mark.skipif(not ampy.cuda.is_available(), reason="no CUDA device")]
+
+TORCH_CUDA = torch.cuda.is_available()
+need_torch_cuda = pytest.mark.skipif(not TORCH_CUDA, reason="torch has no CUDA here")
+HALF = [ampy.float16, ampy.bfloat16]
+ALL = [ampy.float32, ampy.float16, ampy.bfloat16, ampy.float64, ampy.int64, ampy.int32,
+       ampy.uint8, ampy.bool]
+
+
+def bits(t):
+    a = t.cpu().numpy(force=True) if hasattr(t, "is_cuda") else t
+    return np.ascontiguousarray(a).view(np.uint8)
+
+
+# ---------------------------------------------------------------- runtime
+def test_devices_and_memory():
+    assert ampy.cuda.device_count() >= 1
+    assert isinstance(ampy.cuda.get_device_name(0), str)
+    ampy.cuda.empty_cache()
+    base = ampy.cuda.memory_allocated()
+    x = ampy.zeros(1 << 20, device="cuda")
+    assert x.is_cuda and x.device == ampy.device("cuda", 0)
+    assert ampy.cuda.memory_allocated() >= base + 4 * (1 << 20)
+    assert ampy.cuda.max_memory_allocated() >= ampy.cuda.memory_allocated()
+    del x
+    assert ampy.cuda.memory_allocated() == base
+    reserved = ampy.cuda.memory_reserved()
+    y = ampy.zeros(1 << 20, device="cuda")  # reuses the cached block
+    assert ampy.cuda.memory_reserved() == reserved
+    del y
+    ampy.cuda.empty_cache()
+    assert ampy.cuda.memory_reserved() <= reserved
+
+
+def test_round_trip_and_sync_points():
+    x = ampy.randn(7, 33)
+    g = x.cuda()
+    assert g.is_cuda and not x.is_cuda
+    np.testing.assert_array_equal(g.cpu().numpy(), x.numpy())
+    assert g[0, 0].item() == x[0, 0].item()
+    assert g.tolist() == x.tolist()
+    assert "cuda" in repr(g) or repr(g)
+
+
+# ---------------------------------------------------------------- casts
+@pytest.mark.parametrize("dt", HALF)
+def test_all_half_patterns_to_float_and_back(dt):
+    pats = np.arange(65536, dtype=np.uint16)
+    cpu_half = ampy.empty(65536, dtype=dt)
+    cpu_half.numpy().view(np.uint16)[:] = pats
+    g = cpu_half.cuda()
+    np.testing.assert_array_equal(bits(g.float()), bits(cpu_half.float()))
+    np.testing.assert_array_equal(bits(g.double()), bits(cpu_half.double()))
+    np.testing.assert_array_equal(bits(g.float().to(dt)), bits(cpu_half.float().to(dt)))
+
+
+@pytest.mark.parametrize("dt", HALF)
+def test_float_to_half_bits_match_cpu_and_torch(dt):
+    rng = np.random.default_rng(1)
+    u = rng.integers(0, 2**32, size=1 << 20, dtype=np.uint64).astype(np.uint32)
+    specials = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x477FF000,
+                         0x477FEFFF, 0x33000000, 0x33000001, 0x38800000, 0x387FFFFF],
+                        dtype=np.uint32)
+    f = np.concatenate([u, specials]).view(np.float32)
+    x = ampy.from_numpy(f)
+    gpu = x.cuda().to(dt).cpu()
+    cpu = x.to(dt)
+    np.testing.assert_array_equal(bits(gpu), bits(cpu))
+    if TORCH_CUDA:
+        tdt = torch.float16 if dt is ampy.float16 else torch.bfloat16
+        t = torch.from_numpy(f).cuda().to(tdt).cpu().view(torch.int16).numpy()
+        finite = np.isfinite(f)  # torch's NaN payloads differ by design (see cast.h)
+        np.testing.assert_array_equal(bits(gpu).view(np.int16)[finite], t[finite])
+
+
+@pytest.mark.parametrize("src", ALL)
+@pytest.mark.parametrize("dst", ALL)
+def test_cast_matrix_matches_cpu(src, dst):
+    x = (ampy.randn(5, 37) * 300).to(src)
+    np.testing.assert_array_equal(bits(x.cuda().to(dst)), bits(x.to(dst)))
+
+
+def test_strided_and_broadcast_copies():
+    x = ampy.randn(6, 8)
+    g = x.cuda()
+    np.testing.assert_array_equal(g.t().contiguous().cpu().numpy(), x.t().contiguous().numpy())
+    np.testing.assert_array_equal(g[1::2, ::3].cpu().numpy(), x[1::2, ::3].numpy())
+    out = ampy.zeros(4, 6, 8, device="cuda", dtype=ampy.float16)
+    out.copy_(g)
+    np.testing.assert_array_equal(out.cpu().numpy(), np.broadcast_to(x.half().numpy(), (4, 6, 8)))
+    h = ampy.zeros(8, 6)
+    h.copy_(g.t())  # device -> strided host
+    np.testing.assert_array_equal(h.numpy(), x.t().numpy())
+
+
+# ---------------------------------------------------------------- GEMM
+def _rel(a, b):
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+
+
+@pytest.mark.parametrize("dt", [ampy.float16, ampy.bfloat16, ampy.float32])
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (7, 33, 5), (128, 255, 64), (512, 4096, 256)])
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True)])
+def test_gemm_vs_float64(dt, m, k, n, ta, tb):
+    from ampy.cuda import _kernels
+    rng = np.random.default_rng(m * k + n)
+    a64 = rng.standard_normal((m, k))
+    b64 = rng.standard_normal((k, n))
+    a = ampy.from_numpy(np.ascontiguousarray(a64.T) if ta else a64).to(dt)
+    b = ampy.from_numpy(np.ascontiguousarray(b64.T) if tb else b64).to(dt)
+    ga, gb = a.cuda(), b.cuda()
+    ga = ga.t() if ta else ga
+    gb = gb.t() if tb else gb
+    out = _kernels.mm(ga, gb).float().cpu().numpy().astype(np.float64)
+    ref = (ampy.from_numpy(a64).to(dt).double().numpy() @
+           ampy.from_numpy(b64).to(dt).double().numpy())
+    tol = {ampy.float32: 1e-5, ampy.float16: 2e-3, ampy.bfloat16: 1e-2}[dt]
+    assert _rel(out, ref) < tol
+
+
+@need_torch_cuda
+@pytest.mark.parametrize("dt,tdt", [(ampy.float16, torch.float16), (ampy.bfloat16, torch.bfloat16)])
+def test_gemm_vs_torch_batched(dt, tdt):
+    from ampy.cuda import _kernels
+    ta = torch.randn(4, 96, 200, device="cuda", dtype=tdt)
+    tb = torch.randn(4, 200, 72, device="cuda", dtype=tdt)
+    a, b = ampy.from_dlpack(ta), ampy.from_dlpack(tb)
+    out = torch.from_dlpack(_kernels.bmm(a, b))
+    ref = torch.bmm(ta.double(), tb.double())
+    assert ((out.double() - ref).norm() / ref.norm()).item() < 1e-2
+    w = torch.randn(48, 200, device="cuda", dtype=tdt)
+    bias = torch.randn(48, device="cuda", dtype=tdt)
+    lin = torch.from_dlpack(_kernels.linear(ampy.from_dlpack(ta), ampy.from_dlpack(w),
+                                            ampy.from_dlpack(bias)))
+    ref = torch.nn.functional.linear(ta.double(), w.double(), bias.double())
+    assert ((lin.double() - ref).norm() / ref.norm()).item() < 1e-2
+
+
+# ---------------------------------------------------------------- AMP kernels
+amp_kernels = pytest.mark.skipif(not hasattr(ampy._C_cuda, "_amp_adam_step_"),
+                                 reason="AMP-kernel headers not in this build")
+
+
+@amp_kernels
+@need_torch_cuda
+@pytest.mark.parametrize("inv", [1.0, 0.5, 1.0 / 65536])
+def test_unscale_vs_torch(inv):
+    from ampy.cuda import _amp
+    g = torch.Generator(device="cuda").manual_seed(0)
+    sizes = [1, 7, 65536, 65537, 300001, 5]
+    ts = [torch.randn(s, device="cuda", generator=g) * 100 for s in sizes]
+    ts[3][-1] = float("inf")
+    halves = [t.half() for t in ts[:3]]
+    ref = [t.clone() for t in ts]
+    found_t = torch.zeros(1, device="cuda")
+    torch._amp_foreach_non_finite_check_and_unscale_(ref, found_t, torch.full((1,), inv,
+                                                                               device="cuda"))
+    mine = [ampy.from_dlpack(t) for t in ts + halves]
+    found = ampy.zeros(1, device="cuda")
+    _amp.non_finite_check_and_unscale_(mine, found, ampy.full((1,), inv).cuda())
+    assert found.item() == 1.0 == found_t.item()
+    for a, b in zip(ts, ref):
+        assert torch.equal(a, b) or torch.equal(a.isnan(), b.isnan())
+    clean = [torch.randn(1000, device="cuda", dtype=torch.bfloat16)]
+    f2 = ampy.zeros(1, device="cuda")
+    _amp.non_finite_check_and_unscale_([ampy.from_dlpack(clean[0])], f2, ampy.ones(1).cuda())
+    assert f2.item() == 0.0
+
+
+@amp_kernels
+def test_unscale_flags_overflow_after_unscaling():
+    from ampy.cuda import _amp
+    x = ampy.full((10,), 60000.0, dtype=ampy.float16).cuda()
+    found = ampy.zeros(1, device="cuda")
+    _amp.non_finite_check_and_unscale_([x], found, ampy.full((1,), 4.0).cuda())
+    assert found.item() == 1.0
+
+
+@amp_kernels
+@need_torch_cuda
+def test_update_scale_trajectory_vs_torch():
+    from ampy.cuda import _amp
+    rng = np.random.default_rng(3)
+    s_t, g_t = torch.full((1,), 65536.0, device="cuda"), torch.zeros(1, dtype=torch.int32,
+                                                                      device="cuda")
+    s_a, g_a = ampy.full((1,), 65536.0).cuda(), ampy.zeros(1, dtype=ampy.int32).cuda()
+    for step in range(300):
+        inf = float(rng.random() < 0.2)
+        torch._amp_update_scale_(s_t, g_t, torch.full((1,), inf, device="cuda"), 2.0, 0.5, 3)
+        _amp.update_scale_(s_a, g_a, ampy.full((1,), inf).cuda(), 2.0, 0.5, 3)
+        assert s_a.item() == s_t.item() and g_a.item() == g_t.item(), step
+
+
+@amp_kernels
+@pytest.mark.parametrize("pdt", [ampy.float32, ampy.float16, ampy.bfloat16])
+@pytest.mark.parametrize("decoupled", [False, True])
+def test_adam_matches_cpu_kernel_bitwise(pdt, decoupled):
+    from ampy.amp import functional as F
+    from ampy.cuda import _amp
+    sizes = [3, 70000, 129]
+    kw = dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01, amsgrad=False,
+              maximize=False, decoupled_weight_decay=decoupled)
+    cpu = dict(p=[ampy.randn(s).to(pdt) for s in sizes])
+    cpu["g"] = [ampy.randn(s).to(pdt) for s in sizes]
+    cpu["m"] = [ampy.zeros(s) for s in sizes]
+    cpu["v"] = [ampy.zeros(s) for s in sizes]
+    cpu["st"] = [ampy.zeros(1) for _ in sizes]
+    cpu["ma"] = [p.float() if pdt is not ampy.float32 else None for p in cpu["p"]]
+    gpu = {k: [None if x is None else x.cuda() for x in v] for k, v in cpu.items()}
+    inv = ampy.full((1,), 0.5)
+    for _ in range(5):
+        F.adam_step_(cpu["p"], cpu["g"], cpu["m"], cpu["v"], None, cpu["st"],
+                     master_params=cpu["ma"] if pdt is not ampy.float32 else None,
+                     inv_scale=inv, **kw)
+        _amp.adam_step_(gpu["p"], gpu["g"], gpu["m"], gpu["v"], None, gpu["st"],
+                        master_params=gpu["ma"] if pdt is not ampy.float32 else None,
+                        inv_scale=inv.cuda(), **kw)
+    for k in ("p", "m", "v", "st"):
+        for a, b in zip(cpu[k], gpu[k]):
+            np.testing.assert_array_equal(bits(b), bits(a), err_msg=k)
+
+
+@amp_kernels
+def test_skipped_step_changes_nothing():
+    from ampy.cuda import _amp
+    p = ampy.randn(1000).half().cuda()
+    ma, g = p.float(), ampy.randn(1000).half().cuda()
+    m, v, st = ampy.zeros(1000).cuda(), ampy.zeros(1000).cuda(), ampy.zeros(1).cuda()
+    before = [bits(x) for x in (p, ma, m, v, st)]
+    _amp.adam_step_([p], [g], [m], [v], None, [st], lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8,
+                    weight_decay=0.0, amsgrad=False, maximize=False, master_params=[ma],
+                    found_inf=ampy.ones(1).cuda())
+    for b0, x in zip(before, (p, ma, m, v, st)):
+        np.testing.assert_array_equal(b0, bits(x))
+
+
+@amp_kernels
+@need_torch_cuda
+def test_adam_fp32_vs_torch_fused():
+    from ampy.cuda import _amp
+    torch.manual_seed(0)
+    ps = [torch.randn(s, device="cuda") for s in (10, 100000)]
+    ref = [p.clone().requires_grad_(True) for p in ps]
+    opt = torch.optim.Adam(ref, lr=1e-2, weight_decay=0.1, fused=True)
+    mine = [ampy.from_dlpack(p) for p in ps]
+    m = [ampy.zeros(p.numel()).cuda() for p in ps]
+    v = [ampy.zeros(p.numel()).cuda() for p in ps]
+    st = [ampy.zeros(1).cuda() for _ in ps]
+    for _ in range(20):
+        grads = [torch.randn_like(p) for p in ps]
+        for r, g in zip(ref, grads):
+            r.grad = g.clone()
+        opt.step()
+        _amp.adam_step_(mine, [ampy.from_dlpack(g) for g in grads], m, v, None, st, lr=1e-2,
+                        beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.1, amsgrad=False,
+                        maximize=False)
+    for p, r in zip(ps, ref):
+        torch.testing.assert_close(p, r.detach(), rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------- interop
+@need_torch_cuda
+def test_dlpack_cuda_zero_copy_both_ways():
+    t = torch.arange(12.0, device="cuda").reshape(3, 4)
+    a = ampy.from_dlpack(t)
+    assert a.is_cuda and a.data_ptr() == t.data_ptr()
+    back = torch.from_dlpack(a)
+    assert back.device.type == "cuda" and back.data_ptr() == t.data_ptr()
+    g = ampy.ones(5, device="cuda")
+    tg = torch.from_dlpack(g)
+    tg.add_(1)
+    assert g.tolist() == [2.0] * 5
+
+
+def test_cuda_array_interface():
+    g = ampy.arange(6.0).cuda()
+    cai = g.__cuda_array_interface__
+    assert cai["version"] == 3 and cai["shape"] == (6,) and cai["typestr"] == "<f4"
+    assert cai["data"][0] == g.data_ptr()
+    if TORCH_CUDA:
+        assert torch.as_tensor(g, device="cuda").tolist() == g.tolist()
+
+
+# ---------------------------------------------------------------- training
+def test_training_loop_on_cuda_runs_and_matches_cpu():
+    """The DESIGN.md loop with device="cuda": ops without CUDA kernels run via the
+    CPU fallback, so the numbers must match the CPU run closely."""
+    nn = pytest.importorskip("ampy.nn")
+    if not hasattr(ampy, "optim") or not hasattr(ampy, "amp"):
+        pytest.skip("training API not on this checkout")
+    from ampy.amp import GradScaler, autocast
+    losses = {}
+    for dev in ("cpu", "cuda"):
+        ampy.manual_seed(0)
+        model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4)).to(dev)
+        opt = ampy.optim.AdamW(model.parameters(), lr=1e-2)
+        scaler = GradScaler(dev)
+        x, y = ampy.randn(64, 16).to(dev), ampy.randint(0, 4, (64,)).to(dev)
+        out = []
+        for _ in range(5):
+            opt.zero_grad()
+            with autocast(dev, dtype=ampy.float16):
+                loss = nn.functional.cross_entropy(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            out.append(loss.item())
+        losses[dev] = out
+    np.testing.assert_allclose(losses["cuda"], losses["cpu"], rtol=2e-2)

@@ -59,6 +59,8 @@ ext_modules = [
     Extension(
         "ampy._C",
         sources=_sources(),
+        depends=sorted(glob.glob("csrc/include/ampy/*.h") + glob.glob("csrc/py/*.h") +
+                       glob.glob("csrc/*.h") + glob.glob("csrc/*.inc")),
         include_dirs=["csrc/include", "csrc/py", np.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=cflags,

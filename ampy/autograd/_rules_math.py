@@ -352,27 +352,11 @@ def _max_dim(ctx, *grads):
 
 
 def _correction(ctx):
-<<<<<<< HEAD
-    """(dims, correction) of var/std. The op's forward is (input, dim,
-    correction, keepdim); a bool in the correction slot is torch's legacy
-    `unbiased`."""
-    x = ctx.args[0]
-    dim = _arg(ctx, 1, "dim")
-    corr = _arg(ctx, 2, "correction", 1)
-    unbiased = ctx.kwargs.get("unbiased") if ctx.kwargs else None
-    if isinstance(dim, bool):
-        dim, corr = None, int(dim)
-    elif isinstance(corr, bool):
-        corr = int(corr)
-    if unbiased is not None:
-        corr = int(unbiased)
-=======
     """(dims, correction) of var/std: ampy/_math_reduce.py normalises torch's
     call forms and dispatches the op as (input, dim, correction, keepdim)."""
     x = ctx.args[0]
     dim = ctx.args[1] if len(ctx.args) > 1 else None
     corr = ctx.args[2] if len(ctx.args) > 2 else 1
->>>>>>> autograd
     return _dims(dim, x.ndim), corr
 
 

@@ -85,3 +85,7 @@ for _m in ("autograd", "amp", "nn", "optim", "cuda"):
         if _e.name != f"{__name__}.{_m}":
             raise
 del _m
+
+if "autograd" in globals():
+    from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+    __all__ += ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode"]

@@ -6,9 +6,9 @@
  * / epilogue in gemm_portable.c, the SIMD kernels in gemm_x86.c and
  * gemm_amx.c.
  */
-#include <stdlib.h>
 #include <string.h>
 
+#include "ampy/cpu.h"
 #include "ampy/elem.h"
 #include "ampy/gemm.h"
 #include "gemm_impl.h"
@@ -20,15 +20,12 @@ ampy_status ampy_gemm_run(int64_t batch, int64_t M, int64_t N, int64_t K, float 
 
 /* ---- implementation selection ------------------------------------------ */
 
+/* "auto" follows the shared CPU level (cpu.h: CPUID, lowered to portable by
+ * AMPY_FORCE_PORTABLE=1 or ampy_cpu_level_set); a name set through
+ * ampy_gemm_set_impl pins that implementation, so tests reach each one. */
 enum { IMPL_AUTO = 0, IMPL_PORTABLE, IMPL_AVX2, IMPL_AVX512, IMPL_AMX };
 static const char *const impl_names[] = {"auto", "portable", "avx2", "avx512", "amx"};
-static int impl_choice = -1; /* -1: not initialised; else IMPL_* */
-
-static int env_force_portable(void)
-{
-    const char *s = getenv("AMPY_FORCE_PORTABLE");
-    return s && s[0] && strcmp(s, "0") != 0;
-}
+static int impl_choice = IMPL_AUTO;
 
 static int impl_usable(int which)
 {
@@ -44,9 +41,13 @@ static int impl_usable(int which)
 
 static int current_choice(void)
 {
-    if (impl_choice < 0) /* a benign race: every thread writes the same value */
-        impl_choice = env_force_portable() ? IMPL_PORTABLE : IMPL_AUTO;
-    return impl_choice;
+    if (impl_choice != IMPL_AUTO)
+        return impl_choice;
+    switch (ampy_cpu_level_get()) {
+    case AMPY_CPU_AVX512: return IMPL_AMX; /* AMX for bf16 when usable, else AVX-512 */
+    case AMPY_CPU_AVX2: return IMPL_AVX2;
+    default: return IMPL_PORTABLE;
+    }
 }
 
 /* The implementation for dtype dt under the current choice: the chosen one
@@ -55,9 +56,9 @@ static const gemm_impl *select_impl(ampy_dtype dt)
 {
     int c = current_choice();
     const gemm_impl *p = NULL;
-    if ((c == IMPL_AUTO || c == IMPL_AMX) && dt == AMPY_BFLOAT16 && ampy_gemm_amx_usable())
+    if (c == IMPL_AMX && dt == AMPY_BFLOAT16 && ampy_gemm_amx_usable())
         p = ampy_gemm_impl_amx(dt);
-    if (!p && (c == IMPL_AUTO || c == IMPL_AMX || c == IMPL_AVX512) && ampy_gemm_avx512_usable())
+    if (!p && (c == IMPL_AMX || c == IMPL_AVX512) && ampy_gemm_avx512_usable())
         p = ampy_gemm_impl_avx512(dt);
     if (!p && c != IMPL_PORTABLE && ampy_gemm_avx2_usable())
         p = ampy_gemm_impl_avx2(dt);
@@ -72,7 +73,7 @@ ampy_status ampy_gemm_set_impl(const char *name)
         if (!impl_usable(i))
             return ampy_error(AMPY_ERR_VALUE,
                               "ampy_gemm_set_impl: '%s' is not supported by this CPU/OS", name);
-        impl_choice = (i == IMPL_AUTO && env_force_portable()) ? IMPL_PORTABLE : i;
+        impl_choice = i;
         return AMPY_OK;
     }
     return ampy_error(AMPY_ERR_VALUE,

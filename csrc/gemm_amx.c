@@ -20,6 +20,7 @@
  * results to zero (documented in gemm.h). Only bfloat16 inputs come here.
  */
 #define _GNU_SOURCE
+#include "ampy/cpu.h"
 #include "gemm_impl.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
@@ -45,8 +46,8 @@ static int amx_state = -1;
 int ampy_gemm_amx_usable(void)
 {
     if (amx_state < 0) {
-        int ok = __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16") &&
-                 __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+        unsigned f = ampy_cpu_features();
+        int ok = (f & AMPY_CPU_HAS_AMX_BF16) && (f & AMPY_CPU_HAS_AVX512);
         if (ok)
             ok = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
         amx_state = ok;

@@ -14,22 +14,14 @@
  * integer rounding, vectorised, for bfloat16 (vcvtneps2bf16 flushes
  * subnormals, so it would not match).
  */
+#include "ampy/cpu.h"
 #include "gemm_impl.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-int ampy_gemm_avx512_usable(void)
-{
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-}
-
-int ampy_gemm_avx2_usable(void)
-{
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
-}
+int ampy_gemm_avx512_usable(void) { return (ampy_cpu_features() & AMPY_CPU_HAS_AVX512) != 0; }
+int ampy_gemm_avx2_usable(void) { return (ampy_cpu_features() & AMPY_CPU_HAS_AVX2) != 0; }
 
 /* =========================== AVX-512 ===================================== */
 #pragma GCC push_options

@@ -328,17 +328,11 @@ def _min(ctx, *grads):
 
 
 def _correction(ctx):
-    """(dims, correction) of var/std in any of torch's call forms."""
+    """(dims, correction) of var/std: ampy/_math_reduce.py normalises torch's
+    call forms and dispatches the op as (input, dim, correction, keepdim)."""
     x = ctx.args[0]
-    dim = _arg(ctx, 1, "dim")
-    unbiased = ctx.kwargs.get("unbiased") if ctx.kwargs else None
-    if isinstance(dim, bool):  # var(x, unbiased)
-        unbiased, dim = dim, None
-    if len(ctx.args) > 2 and isinstance(ctx.args[2], bool):  # var(x, dim, unbiased)
-        unbiased = ctx.args[2]
-    corr = ctx.kwargs.get("correction") if ctx.kwargs else None
-    if corr is None:
-        corr = 0 if unbiased is False else 1
+    dim = ctx.args[1] if len(ctx.args) > 1 else None
+    corr = ctx.args[2] if len(ctx.args) > 2 else 1
     return _dims(dim, x.ndim), corr
 
 

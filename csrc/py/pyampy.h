@@ -128,7 +128,6 @@ extern PyMethodDef ampy_py_finite_methods[];
 extern PyMethodDef ampy_py_scaler_methods[];
 extern PyMethodDef ampy_py_optim_methods[];
 extern PyMethodDef ampy_py_runtime_methods[];
-extern PyMethodDef ampy_py_nn_methods[];
 extern PyMethodDef ampy_py_device_methods[]; /* device_py.c (CUDA tensors)   */
 extern PyMethodDef ampy_py_dlpack_methods[]; /* dlpack_py.c (DLPack, CAI)    */
 
@@ -138,5 +137,6 @@ AmpyStorage *ampy_py_storage_new_device(size_t nbytes, int device);
 /* dst[...] = src read with element strides sstr (dst's shape), either side on
  * a CUDA device. Returns None or NULL with an exception. */
 PyObject *ampy_py_device_cast(const AmpyTensor *src, const int64_t *sstr, AmpyTensor *dst);
+extern PyMethodDef ampy_py_nn_methods[];
 
 #endif /* AMPY_PYAMPY_H */

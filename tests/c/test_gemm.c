@@ -164,6 +164,8 @@ static void run_impl(const char *impl)
         for (int mi = 0; mi < 4; mi++)
             for (int ni = 0; ni < 4; ni++)
                 for (int ki = 0; ki < 4; ki++) {
+                    if ((mi == 3) + (ni == 3) + (ki == 3) > 1)
+                        continue; /* keep the suite fast: one 255 at a time */
                     t.M = sizes[mi], t.N = sizes[ni], t.K = sizes[ki];
                     int v = mi + ni + ki;
                     t.la = v % 3, t.lb = (v / 3) % 3, t.lc = (v % 2) * 2;

@@ -1,0 +1,509 @@
+"""ampy.autocast: regions in which ops run in the dtype their policy picks.
+
+Follows torch.amp.autocast (torch/amp/autocast_mode.py and
+aten/src/ATen/autocast_mode.{h,cpp}; amp-anchors §2), with three deliberate
+differences, each for a known torch bug:
+
+- The state lives in a ContextVar, not in thread-locals plus ``self``: it is
+  per thread AND per asyncio task, and a decorated function that recurses (or
+  one autocast object entered twice) restores the right state, because each
+  ``__enter__`` pushes a fresh immutable state whose reset token is stored in
+  that state, never on the autocast object.
+- The weight-cast cache belongs to the outermost region of one thread/task
+  (torch: one process-wide map) and is keyed on (tensor, target dtype, grad
+  mode), checked against the tensor's version counter and a weakref: a cast
+  made under ``no_grad`` (no graph) is never handed to a use that needs a
+  graph (torch issues #65766, #112583, #158232), an in-place update of the
+  weight inside the region is seen, and a dead tensor's id cannot hit.
+- ``dtype`` is validated only when the region is enabled (torch PR #96097).
+
+How ops see it: ampy._dispatch calls the autocast hook before every op. The
+hook is installed only while some region is open anywhere in the process, so
+outside autocast an op pays a single attribute check. A task or thread that
+inherited an enabled state from a region that has since closed sees autocast
+off (as torch's thread-local state would).
+"""
+import asyncio
+import collections.abc
+import contextvars
+import functools
+import sys
+import threading
+import warnings
+import weakref
+
+import numpy as np
+
+from .. import _dispatch
+from .. import _dtype as D
+from .._tensor import Tensor, device as _device
+from . import _policy as P
+
+__all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled",
+           "set_autocast_dtype", "is_autocast_cache_enabled", "set_autocast_cache_enabled",
+           "clear_autocast_cache", "is_autocast_available", "custom_fwd", "custom_bwd",
+           "register_autocast"]
+
+_DEVICE_TYPES = ("cpu", "cuda")
+_DEFAULT_DTYPE = {"cpu": D.bfloat16, "cuda": D.float16}
+_SUPPORTED = {"cpu": (D.bfloat16, D.float16), "cuda": (D.float16, D.bfloat16, D.float32)}
+
+
+class _State:
+    """One autocast state; immutable once pushed (copies are made to change it)."""
+
+    __slots__ = ("enabled", "dtype", "cache_enabled", "depth", "cache", "token", "active")
+
+    def __init__(self, enabled, dtype, cache_enabled, depth, cache):
+        self.enabled = enabled          # {device type: bool}
+        self.dtype = dtype              # {device type: ampy.dtype}
+        self.cache_enabled = cache_enabled
+        self.depth = depth              # nesting of autocast regions (torch's nesting counter)
+        self.cache = cache              # dict shared by a region and its nested regions
+        self.token = None               # ContextVar token that restores the state before this
+        self.active = any(enabled.values())
+
+    def replace(self, **kw):
+        st = _State(kw.get("enabled", self.enabled), kw.get("dtype", self.dtype),
+                    kw.get("cache_enabled", self.cache_enabled), kw.get("depth", self.depth),
+                    kw.get("cache", self.cache))
+        st.token = self.token
+        return st
+
+
+_BASE = _State({d: False for d in _DEVICE_TYPES}, dict(_DEFAULT_DTYPE), True, 0, None)
+_STATE = contextvars.ContextVar("ampy_autocast_state", default=_BASE)
+
+# Regions open anywhere in the process; the dispatch hook is installed while > 0.
+_open = [0]
+_sticky = [False]  # set_autocast_enabled(..., True) outside a region keeps the hook
+_open_lock = threading.Lock()
+# dtypes of enabled regions ever entered (GradScaler's "scaling buys nothing" check)
+_seen_dtypes = set()
+
+
+def _region_opened():
+    with _open_lock:
+        _open[0] += 1
+        _dispatch._hooks.autocast = _hook
+
+
+def _region_closed():
+    with _open_lock:
+        _open[0] -= 1
+        if _open[0] <= 0 and not _sticky[0]:
+            _open[0] = 0
+            _dispatch._hooks.autocast = None
+
+
+def _check_device_type(device_type):
+    if not isinstance(device_type, str):
+        raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
+    if device_type not in _DEVICE_TYPES:
+        _device(device_type)  # raises torch's message for a string that is no device at all
+        raise RuntimeError(f"User specified an unsupported autocast device_type '{device_type}'")
+    return device_type
+
+
+def _cuda_available():
+    cuda = sys.modules.get("ampy.cuda")
+    fn = getattr(cuda, "is_available", None)
+    return bool(fn()) if fn is not None else False
+
+
+# ------------------------------------------------------------------ queries
+def is_autocast_available(device_type):
+    """True for the device types ampy's autocast knows ("cpu", "cuda")."""
+    if not isinstance(device_type, str):
+        raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
+    if device_type in _DEVICE_TYPES:
+        return True
+    _device(device_type)
+    return False
+
+
+def is_autocast_enabled(device_type="cuda"):
+    """Whether autocast is on for ``device_type`` in this thread / task."""
+    return _STATE.get().enabled[_check_device_type(device_type)]
+
+
+def get_autocast_dtype(device_type):
+    """The dtype lower-precision ops use on ``device_type`` (bfloat16 on cpu,
+    float16 on cuda unless a region or set_autocast_dtype chose another)."""
+    return _STATE.get().dtype[_check_device_type(device_type)]
+
+
+def set_autocast_enabled(device_type, enabled):
+    _check_device_type(device_type)
+    st = _STATE.get()
+    _STATE.set(st.replace(enabled={**st.enabled, device_type: bool(enabled)}))
+    if enabled:
+        with _open_lock:
+            _sticky[0] = True
+            _dispatch._hooks.autocast = _hook
+
+
+def set_autocast_dtype(device_type, dtype):
+    _check_device_type(device_type)
+    dtype = D.to_dtype(dtype)
+    st = _STATE.get()
+    _STATE.set(st.replace(dtype={**st.dtype, device_type: dtype}))
+
+
+def is_autocast_cache_enabled():
+    return _STATE.get().cache_enabled
+
+
+def set_autocast_cache_enabled(enabled):
+    st = _STATE.get()
+    _STATE.set(st.replace(cache_enabled=bool(enabled)))
+
+
+def clear_autocast_cache():
+    """Drop the cached weight casts of this thread's / task's open region."""
+    cache = _STATE.get().cache
+    if cache is not None:
+        cache.clear()
+
+
+# --------------------------------------------------------------- autocast
+class autocast:
+    """``with ampy.autocast("cpu", dtype=ampy.float16): ...`` or ``@ampy.autocast("cpu")``.
+
+    Inside the region, ops listed in the policy table (``ampy.amp.print_policy()``)
+    run in the autocast dtype (matmul, linear, ...) or in float32 (losses,
+    exp/log, ...); see ampy/amp/_policy.py. ``enabled=False`` opens a region
+    where autocast is off (nested inside an enabled one, for example).
+    """
+
+    def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+        self.device = _check_device_type(device_type)
+        if not isinstance(enabled, (bool, np.bool_)):
+            raise TypeError(f"autocast(): argument 'enabled' must be a bool, not "
+                            f"{type(enabled).__name__}")
+        enabled = bool(enabled)
+        self.fast_dtype = get_autocast_dtype(device_type) if dtype is None else dtype
+        if enabled:
+            self.fast_dtype = self._check_dtype(self.fast_dtype)
+            if enabled and self.device == "cuda" and not _cuda_available():
+                warnings.warn("CUDA is not available. Disabling autocast.", UserWarning,
+                              stacklevel=2)
+                enabled = False
+            elif enabled and self.fast_dtype not in _SUPPORTED[self.device]:
+                dev = self.device.upper()
+                names = ", ".join(f"ampy.{d.name}" for d in _SUPPORTED[self.device])
+                warnings.warn(f"In {dev} autocast, but the target dtype is not supported. "
+                              f"Disabling autocast.\n{dev} Autocast only supports dtypes of "
+                              f"{names} currently.", UserWarning, stacklevel=2)
+                enabled = False
+        self._enabled = enabled
+        self._cache_enabled = cache_enabled
+
+    @staticmethod
+    def _check_dtype(dtype):
+        if isinstance(dtype, (D.dtype, str)):
+            try:
+                return D.to_dtype(dtype)
+            except (TypeError, ValueError, KeyError):
+                pass
+        raise TypeError(f"autocast(): argument 'dtype' must be an ampy.dtype such as "
+                        f"ampy.float16 or ampy.bfloat16, not {dtype!r}")
+
+    def __enter__(self):
+        P.apply_policies()
+        prev = _STATE.get()
+        dev = self.device
+        cache = prev.cache if prev.depth > 0 and prev.cache is not None else {}
+        cache_enabled = (prev.cache_enabled if self._cache_enabled is None
+                         else bool(self._cache_enabled))
+        st = _State({**prev.enabled, dev: self._enabled},
+                    {**prev.dtype, dev: self.fast_dtype}
+                    if isinstance(self.fast_dtype, D.dtype) and self.fast_dtype.is_floating_point
+                    else prev.dtype,
+                    cache_enabled, prev.depth + 1, cache)
+        st.token = _STATE.set(st)
+        if self._enabled:
+            _seen_dtypes.add(self.fast_dtype)
+        _region_opened()
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        st = _STATE.get()
+        if st.token is None:
+            raise RuntimeError("autocast.__exit__() called without a matching __enter__()")
+        _STATE.reset(st.token)
+        if st.depth == 1 and st.cache is not None:
+            st.cache.clear()  # outermost region done: drop the cached weight casts
+        _region_closed()
+        return False
+
+    def __call__(self, func):
+        if asyncio.iscoroutinefunction(func):
+            @functools.wraps(func)
+            async def decorate_autocast_async(*args, **kwargs):
+                with self:
+                    return await func(*args, **kwargs)
+            return decorate_autocast_async
+
+        @functools.wraps(func)
+        def decorate_autocast(*args, **kwargs):
+            with self:
+                return func(*args, **kwargs)
+        return decorate_autocast
+
+    def __repr__(self):
+        return (f"autocast(device_type={self.device!r}, dtype={self.fast_dtype!r}, "
+                f"enabled={self._enabled}, cache_enabled={self._cache_enabled})")
+
+
+class _suspended:
+    """Autocast off inside (torch's ExcludeDispatchKeyGuard around an op)."""
+
+    __slots__ = ("_token",)
+
+    def __enter__(self):
+        st = _STATE.get()
+        self._token = _STATE.set(st.replace(enabled={d: False for d in _DEVICE_TYPES}))
+
+    def __exit__(self, *exc):
+        _STATE.reset(self._token)
+        return False
+
+
+# ------------------------------------------------------------------- the hook
+_TO_DTYPE = _dispatch.get_op("to_dtype")
+_grad_mode = [None]
+
+
+def _grad_enabled():
+    fn = _grad_mode[0]
+    if fn is None:
+        mod = sys.modules.get("ampy.autograd")
+        fn = getattr(mod, "is_grad_enabled", None)
+        if fn is None:
+            return True
+        _grad_mode[0] = fn
+    return fn()
+
+
+def _device_of(args):
+    for a in args:
+        if isinstance(a, Tensor):
+            return "cpu" if a._device_index < 0 else "cuda"
+        if isinstance(a, (list, tuple)):
+            for b in a:
+                if isinstance(b, Tensor):
+                    return "cpu" if b._device_index < 0 else "cuda"
+    return None
+
+
+def _eligible(t, dev):
+    dt = t.dtype
+    return (dt.is_floating_point and dt is not D.float64
+            and (t._device_index < 0) == (dev == "cpu"))
+
+
+def _cast(t, dt, st, lower):
+    if t.dtype is dt:
+        return t
+    if (dt is lower and st.cache_enabled and t.dtype is D.float32 and t._requires_grad
+            and t.grad_fn is None):
+        key = (id(t), dt, _grad_enabled())
+        hit = st.cache.get(key)
+        version = t._version
+        if hit is not None and hit[0]() is t and hit[1] == version:
+            return hit[2]
+        out = _dispatch.dispatch(_TO_DTYPE, t, dt)
+        st.cache[key] = (weakref.ref(t), version, out)
+        return out
+    return _dispatch.dispatch(_TO_DTYPE, t, dt)
+
+
+def _cast_one(a, dt, dev, st, lower):
+    if isinstance(a, Tensor):
+        return _cast(a, dt, st, lower) if _eligible(a, dev) else a
+    if isinstance(a, (list, tuple)) and a and any(isinstance(b, Tensor) for b in a):
+        return type(a)(_cast(b, dt, st, lower) if isinstance(b, Tensor) and _eligible(b, dev)
+                       else b for b in a)
+    return a
+
+
+def _cast_all(args, kwargs, dt, dev, st, lower):
+    """(args, kwargs) with every eligible tensor (also in lists/tuples and
+    keyword arguments) cast to dt."""
+    args = tuple(_cast_one(a, dt, dev, st, lower) for a in args)
+    if kwargs:
+        kwargs = {k: _cast_one(v, dt, dev, st, lower) for k, v in kwargs.items()}
+    return args, kwargs
+
+
+def _promote_type(args, kwargs, dev, lower):
+    cur = lower
+    for a in (*args, *kwargs.values()):
+        items = a if isinstance(a, (list, tuple)) else (a,)
+        for t in items:
+            if isinstance(t, Tensor) and _eligible(t, dev):
+                nxt = t.dtype
+                if cur is D.float32 or nxt is D.float32:
+                    cur = D.float32
+                elif not (cur is lower and nxt is lower):
+                    raise RuntimeError("Unexpected floating ScalarType in ampy autocast "
+                                       f"promote: {nxt!r} mixed with autocast dtype {lower!r}")
+    return cur
+
+
+def _hook(op, args, kwargs):
+    st = _STATE.get()
+    if not st.active:
+        return args, kwargs
+    pol = op.policy
+    if not pol or "out" in kwargs:
+        return args, kwargs
+    dev = _device_of(args) or (_device_of(tuple(kwargs.values())) if kwargs else None)
+    if dev is None or not st.enabled[dev]:
+        return args, kwargs
+    rule = pol.get(dev)
+    if rule is None:
+        return args, kwargs
+    lower = st.dtype[dev]
+    if rule == P.LOWER:
+        return _cast_all(args, kwargs, lower, dev, st, lower)
+    if rule == P.FP32:
+        return _cast_all(args, kwargs, D.float32, dev, st, lower)
+    if rule == P.FP32_SET_OPT_DTYPE:
+        first = args[0] if args else None
+        if (kwargs.get("dtype") is None and isinstance(first, Tensor) and _eligible(first, dev)):
+            kwargs = dict(kwargs)
+            kwargs["dtype"] = D.float32
+        return args, kwargs
+    if rule == P.PROMOTE:
+        return _cast_all(args, kwargs, _promote_type(args, kwargs, dev, lower), dev, st, lower)
+    if rule == P.BANNED:
+        raise RuntimeError(P.BANNED_MESSAGE)
+    if isinstance(rule, D.dtype):  # register_autocast(op, dev, cast_inputs=dtype)
+        return _cast_all(args, kwargs, rule, dev, st, lower)
+    raise RuntimeError(f"ampy autocast: op {op.name!r} has an unknown policy {rule!r} for "
+                       f"{dev!r}")
+
+
+# ----------------------------------------------------- custom_fwd / custom_bwd
+def _cast_value(value, device_type, dtype):
+    if isinstance(value, Tensor):
+        return value.to(dtype) if _eligible(value, device_type) else value
+    if isinstance(value, (str, bytes, np.ndarray)):
+        return value
+    if isinstance(value, collections.abc.Mapping):
+        return {_cast_value(k, device_type, dtype): _cast_value(v, device_type, dtype)
+                for k, v in value.items()}
+    if isinstance(value, collections.abc.Iterable):
+        it = (_cast_value(v, device_type, dtype) for v in value)
+        return type(value)(it) if isinstance(value, (list, tuple)) else it
+    return value
+
+
+def custom_fwd(fwd=None, *, device_type, cast_inputs=None):
+    """Decorator for the ``forward`` of an ``ampy.autograd.Function`` (torch's).
+
+    ``cast_inputs=None``: forward runs under the surrounding autocast state.
+    ``cast_inputs=dtype``: inside an enabled region, floating tensors of
+    ``device_type`` (also inside lists/tuples/dicts) are cast to ``dtype`` and
+    forward runs with autocast disabled; outside autocast it changes nothing.
+    """
+    _check_device_type(device_type)
+    if fwd is None:
+        return functools.partial(custom_fwd, device_type=device_type, cast_inputs=cast_inputs)
+    if cast_inputs is not None:
+        cast_inputs = autocast._check_dtype(cast_inputs)
+
+    @functools.wraps(fwd)
+    def decorate_fwd(*args, **kwargs):
+        ctx = args[0]
+        ctx._dtype = get_autocast_dtype(device_type)
+        if cast_inputs is None:
+            ctx._fwd_used_autocast = is_autocast_enabled(device_type)
+            return fwd(*args, **kwargs)
+        ctx._fwd_used_autocast = False
+        if is_autocast_enabled(device_type):
+            with autocast(device_type=device_type, enabled=False):
+                return fwd(*_cast_value(args, device_type, cast_inputs),
+                           **_cast_value(kwargs, device_type, cast_inputs))
+        return fwd(*args, **kwargs)
+
+    return decorate_fwd
+
+
+def custom_bwd(bwd=None, *, device_type):
+    """Decorator for ``backward``: runs it under the autocast state (enabled,
+    dtype) that the matching ``custom_fwd`` forward saw."""
+    _check_device_type(device_type)
+    if bwd is None:
+        return functools.partial(custom_bwd, device_type=device_type)
+
+    @functools.wraps(bwd)
+    def decorate_bwd(*args, **kwargs):
+        ctx = args[0]
+        with autocast(device_type=device_type, enabled=ctx._fwd_used_autocast,
+                      dtype=ctx._dtype):
+            return bwd(*args, **kwargs)
+
+    return decorate_bwd
+
+
+# ---------------------------------------------------------- register_autocast
+def register_autocast(op, device_type, cast_inputs):
+    """Give an op an autocast rule on ``device_type``.
+
+    ``op``: the name of an op in ampy's table (``"linear"``), an OpDef, or a
+    plain function. ``cast_inputs``: a floating dtype (inputs of that device
+    are cast to it, as torch.library.register_autocast) or one of the policy
+    names of ampy/amp/_policy.py ("lower_precision_fp", "fp32", ...).
+
+    For a function, it joins the op table under its qualified name and a
+    wrapper is returned: call the wrapper. Inside it autocast is off, so the
+    ops the function uses run in the dtypes the rule chose (torch excludes
+    autocast inside a registered op the same way).
+    """
+    _check_device_type(device_type)
+    if isinstance(cast_inputs, str) and cast_inputs in P.POLICIES:
+        rule = cast_inputs
+    else:
+        rule = autocast._check_dtype(cast_inputs)
+        if not rule.is_floating_point:
+            raise ValueError(f"register_autocast(): 'cast_inputs' must be a floating dtype, "
+                             f"got {rule!r}")
+    if isinstance(op, str):
+        opdef = _dispatch.get_op(op)
+    elif isinstance(op, _dispatch.OpDef):
+        opdef = op
+    elif callable(op):
+        return _register_function(op, device_type, rule)
+    else:
+        raise TypeError(f"register_autocast(): 'op' must be an op name, an OpDef or a "
+                        f"function, not {type(op).__name__}")
+    P.apply_policies()
+    opdef.policy[device_type] = rule
+    return opdef
+
+
+def _register_function(fn, device_type, rule):
+    name = getattr(fn, "__ampy_op__", None)
+    opdef = _dispatch._TABLE.get(name) if name else None
+    if opdef is None:
+        name = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}"
+        opdef = _dispatch._TABLE.get(name)
+        if opdef is None:
+            opdef = _dispatch.OpDef(name, fn, doc=fn.__doc__ or "")
+            _dispatch._TABLE[name] = opdef
+            P.apply_policies()
+    opdef.policy[device_type] = rule
+
+    @functools.wraps(fn)
+    def op_with_autocast(*args, **kwargs):
+        if _dispatch._hooks.autocast is not None:
+            args, kwargs = _hook(opdef, args, kwargs)
+            with _suspended():
+                return opdef.forward(*args, **kwargs)
+        return opdef.forward(*args, **kwargs)
+
+    op_with_autocast.__ampy_op__ = name
+    return op_with_autocast

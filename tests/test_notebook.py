@@ -1,0 +1,43 @@
+"""examples/amp_tour.ipynb executes from top to bottom (so it never rots)."""
+import os
+
+import pytest
+
+import ampy
+
+nbformat = pytest.importorskip("nbformat", reason="nbformat is not installed (test extra)")
+nbclient = pytest.importorskip("nbclient", reason="nbclient is not installed (test extra)")
+pytest.importorskip("ipykernel", reason="ipykernel is not installed (test extra)")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NOTEBOOK = os.path.join(ROOT, "examples", "amp_tour.ipynb")
+
+
+def _missing():
+    nn, optim = getattr(ampy, "nn", None), getattr(ampy, "optim", None)
+    need = [n for n, ok in (("ampy.nn", nn is not None and hasattr(nn, "Sequential")),
+                            ("ampy.optim.SGD", optim is not None and hasattr(optim, "SGD")),
+                            ("Tensor.backward", hasattr(ampy.Tensor, "backward")),
+                            ("Tensor.argmax", hasattr(ampy.Tensor, "argmax"))) if not ok]
+    return need
+
+
+@pytest.mark.skipif(bool(_missing()), reason=f"the notebook trains the demo model: needs "
+                                             f"{', '.join(_missing())}")
+def test_notebook_executes():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
+                                     resources={"metadata": {"path": os.path.dirname(NOTEBOOK)}})
+    client.execute()
+    outputs = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                      for o in c.get("outputs", ()))
+    assert "zero in float16 without scaling" in outputs and "test accuracy" in outputs
+    images = sum("image/png" in o.get("data", {}) for c in nb.cells if c.cell_type == "code"
+                 for o in c.get("outputs", ()))
+    assert images >= 3
+
+
+def test_notebook_is_clean():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    nbformat.validate(nb)
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")

@@ -45,7 +45,10 @@ AMPY_ELEM float ampy_nn_expf(float x)
 {
     const float hi = 88.7228393554688f, lo = -86.0f;
     float xc = x > hi ? hi : (x < lo ? lo : x);
-    float n = __builtin_floorf(xc * 1.44269504088896341f + 0.5f);
+    /* n = round(xc / ln2): adding and subtracting 1.5 * 2^23 rounds to the
+     * nearest integer with no call (floorf is a libm call without SSE4.1,
+     * which stops vectorization); exact since |xc / ln2| < 2^22. */
+    float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = xc - n * 0.693359375f; /* ln2 high part: n * it is exact */
     r = r - n * -2.12194440e-4f;     /* ln2 low part                    */
     float p = 1.9875691500e-4f;

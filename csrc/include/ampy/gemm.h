@@ -30,11 +30,15 @@
  * flushes subnormal partial sums, as the hardware does (torch/oneDNN behave
  * the same); float16 inputs never go through bfloat16.
  *
- * Implementations are chosen at run time from the CPU (CPUID): AMX-BF16 tiles
- * (bfloat16), AVX-512 FMA, AVX2 FMA, and portable C (always compiled). The
- * environment variable AMPY_FORCE_PORTABLE=1 forces the portable kernels.
- * Large problems use ampy_parallel_for (both cores). Workspace (packed
- * panels, a float32 accumulator block) is allocated and freed internally.
+ * Implementations are chosen at run time from the CPU (CPUID, via cpu.h):
+ * AMX-BF16 tiles (bfloat16 inputs), AVX-512 FMA, AVX2 FMA, and portable C
+ * (always compiled). float16/bfloat16 inputs are widened to float32 while
+ * the operands are packed (FMA paths); float16 never goes through bfloat16.
+ * AMPY_FORCE_PORTABLE=1 (read by cpu.h) forces the portable kernels. Large
+ * problems use ampy_parallel_for (all threads of ampy_get_num_threads()).
+ * Workspace (packed panels, a float32 accumulator block) is allocated
+ * internally and kept per thread between calls (at most ~20 MiB per thread,
+ * freed when the thread exits), so repeated calls do not page-fault.
  */
 #ifndef AMPY_GEMM_H
 #define AMPY_GEMM_H
@@ -83,9 +87,11 @@ ampy_status ampy_gemm_reference(int64_t batch, int64_t M, int64_t N, int64_t K, 
                                 int64_t c_row_stride, int64_t c_col_stride);
 
 /* Implementation selection (process-wide; for tests and benchmarks).
- * Names, best first: "amx" (bfloat16 only; other dtypes use the best FMA
- * path), "avx512", "avx2", "portable", and "auto" (the CPU's best; the
- * default, or "portable" when AMPY_FORCE_PORTABLE=1 is set).
+ * Names, best first: "amx" (bfloat16 only; other dtypes use "avx512"),
+ * "avx512", "avx2", "portable", and "auto" (the default: follows
+ * ampy_cpu_level_get() of cpu.h, so AMPY_FORCE_PORTABLE=1 or
+ * ampy_cpu_level_set(AMPY_CPU_PORTABLE) selects "portable"). A name other
+ * than "auto" pins that implementation even under AMPY_FORCE_PORTABLE.
  *   name  in: one of the names above.
  * Returns AMPY_OK, or AMPY_ERR_VALUE for an unknown name or one this CPU
  * (or OS) cannot run; the selection is then unchanged. Not thread-safe with

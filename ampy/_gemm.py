@@ -46,8 +46,14 @@ def _check(a, b, fn):
         raise TypeError(f"{fn}: dtype {a.dtype} is not supported: ampy GEMM takes float32, float16 and bfloat16 (float64 through a slow exact path)")
 
 
-def _out_dtype(out_dtype):
-    return None if out_dtype is None else D.to_dtype(out_dtype, "out_dtype")
+def _out_dtype(out_dtype, input_dtype=None):
+    if out_dtype is None:
+        return None
+    od = D.to_dtype(out_dtype, "out_dtype")
+    if input_dtype is not None and od not in (input_dtype, D.float32):
+        raise TypeError(f"out_dtype must be the input dtype ({input_dtype}) or ampy.float32, "
+                        f"got {od}")
+    return od
 
 
 def _mm(a, b, out_dtype=None):
@@ -62,7 +68,7 @@ def _mm(a, b, out_dtype=None):
 @defop("mm")
 def _mm_fwd(input, mat2, *, out_dtype=None):
     _check(input, mat2, "mm")
-    return _mm(input, mat2, _out_dtype(out_dtype))
+    return _mm(input, mat2, _out_dtype(out_dtype, input.dtype))
 
 
 @defop("bmm")
@@ -74,7 +80,7 @@ def _bmm_fwd(input, mat2, *, out_dtype=None):
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
                            f"[{input.shape[0]}, {input.shape[2]}] but got: "
                            f"[{mat2.shape[0]}, {mat2.shape[1]}].")
-    return _gemm(input, mat2, out_dtype=_out_dtype(out_dtype))
+    return _gemm(input, mat2, out_dtype=_out_dtype(out_dtype, input.dtype))
 
 
 def _broadcast_batch(sa, sb):
@@ -92,7 +98,7 @@ def _broadcast_batch(sa, sb):
 @defop("matmul")
 def _matmul_fwd(input, other, *, out_dtype=None):
     _check(input, other, "matmul")
-    a, b, od = input, other, _out_dtype(out_dtype)
+    a, b, od = input, other, _out_dtype(out_dtype, input.dtype)
     if a.ndim == 0 or b.ndim == 0:
         raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
                            f"{a.ndim}D and {b.ndim}D")

@@ -156,9 +156,15 @@ def test_binary_broadcast_float(data):
                                torch.tensor(b.astype(np.float64)).to(TORCH[db]))).split(".")[1]
     assert got.dtype is getattr(ampy, rt)
     assert tuple(got.shape) == shapes.result_shape
-    # torch casts both operands to the result dtype before computing (a 0-d float64
-    # operand of a float32 op is rounded to float32 first), so the oracle does too
-    r = ref(a.astype(NP[rt]).astype(np.float64), b.astype(NP[rt]).astype(np.float64))
+    # torch's CPU kernels read n-d operands in the result dtype and a 0-d operand as a
+    # scalar in the op's compute dtype (float32 for half/float32 results), so a 0-d
+    # float64 operand of a float32 op is rounded to float32 first; the oracle does the same
+    opmath = "float64" if rt == "float64" else "float32"
+
+    def as_read(x):
+        return x.astype(NP[opmath if x.ndim == 0 else rt]).astype(np.float64)
+
+    r = ref(as_read(a), as_read(b))
     check_close(got, r, rt, 0 if name in ("add", "sub", "mul", "div", "maximum", "minimum")
                 and rt != "float64" else 2)
 

@@ -43,7 +43,7 @@ def _check(a, b, fn):
         raise TypeError(f"{fn}: expected both operands to have the same dtype, but got "
                         f"{a.dtype} and {b.dtype}")
     if a.dtype not in _FLOAT_OK:
-        raise TypeError(f"{fn}: dtype {a.dtype} is not supported (float32, float16, bfloat16, float64)")
+        raise TypeError(f"{fn}: dtype {a.dtype} is not supported: ampy GEMM takes float32, float16 and bfloat16 (float64 through a slow exact path)")
 
 
 def _out_dtype(out_dtype):

@@ -116,8 +116,8 @@ static ampy_status validate(const char *fn, int64_t batch, int64_t M, int64_t N,
                           ampy_dtype_name(adt), ampy_dtype_name(bdt));
     if (cdt != adt && cdt != AMPY_FLOAT32)
         return ampy_error(AMPY_ERR_DTYPE,
-                          "%s: C's dtype must be %s or float32, got %s", fn,
-                          ampy_dtype_name(adt), ampy_dtype_name(cdt));
+                          "%s: C's dtype must be %s (the inputs' dtype) or float32, got %s",
+                          fn, ampy_dtype_name(adt), ampy_dtype_name(cdt));
     if (batch == 0 || M == 0 || N == 0)
         return AMPY_OK;
     if (!C || (K > 0 && (!A || !B)))

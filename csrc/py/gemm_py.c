@@ -89,6 +89,11 @@ static PyObject *f_gemm(PyObject *self, PyObject *args, PyObject *kw)
     int out_dt;
     if (ampy_py_parse_dtype(dt_obj, a->dtype, &out_dt, "gemm", "out_dtype") < 0)
         return NULL;
+    if (out_dt != a->dtype && out_dt != AMPY_FLOAT32) {
+        PyErr_Format(PyExc_TypeError, "gemm: out_dtype must be %s (the inputs' dtype) or "
+                     "float32, got %s", ampy_dtype_name(a->dtype), ampy_dtype_name(out_dt));
+        return NULL;
+    }
     int64_t shape[3] = {ad[0], ad[1], bd[2]};
     int created;
     AmpyTensor *c = make_out(out_obj, a->ndim, a->ndim == 3 ? shape : shape + 1, out_dt,

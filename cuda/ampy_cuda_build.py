@@ -20,7 +20,7 @@ exists at all.
 
 --fmad=false: nvcc would otherwise contract a*b+c into FMAs that the CPU
 (plain C11, no contraction) does not do, and the GPU's AMP kernels would stop
-giving the CPU's bits. Explicit fmaf() calls stay FMAs. No --use_fast_math.
+giving the CPU's bits. Explicit fmaf() calls stay FMAs. No fast-math flag.
 
 Objects go under build_temp; a .cu object newer than its source and every
 header is reused, so a second build only relinks.

@@ -113,6 +113,13 @@ int ampy_py_parse_dtype(PyObject *o, int dflt, int *out, const char *fn, const c
 int ampy_py_parse_shape(PyObject *o, int *ndim, int64_t *shape, const char *fn, const char *arg);
 PyObject *ampy_py_dtype_obj(int dtype); /* new reference */
 
+/* New tensor object of ampy.Tensor type with no memory yet (base NULL,
+ * grad/grad_fn None); the caller fills data, base, dtype, shape, strides. */
+AmpyTensor *ampy_py_tensor_alloc(void);
+
+/* tracemalloc domain under which tensor storage is reported ("ampy"). */
+#define AMPY_TRACEMALLOC_DOMAIN 0x616d7079u
+
 /* Release the GIL around work of at least this many elements. */
 #define AMPY_PY_GIL_RELEASE_MIN 16384
 

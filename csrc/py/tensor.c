@@ -12,7 +12,6 @@
 
 #include "ampy/alloc.h"
 
-#define AMPY_TRACEMALLOC_DOMAIN 0x616d7079u /* "ampy" */
 
 /* ------------------------------------------------------------ Storage -- */
 static void storage_dealloc(AmpyStorage *s)
@@ -94,7 +93,7 @@ static PyTypeObject *tensor_type(void)
     return ampy_py.tensor_type ? ampy_py.tensor_type : &AmpyTensorBase_Type;
 }
 
-static AmpyTensor *tensor_alloc(void)
+AmpyTensor *ampy_py_tensor_alloc(void)
 {
     PyTypeObject *tp = tensor_type();
     AmpyTensor *t = (AmpyTensor *)tp->tp_alloc(tp, 0);
@@ -142,7 +141,7 @@ AmpyTensor *ampy_py_empty(int dtype, int ndim, const int64_t *shape, int device)
                                             : ampy_py_storage_new_device((size_t)numel * isz, device);
     if (!s)
         return NULL;
-    AmpyTensor *t = tensor_alloc();
+    AmpyTensor *t = ampy_py_tensor_alloc();
     if (!t) {
         Py_DECREF(s);
         return NULL;
@@ -165,7 +164,7 @@ AmpyTensor *ampy_py_empty(int dtype, int ndim, const int64_t *shape, int device)
 AmpyTensor *ampy_py_view(AmpyTensor *src, int ndim, const int64_t *shape, const int64_t *strides,
                          int64_t offset)
 {
-    AmpyTensor *t = tensor_alloc();
+    AmpyTensor *t = ampy_py_tensor_alloc();
     if (!t)
         return NULL;
     Py_INCREF(src->base);
@@ -201,93 +200,6 @@ void ampy_py_byte_strides(const AmpyTensor *t, int64_t *out)
     const int64_t isz = (int64_t)ampy_dtype_size(t->dtype);
     for (int d = 0; d < t->ndim; d++)
         out[d] = t->strides[d] * isz;
-}
-
-AmpyTensor *ampy_py_tensor_arg(PyObject *o, const char *fn, const char *arg)
-{
-    if (ampy_py_is_tensor(o))
-        return (AmpyTensor *)o;
-    PyErr_Format(PyExc_TypeError, "%s: argument '%s' must be a Tensor, not %s", fn, arg,
-                 Py_TYPE(o)->tp_name);
-    return NULL;
-}
-
-PyObject *ampy_py_dtype_obj(int dtype)
-{
-    if (ampy_dtype_valid(dtype) && ampy_py.dtypes[dtype]) {
-        Py_INCREF(ampy_py.dtypes[dtype]);
-        return ampy_py.dtypes[dtype];
-    }
-    return PyLong_FromLong(dtype);
-}
-
-int ampy_py_parse_dtype(PyObject *o, int dflt, int *out, const char *fn, const char *arg)
-{
-    if (o == NULL || o == Py_None) {
-        *out = dflt;
-        return 0;
-    }
-    for (int i = 0; i < AMPY_NUM_DTYPES; i++)
-        if (o == ampy_py.dtypes[i]) {
-            *out = i;
-            return 0;
-        }
-    if (PyLong_Check(o)) {
-        long v = PyLong_AsLong(o);
-        if (v >= 0 && v < AMPY_NUM_DTYPES) {
-            *out = (int)v;
-            return 0;
-        }
-    }
-    PyErr_Format(PyExc_TypeError, "%s: argument '%s' must be an ampy dtype, not %R", fn, arg, o);
-    return -1;
-}
-
-int ampy_py_parse_shape(PyObject *o, int *ndim, int64_t *shape, const char *fn, const char *arg)
-{
-    if (PyLong_Check(o)) {
-        long long v = PyLong_AsLongLong(o);
-        if (v == -1 && PyErr_Occurred())
-            return -1;
-        *ndim = 1;
-        shape[0] = v;
-        return 0;
-    }
-    PyObject *seq = PySequence_Fast(o, "");
-    if (!seq) {
-        PyErr_Format(PyExc_TypeError, "%s: argument '%s' must be a sequence of ints, not %s", fn,
-                     arg, Py_TYPE(o)->tp_name);
-        return -1;
-    }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    if (n > AMPY_MAX_DIMS) {
-        Py_DECREF(seq);
-        PyErr_Format(PyExc_ValueError, "%s: %zd dims requested, at most %d supported", fn, n,
-                     AMPY_MAX_DIMS);
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *it = PySequence_Fast_GET_ITEM(seq, i);
-        PyObject *idx = PyNumber_Index(it);
-        if (!idx) {
-            Py_DECREF(seq);
-            PyErr_Format(PyExc_TypeError, "%s: argument '%s' must contain ints, got %s", fn, arg,
-                         Py_TYPE(it)->tp_name);
-            return -1;
-        }
-        long long v = PyLong_AsLongLong(idx);
-        Py_DECREF(idx);
-        if (v == -1 && PyErr_Occurred()) {
-            Py_DECREF(seq);
-            PyErr_Clear();
-            PyErr_Format(PyExc_MemoryError, "%s: dimension too large in '%s'", fn, arg);
-            return -1;
-        }
-        shape[i] = v;
-    }
-    *ndim = (int)n;
-    Py_DECREF(seq);
-    return 0;
 }
 
 static int tensor_traverse(AmpyTensor *t, visitproc visit, void *arg)
@@ -631,110 +543,4 @@ PyTypeObject AmpyTensorBase_Type = {
     .tp_getset = tensor_getset,
     .tp_dictoffset = offsetof(AmpyTensor, dict),
     .tp_new = tensor_new,
-};
-
-/* ----------------------------------------------- module functions -- */
-static PyObject *f_empty(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "empty(shape, dtype)");
-        return NULL;
-    }
-    int nd, dt;
-    int64_t shape[AMPY_MAX_DIMS];
-    if (ampy_py_parse_shape(args[0], &nd, shape, "empty", "size") < 0 ||
-        ampy_py_parse_dtype(args[1], AMPY_FLOAT32, &dt, "empty", "dtype") < 0)
-        return NULL;
-    return (PyObject *)ampy_py_empty(dt, nd, shape, AMPY_DEV_CPU);
-}
-
-/* from_numpy(arr): a tensor sharing the array's memory (zero copy). */
-static PyObject *f_from_numpy(PyObject *self, PyObject *arg)
-{
-    if (!PyArray_Check(arg)) {
-        PyErr_Format(PyExc_TypeError, "expected np.ndarray (got %s)", Py_TYPE(arg)->tp_name);
-        return NULL;
-    }
-    PyArrayObject *a = (PyArrayObject *)arg;
-    PyArray_Descr *descr = PyArray_DESCR(a);
-    int dt = -1;
-    for (int i = 0; i < AMPY_NUM_DTYPES; i++)
-        if (ampy_py.np_dtypes[i] && PyArray_EquivTypes(descr, (PyArray_Descr *)ampy_py.np_dtypes[i])) {
-            dt = i;
-            break;
-        }
-    if (dt < 0) {
-        PyObject *r = PyObject_Repr((PyObject *)descr);
-        PyErr_Format(PyExc_TypeError,
-                     "can't convert np.ndarray of type %U. The only supported types are: "
-                     "float64, float32, float16, bfloat16, int64, int32, uint8, and bool.",
-                     r ? r : Py_None);
-        Py_XDECREF(r);
-        return NULL;
-    }
-    int nd = PyArray_NDIM(a);
-    if (nd > AMPY_MAX_DIMS) {
-        PyErr_Format(PyExc_ValueError, "from_numpy: %d dims, at most %d supported", nd,
-                     AMPY_MAX_DIMS);
-        return NULL;
-    }
-    const npy_intp isz = (npy_intp)ampy_dtype_size(dt);
-    AmpyTensor *t = tensor_alloc();
-    if (!t)
-        return NULL;
-    t->dtype = dt;
-    t->ndim = nd;
-    t->numel = 1;
-    for (int d = 0; d < nd; d++) {
-        npy_intp st = PyArray_STRIDE(a, d);
-        if (st < 0) {
-            Py_DECREF(t);
-            PyErr_SetString(PyExc_ValueError,
-                            "At least one stride in the given numpy array is negative, and "
-                            "tensors with negative strides are not currently supported. (You can "
-                            "probably work around this by making a copy of your array  with "
-                            "array.copy().) ");
-            return NULL;
-        }
-        if (st % isz != 0) {
-            Py_DECREF(t);
-            PyErr_SetString(PyExc_ValueError,
-                            "given numpy array strides not a multiple of the element byte size. "
-                            "Copy the numpy array to reallocate the memory.");
-            return NULL;
-        }
-        t->shape[d] = PyArray_DIM(a, d);
-        t->strides[d] = st / isz;
-        t->numel *= t->shape[d];
-    }
-    t->data = PyArray_DATA(a);
-    /* the bytes the array spans (strided arrays span more than NBYTES) */
-    size_t span = 0;
-    if (t->numel > 0) {
-        span = (size_t)isz;
-        for (int d = 0; d < nd; d++)
-            span += (size_t)(t->shape[d] - 1) * (size_t)(t->strides[d] * isz);
-    }
-    AmpyStorage *st = ampy_py_storage_borrow(t->data, span, AMPY_DEV_CPU, arg);
-    if (!st) {
-        Py_DECREF(t);
-        return NULL;
-    }
-    t->base = (PyObject *)st;
-    return (PyObject *)t;
-}
-
-static PyObject *f_tracemalloc_domain(PyObject *self, PyObject *u)
-{
-    return PyLong_FromUnsignedLong(AMPY_TRACEMALLOC_DOMAIN);
-}
-
-PyMethodDef ampy_py_tensor_methods[] = {
-    {"empty", (PyCFunction)(void (*)(void))f_empty, METH_FASTCALL,
-     "empty(shape, dtype)\n--\n\nA new uninitialised contiguous CPU tensor."},
-    {"from_numpy", (PyCFunction)f_from_numpy, METH_O,
-     "from_numpy(arr)\n--\n\nA tensor sharing the ndarray's memory."},
-    {"tracemalloc_domain", (PyCFunction)f_tracemalloc_domain, METH_NOARGS,
-     "tracemalloc_domain()\n--\n\nThe tracemalloc domain of tensor storage."},
-    {NULL, NULL, 0, NULL},
 };

@@ -175,7 +175,7 @@ AMPY_ELEM uint16_t ampy_f32_to_bf16(float f) { return ampy_f32_to_bf16_bits(ampy
 AMPY_ELEM uint16_t ampy_f64_to_f16(double d) { return ampy_f64_to_f16_bits(ampy_f64_bits(d)); }
 AMPY_ELEM uint16_t ampy_f64_to_bf16(double d) { return ampy_f64_to_bf16_bits(ampy_f64_bits(d)); }
 
-/* ---- finiteness on bits (independent of -ffast-math and FP modes) ------ */
+/* ---- finiteness on bits (independent of fast-math flags and FP modes) -- */
 AMPY_ELEM int ampy_f32_isfinite(float f) { return (ampy_f32_bits(f) & 0x7F800000u) != 0x7F800000u; }
 AMPY_ELEM int ampy_f64_isfinite(double d)
 {

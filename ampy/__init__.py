@@ -76,7 +76,7 @@ def _reexport(modname):
 
 
 # math (element-wise, reductions, cat/stack), GEMM, and the subpackages
-for _m in ("_math", "_gemm"):
+for _m in ("_math", "_gemm", "serialization"):
     _reexport(_m)
 for _m in ("autograd", "amp", "nn", "optim", "cuda"):
     try:

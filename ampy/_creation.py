@@ -262,9 +262,15 @@ class Generator:
                        self._offset >> 32], dtype=D.int64)
 
     def set_state(self, state):
-        s = [int(v) for v in state.tolist()]
-        if len(s) != 4:
-            raise RuntimeError("set_state: expected the 4-element state of get_state()")
+        # (seed, offset) is the whole state: Philox is counter-based and
+        # normals are made per element, so nothing else is cached.
+        if not isinstance(state, Tensor):
+            raise TypeError(f"set_state: argument 'new_state' must be the Tensor of "
+                            f"get_state(), not {type(state).__name__}")
+        s = state.reshape(-1).tolist() if not state.dtype.is_floating_point else None
+        if s is None or len(s) != 4 or not all(0 <= v < (1 << 32) for v in s):
+            raise RuntimeError("set_state: expected the 4-element state of get_state() "
+                               "(integers in [0, 2**32))")
         self._seed = s[0] | (s[1] << 32)
         self._offset = s[2] | (s[3] << 32)
 

@@ -76,7 +76,7 @@ class _Writer:
         self.keep = []           # keeps ids valid while walking
 
     def _name(self, path):
-        base = ".".join(path) if path else "tensor"
+        base = ".".join(str(p) for p in path) if path else "tensor"
         name, n = base, 1
         while name in self.names or name == "__metadata__":
             name, n = f"{base}#{n}", n + 1
@@ -99,10 +99,10 @@ class _Writer:
                     raise TypeError(f"ampy.save: argument 'obj': dict keys must be str, int, "
                                     f"float, bool or None; got a {type(k).__name__} key at "
                                     f"{_where(path)}")
-                items.append([self.node(k, path), self.node(v, path + [str(k)])])
+                items.append([self.node(k, path), self.node(v, path + [k])])
             return {"O" if isinstance(obj, OrderedDict) else "D": items}
         if isinstance(obj, (list, tuple)):
-            vals = [self.node(v, path + [str(i)]) for i, v in enumerate(obj)]
+            vals = [self.node(v, path + [i]) for i, v in enumerate(obj)]
             return {"U" if isinstance(obj, tuple) else "L": vals}
         raise TypeError(f"ampy.save: argument 'obj': cannot save an object of type "
                         f"{type(obj).__module__}.{type(obj).__qualname__} at {_where(path)}; "

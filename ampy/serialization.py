@@ -444,7 +444,7 @@ def load(f, map_location=None, *, weights_only=None, **kwargs):
     place = _device_fn(map_location)
     if hasattr(f, "read"):
         src = repr(getattr(f, "name", type(f).__name__))
-        if not hasattr(f, "readinto"):
+        if not hasattr(f, "readinto") or not f.seekable():
             import io
             f = io.BytesIO(f.read())
         start = f.tell()

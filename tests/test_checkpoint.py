@@ -355,6 +355,7 @@ sa = GradScaler("cpu", init_scale=2.0 ** 12, growth_interval=3, hysteresis=2)
 mb = mlp(ampy.float32)                        # fp32 params under fp16 autocast
 ob = ampy.optim.SGD(mb.parameters(), lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-3)
 sb = GradScaler("cpu", init_scale=2.0 ** 8, growth_interval=2)
+lb = ampy.optim.lr_scheduler.StepLR(ob, step_size=4, gamma=0.5)
 mc = mlp(ampy.bfloat16)                       # bf16 params, SGD momentum with masters
 oc = ampy.optim.SGD(mc.parameters(), lr=0.05, momentum=0.9, master_weights=True)
 losses, skipped = [], []
@@ -376,12 +377,15 @@ def train(step):
         else:
             o.step()
         o.zero_grad()
+        if o is ob:
+            lb.step()
         losses.append(loss.item())
 
 def everything(step):
     return {"step": step, "ma": ma.state_dict(), "mb": mb.state_dict(), "mc": mc.state_dict(),
             "oa": oa.state_dict(), "ob": ob.state_dict(), "oc": oc.state_dict(),
-            "sa": sa.state_dict(), "sb": sb.state_dict(), "rng": ampy.get_rng_state()}
+            "sa": sa.state_dict(), "sb": sb.state_dict(), "lb": lb.state_dict(),
+            "rng": ampy.get_rng_state()}
 
 if mode == "full":
     for step in range(N):
@@ -393,7 +397,7 @@ else:
     assert ck["step"] == N
     for m, o, k in ((ma, oa, "a"), (mb, ob, "b"), (mc, oc, "c")):
         m.load_state_dict(ck["m" + k]); o.load_state_dict(ck["o" + k])
-    sa.load_state_dict(ck["sa"]); sb.load_state_dict(ck["sb"])
+    sa.load_state_dict(ck["sa"]); sb.load_state_dict(ck["sb"]); lb.load_state_dict(ck["lb"])
     ampy.set_rng_state(ck["rng"])
 for step in range(N, N + M):
     train(step)
@@ -426,6 +430,7 @@ def test_resume_in_fresh_process_is_bit_identical(tmp_path):
     assert "momentum_buffer" in full["ob"]["state"][0] and "master_param" in full["oc"]["state"][0]
     assert full["sa"]["_hysteresis_tracker"] is not None and full["sb"]["scale"] != 2.0 ** 8
     ck = ampy.load(tmp_path / "ck.safetensors")
+    assert full["ob"]["param_groups"][0]["lr"] == 0.05 * 0.5 ** ((n + m) // 4)
     assert raw(ck["rng"]) != raw(full["rng"])          # dropout drew numbers after the save
     assert float(full["oa"]["state"][0]["step"]) < n + m   # skipped steps did not count
 

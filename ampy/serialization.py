@@ -176,8 +176,11 @@ def _write(f, writer, raw):
     crc = zlib.crc32(raw, crc)
     f.write(prefix)
     f.write(raw)
-    for _, t in writer.tensors:
+    for name, t in writer.tensors:
         a = _host_array(t)
+        if a.size != t.numel() * t.dtype.itemsize:
+            raise RuntimeError(f"ampy.save: tensor {name!r} gave {a.size} bytes, expected "
+                               f"{t.numel() * t.dtype.itemsize}")
         for i in range(0, a.size, _CHUNK):
             part = memoryview(a[i:i + _CHUNK])
             crc = zlib.crc32(part, crc)

@@ -533,7 +533,8 @@ def test_failed_save_cleans_up_and_keeps_previous(tmp_path, monkeypatch):
 def _sample_file(tmp_path):
     rs = np.random.RandomState(7)
     obj = {"w": random_bits(ampy.float16, (4, 5), rs), "b": random_bits(ampy.bfloat16, (3,), rs),
-           "opt": {"state": {0: {"step": ampy.tensor(4.0), "m": random_bits(ampy.float32, (6,), rs)}},
+           "opt": {"state": {0: {"step": ampy.tensor(4.0),
+                                 "m": random_bits(ampy.float32, (6,), rs)}},
                    "lr": 0.001, "betas": (0.9, 0.999)},
            "flag": random_bits(ampy.bool, (5,), rs), "n": random_bits(ampy.int64, (2,), rs)}
     path = tmp_path / "s.safetensors"
@@ -552,7 +553,8 @@ def _load_bytes(tmp_path, data, name="bad.safetensors"):
 def test_truncated_files_raise_clear_errors(tmp_path):
     obj, path, data = _sample_file(tmp_path)
     for cut in range(len(data)):
-        with pytest.raises(CheckpointError, match="bad.safetensors" if cut % 10 == 0 else "ampy.load"):
+        with pytest.raises(CheckpointError,
+                           match="bad.safetensors" if cut % 10 == 0 else "ampy.load"):
             _load_bytes(tmp_path if cut % 10 == 0 else None, data[:cut])
     with pytest.raises(CheckpointError, match="extra bytes|truncated|data section"):
         _load_bytes(tmp_path, data + b"\0")
@@ -572,8 +574,8 @@ def test_every_header_bit_flip_and_data_flips_are_detected(tmp_path):
     for pos in rs.randint(0, len(data), 40):         # random byte values, 1-3 bytes
         bad = bytearray(data)
         for k in range(rs.randint(1, 4)):
-            bad[min(pos + k, len(data) - 1)] = (bad[min(pos + k, len(data) - 1)] +
-                                                 rs.randint(1, 256)) % 256
+            at = min(pos + k, len(data) - 1)
+            bad[at] = (bad[at] + rs.randint(1, 256)) % 256
         with pytest.raises(CheckpointError):
             _load_bytes(tmp_path, bytes(bad))
     assert_same(ampy.load(path), obj)

@@ -173,8 +173,9 @@ static PyObject *f_stream(PyObject *self, PyObject *arg)
 }
 
 static const ampy_cuda_api api_table = {
-    AMPY_CUDA_API_VERSION, ampy_cuda_alloc,       ampy_cuda_free, ampy_cuda_memcpy,
-    ampy_cast_cuda,        ampy_cuda_synchronize, ampy_last_error,
+    AMPY_CUDA_API_VERSION, ampy_cuda_alloc,       ampy_cuda_free,    ampy_cuda_memcpy,
+    ampy_cast_cuda,        ampy_cuda_synchronize, ampy_last_error,   ampy_ewise_cuda,
+    ampy_reduce_cuda,      ampy_softmax_cuda,
 };
 
 static PyObject *f_api(PyObject *self, PyObject *u)

@@ -98,9 +98,31 @@ ampy_status ampy_cast_cuda(int device, int ndim, const int64_t *shape, const voi
 /* Fill n contiguous elements of dst with `value` converted once to dtype. */
 ampy_status ampy_fill_cuda(int device, void *dst, ampy_dtype dtype, int64_t n, double value);
 
+/* ---- element-wise ops, reductions, softmax (cuda/ewise.cu, cuda/reduce.cu) ---
+ * The CUDA twins of ampy_ewise (ewise.h), ampy_reduce and ampy_softmax
+ * (reduce.h), with the same arguments (byte strides) plus the device. The
+ * operand structs are ewise.h's; they are declared here as incomplete types
+ * so this header stays free of ewise.h.
+ * ampy_ewise_cuda: bit k of host_scalars set means in[k] is a host value
+ * (a Python number: data points at it in host memory, strides all 0); it
+ * is passed to the kernel by value. Every other pointer is device memory. */
+struct ampy_ewise_operand;
+struct ampy_ewise_params;
+ampy_status ampy_ewise_cuda(int device, int op, int ndim, const int64_t *shape,
+                            const struct ampy_ewise_operand *in,
+                            const struct ampy_ewise_operand *out, ampy_dtype compute,
+                            const struct ampy_ewise_params *params, unsigned host_scalars);
+ampy_status ampy_reduce_cuda(int device, int op, int ndim, const int64_t *shape, const void *in,
+                             const int64_t *in_strides, ampy_dtype in_dtype, uint32_t reduce_mask,
+                             void *out, const int64_t *out_strides, ampy_dtype out_dtype,
+                             int64_t *idx_out, const int64_t *idx_strides, double correction);
+ampy_status ampy_softmax_cuda(int device, int ndim, const int64_t *shape, const void *in,
+                              const int64_t *in_strides, ampy_dtype in_dtype, int dim, void *out,
+                              const int64_t *out_strides, ampy_dtype out_dtype, int log);
+
 /* ---- the table ampy._C uses (through a PyCapsule named "ampy._C_cuda.api") ---
  * ampy._C never links CUDA: it calls the runtime through these pointers. */
-#define AMPY_CUDA_API_VERSION 1
+#define AMPY_CUDA_API_VERSION 2
 typedef struct ampy_cuda_api {
     int version; /* AMPY_CUDA_API_VERSION */
     ampy_status (*alloc)(int device, size_t nbytes, void **out);
@@ -112,6 +134,18 @@ typedef struct ampy_cuda_api {
                         const int64_t *dst_strides, ampy_dtype dst_dtype);
     ampy_status (*synchronize)(int device);
     const char *(*last_error)(void); /* the message of the module's last failure */
+    /* version 2 */
+    ampy_status (*ewise)(int device, int op, int ndim, const int64_t *shape,
+                         const struct ampy_ewise_operand *in, const struct ampy_ewise_operand *out,
+                         ampy_dtype compute, const struct ampy_ewise_params *params,
+                         unsigned host_scalars);
+    ampy_status (*reduce)(int device, int op, int ndim, const int64_t *shape, const void *in,
+                          const int64_t *in_strides, ampy_dtype in_dtype, uint32_t reduce_mask,
+                          void *out, const int64_t *out_strides, ampy_dtype out_dtype,
+                          int64_t *idx_out, const int64_t *idx_strides, double correction);
+    ampy_status (*softmax)(int device, int ndim, const int64_t *shape, const void *in,
+                           const int64_t *in_strides, ampy_dtype in_dtype, int dim, void *out,
+                           const int64_t *out_strides, ampy_dtype out_dtype, int log);
 } ampy_cuda_api;
 
 #ifdef __cplusplus

@@ -176,6 +176,10 @@ static const ampy_cuda_api api_table = {
     AMPY_CUDA_API_VERSION, ampy_cuda_alloc,       ampy_cuda_free,    ampy_cuda_memcpy,
     ampy_cast_cuda,        ampy_cuda_synchronize, ampy_last_error,   ampy_ewise_cuda,
     ampy_reduce_cuda,      ampy_softmax_cuda,
+    ampy_nn_layer_norm_fwd_cuda, ampy_nn_layer_norm_bwd_cuda, ampy_nn_cross_entropy_fwd_cuda,
+    ampy_nn_cross_entropy_bwd_cuda, ampy_nn_nll_loss_fwd_cuda, ampy_nn_nll_loss_bwd_cuda,
+    ampy_nn_embedding_fwd_cuda, ampy_nn_embedding_bwd_cuda, ampy_nn_mask_scale_cuda,
+    ampy_fill_random_cuda,
 };
 
 static PyObject *f_api(PyObject *self, PyObject *u)

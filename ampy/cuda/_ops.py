@@ -6,8 +6,8 @@
    ``_CUDA_FORWARDS``, filled by the ``cuda_op`` decorator);
 2. installs the op table's device hook: for arguments that hold a CUDA tensor
    it returns ``op.cuda``; ops that only build views or call ``_C.cast`` /
-   ``_C.copy_`` (which route to the device themselves) run their usual
-   forward; any other op falls back to the CPU — CUDA arguments copied to the
+   ``_C.copy_`` / ``_C.ewise`` / ``_C.reduce`` / ``_C.softmax`` (which route
+   to the device themselves) run their usual forward; any other op falls back to the CPU — CUDA arguments copied to the
    host, the forward run there, results copied back, in-place writes copied
    back into the original device tensors — with a one-time warning naming the
    op, so every model runs on CUDA correctly while kernels are added;
@@ -25,6 +25,19 @@ _CUDA_FORWARDS = {}
 _DEVICE_AGNOSTIC = {"to_dtype", "to_device", "clone", "copy_", "view", "reshape", "transpose",
                     "permute", "unsqueeze", "squeeze", "expand", "flatten", "narrow", "select",
                     "detach", "contiguous"}
+
+# Ops whose forward only calls _C.ewise / _C.result_type / _C.reduce /
+# _C.softmax: those bindings run CUDA tensors on the device themselves
+# (cuda/ewise.cu, cuda/reduce.cu through the ampy_cuda_api table), so the
+# usual forward is the CUDA forward. Completed at install() with every name
+# of _C.ewise_ops() and its in-place variant.
+_ROUTED_IN_C = {
+    "add", "add_", "sub", "sub_", "div", "div_", "pow", "pow_", "where", "lerp", "lerp_",
+    "addcmul", "addcmul_", "addcdiv", "addcdiv_", "clamp", "clamp_", "gelu", "softplus",
+    "leaky_relu", "leaky_relu_", "elu", "elu_", "round", "round_",
+    "sum", "mean", "prod", "all", "any", "norm", "amax", "amin", "max_dim", "min_dim",
+    "argmax", "argmin", "var", "std", "logsumexp", "softmax", "log_softmax",
+}
 
 _warned = set()
 
@@ -100,7 +113,7 @@ def _device_hook(op, args, kwargs):
         return op.forward
     if op.cuda is not None:
         return op.cuda
-    if op.name in _DEVICE_AGNOSTIC:
+    if op.name in _DEVICE_AGNOSTIC or op.name in _ROUTED_IN_C:
         return op.forward
     return _cpu_fallback(op)
 
@@ -118,6 +131,8 @@ def _item(self):
 
 def install():
     from . import _kernels  # noqa: F401  (fills _CUDA_FORWARDS)
+    for n in _C.ewise_ops():
+        _ROUTED_IN_C.update((n, n + "_"))
     for name, fn in _CUDA_FORWARDS.items():
         try:
             _dispatch.get_op(name).cuda = fn

@@ -34,12 +34,22 @@ _DEVICE_AGNOSTIC = {"to_dtype", "to_device", "clone", "copy_", "view", "reshape"
 _ROUTED_IN_C = {
     "add", "add_", "sub", "sub_", "div", "div_", "pow", "pow_", "where", "lerp", "lerp_",
     "addcmul", "addcmul_", "addcdiv", "addcdiv_", "clamp", "clamp_", "gelu", "softplus",
-    "leaky_relu", "leaky_relu_", "elu", "elu_", "round", "round_",
+    "leaky_relu", "elu", "round",
     "sum", "mean", "prod", "all", "any", "norm", "amax", "amin", "max_dim", "min_dim",
     "argmax", "argmin", "var", "std", "logsumexp", "softmax", "log_softmax",
 }
 
 _warned = set()
+
+
+def routed_ops():
+    """Names of the ops whose own forward runs CUDA tensors on the device
+    (through _C's routing), with every element-wise op and its in-place form."""
+    table = _dispatch.ops()
+    names = set(_ROUTED_IN_C)
+    for n in _C.ewise_ops():
+        names.update(x for x in (n, n + "_") if x in table)
+    return names
 
 
 def cuda_op(name):
@@ -131,8 +141,7 @@ def _item(self):
 
 def install():
     from . import _kernels  # noqa: F401  (fills _CUDA_FORWARDS)
-    for n in _C.ewise_ops():
-        _ROUTED_IN_C.update((n, n + "_"))
+    _ROUTED_IN_C.update(routed_ops())
     for name, fn in _CUDA_FORWARDS.items():
         try:
             _dispatch.get_op(name).cuda = fn

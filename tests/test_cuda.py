@@ -468,6 +468,14 @@ def test_integer_division_by_zero_raises():
     assert (a.cpu().tolist(), b.cpu().tolist()) == ([4, 5, 6], [1, 0, 2])
 
 
+def test_cat_stack_on_device():
+    a, b = _sample((3, 5), ampy.float32, 20), _sample((2, 5), ampy.float16, 21)
+    g = ampy.cat([a.cuda(), b.cuda()], 0)
+    assert g.is_cuda
+    _same_bits(g, ampy.cat([a, b], 0))
+    _same_bits(ampy.stack([a.cuda(), a.cuda()], 1), ampy.stack([a, a], 1))
+
+
 def test_mixed_devices_rejected():
     with pytest.raises(RuntimeError, match="device"):
         ampy.ones(3).cuda() + ampy.ones(3)
@@ -648,6 +656,7 @@ def test_training_step_uses_no_cpu_fallback():
         h = emb(idx)
         h = h + F.dropout(F.gelu(lin(ln(h))), 0.1)
         att = F.softmax(h @ h.transpose(1, 2) / 32 ** 0.5, -1) @ h
+        att = ampy.cat([att[:, :8], att[:, 8:]], 1)  # basic indexing: views on the device
         loss = F.cross_entropy(head(att).reshape(-1, 50), idx.reshape(-1), label_smoothing=0.1)
         loss.backward()
         opt.step()

@@ -216,3 +216,28 @@ def test_elementwise_formulas_are_shared_with_the_cpu():
     # the nn and random kernels use the CPU's elem-level helpers too
     nn = open(os.path.join(HERE, "cuda", "nn.cu")).read()
     assert "ampy_nn_expf" in nn and "ampy_philox4x32" in nn
+
+
+def test_cuda_cat_stack_forwards_agree_with_cpu():
+    """The CUDA forwards of cat/stack (ampy/cuda/_kernels.py) are plain Python
+    over _C._empty_device + copy_: run them here with device -1 (the CPU)."""
+    import numpy as np
+    from ampy.cuda import _kernels as K
+    a = ampy.arange(12.0).reshape(3, 4)
+    b = ampy.arange(8, dtype=ampy.float16).reshape(2, 4)
+    np.testing.assert_array_equal(K.cat([a, b], 0).numpy(), ampy.cat([a, b], 0).numpy())
+    assert K.cat([a, b], 0).dtype is ampy.cat([a, b], 0).dtype
+    np.testing.assert_array_equal(K.cat([a, a.t().t()], -1).numpy(), ampy.cat([a, a], -1).numpy())
+    np.testing.assert_array_equal(K.stack([a, a * 2], 1).numpy(), ampy.stack([a, a * 2], 1).numpy())
+    with pytest.raises(RuntimeError, match="Sizes"):
+        K.cat([a, ampy.ones(2, 3)], 0)
+    with pytest.raises(RuntimeError, match="zero-dimensional"):
+        K.cat([ampy.tensor(1.0)], 0)
+
+
+def test_device_hook_treats_basic_indexing_as_views():
+    from ampy.cuda._ops import _basic_key
+    assert _basic_key((slice(None), slice(0, 8))) and _basic_key(3)
+    assert _basic_key((Ellipsis, None, -1))
+    assert not _basic_key(True) and not _basic_key([0, 1])
+    assert not _basic_key((slice(None), ampy.tensor([0, 1])))

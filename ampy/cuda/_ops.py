@@ -27,8 +27,9 @@ _DEVICE_AGNOSTIC = {"to_dtype", "to_device", "clone", "copy_", "view", "reshape"
                     "detach", "contiguous"}
 
 # Ops whose forward only calls _C.ewise / _C.result_type / _C.reduce /
-# _C.softmax: those bindings run CUDA tensors on the device themselves
-# (cuda/ewise.cu, cuda/reduce.cu through the ampy_cuda_api table), so the
+# _C.softmax / _C.nn_* / _C.fill_random: those bindings run CUDA tensors on
+# the device themselves (cuda/ewise.cu, reduce.cu, nn.cu through the
+# ampy_cuda_api table), so the
 # usual forward is the CUDA forward. Completed at install() with every name
 # of _C.ewise_ops() and its in-place variant.
 _ROUTED_IN_C = {
@@ -37,6 +38,8 @@ _ROUTED_IN_C = {
     "leaky_relu", "elu", "round",
     "sum", "mean", "prod", "all", "any", "norm", "amax", "amin", "max_dim", "min_dim",
     "argmax", "argmin", "var", "std", "logsumexp", "softmax", "log_softmax",
+    # ampy/nn/_ops.py: forward and backward call _C.nn_* (cuda/nn.cu)
+    "layer_norm", "cross_entropy", "nll_loss", "embedding", "dropout",
 }
 
 _warned = set()
@@ -118,12 +121,22 @@ def _cpu_fallback(op):
     return run
 
 
+def _basic_key(key):
+    """A key of ints, slices, None and Ellipsis only: indexing is a view (and
+    setitem a copy_), which works on any device."""
+    ks = key if isinstance(key, tuple) else (key,)
+    return all(k is None or k is Ellipsis or isinstance(k, slice) or
+               (isinstance(k, int) and not isinstance(k, bool)) for k in ks)
+
+
 def _device_hook(op, args, kwargs):
     if not _any_cuda(args, kwargs):
         return op.forward
     if op.cuda is not None:
         return op.cuda
     if op.name in _DEVICE_AGNOSTIC or op.name in _ROUTED_IN_C:
+        return op.forward
+    if op.name in ("getitem", "setitem") and len(args) > 1 and _basic_key(args[1]):
         return op.forward
     return _cpu_fallback(op)
 

@@ -292,7 +292,8 @@ ce_fwd_kernel(int64_t M, int64_t C, const void *x, int dt, const int64_t *t, con
 /* Loss reduction: NONE stores each row, SUM/MEAN one value (MEAN divides by
  * tot[0]). One block. */
 __global__ void __launch_bounds__(NN_THREADS)
-loss_reduce_kernel(int64_t M, const double *loss, int red, const double *tot, void *out, int dt)
+loss_reduce_kernel(int64_t M, const double *loss, int red, const double *tot, void *out, int dt,
+                   double denom = 0.0)
 {
     __shared__ double sh[NN_THREADS];
     if (red == AMPY_NN_REDUCTION_NONE) {
@@ -305,7 +306,7 @@ loss_reduce_kernel(int64_t M, const double *loss, int red, const double *tot, vo
         s += loss[i];
     s = block_sum(s, sh);
     if (threadIdx.x == 0)
-        store1(out, dt, 0, red == AMPY_NN_REDUCTION_MEAN ? s / tot[0] : s);
+        store1(out, dt, 0, red == AMPY_NN_REDUCTION_MEAN ? s / (tot ? tot[0] : denom) : s);
 }
 
 template <typename T>
@@ -364,6 +365,46 @@ __global__ void nll_bwd_kernel(int64_t M, int64_t C, int dt, const int64_t *t, c
             continue;
         const double gi = load1(dout, dt, red == AMPY_NN_REDUCTION_NONE ? i : 0);
         store1(dx, dt, i * C + ti, -(w ? load1(w, dt, ti) : 1.0) * gi / denom);
+    }
+}
+
+/* ---- mse_loss (csrc/nn_misc.c) --------------------------------------------------------- */
+__global__ void mse_elem_kernel(int64_t n, const void *x, const void *y, int dt, double *d)
+{
+    AMPY_GRID_STRIDE(i, n)
+    {
+        double v;
+        if (dt == AMPY_FLOAT64) {
+            v = ((const double *)x)[i] - ((const double *)y)[i];
+            v = v * v;
+        } else {
+            float f = (float)load1(x, dt, i) - (float)load1(y, dt, i);
+            v = f * f;
+            if (dt != AMPY_FLOAT32) /* the element loss is a tensor of dtype */
+                v = dt == AMPY_FLOAT16 ? ampy_f16_to_f32(ampy_f64_to_f16(v))
+                                       : ampy_bf16_to_f32(ampy_f64_to_bf16(v));
+        }
+        d[i] = v;
+    }
+}
+
+__global__ void mse_bwd_kernel(int64_t n, const void *x, const void *y, int dt, int red,
+                               const void *dout, void *dx, void *dy)
+{
+    const double norm = red == AMPY_NN_REDUCTION_MEAN ? 2.0 / (double)n : 2.0;
+    AMPY_GRID_STRIDE(i, n)
+    {
+        const double g = load1(dout, dt, red == AMPY_NN_REDUCTION_NONE ? i : 0);
+        double v;
+        if (dt == AMPY_FLOAT64)
+            v = norm * (((const double *)x)[i] - ((const double *)y)[i]) * g;
+        else
+            v = (float)((float)norm * ((float)load1(x, dt, i) - (float)load1(y, dt, i))) *
+                (float)g;
+        if (dx)
+            store1(dx, dt, i, v);
+        if (dy)
+            store1(dy, dt, i, -v);
     }
 }
 
@@ -859,6 +900,51 @@ extern "C" ampy_status ampy_nn_mask_scale_cuda(int device, int64_t n, const void
     mask_scale_kernel<<<ampy_cuda_blocks(n, AMPY_CUDA_THREADS), AMPY_CUDA_THREADS, 0, st>>>(
         n, x, dtype, mask, s, out);
     AMPY_CUDA_LAUNCHED("mask_scale_kernel");
+    return AMPY_OK;
+}
+
+extern "C" ampy_status ampy_nn_mse_fwd_cuda(int device, int64_t n, const void *x, const void *y,
+                                            int dtype, int reduction, void *out)
+{
+    if (n < 0)
+        return ampy_error(AMPY_ERR_VALUE, "mse_loss: negative size");
+    if (!nn_float(dtype))
+        return ampy_error(AMPY_ERR_DTYPE, "mse_loss: input must be a floating-point tensor");
+    if (reduction < 0 || reduction > 2)
+        return ampy_error(AMPY_ERR_VALUE, "mse_loss: %d is not a valid value for reduction",
+                          reduction);
+    AMPY_CUDA_ENTER(device, st);
+    Scratch sc(device);
+    ampy_status s = sc.get((size_t)(n > 0 ? n : 1) * sizeof(double));
+    if (s != AMPY_OK)
+        return s;
+    double *d = (double *)sc.p;
+    if (n > 0) {
+        mse_elem_kernel<<<ampy_cuda_blocks(n, AMPY_CUDA_THREADS), AMPY_CUDA_THREADS, 0, st>>>(
+            n, x, y, dtype, d);
+        AMPY_CUDA_LAUNCHED("mse_elem_kernel");
+    }
+    loss_reduce_kernel<<<1, NN_THREADS, 0, st>>>(n, d, reduction, NULL, out, dtype, (double)n);
+    AMPY_CUDA_LAUNCHED("loss_reduce_kernel");
+    return AMPY_OK;
+}
+
+extern "C" ampy_status ampy_nn_mse_bwd_cuda(int device, int64_t n, const void *x, const void *y,
+                                            int dtype, int reduction, const void *dout, void *dx,
+                                            void *dy)
+{
+    if (n < 0)
+        return ampy_error(AMPY_ERR_VALUE, "mse_loss_backward: negative size");
+    if (!nn_float(dtype))
+        return ampy_error(AMPY_ERR_DTYPE, "mse_loss_backward: bad dtype");
+    if (reduction < 0 || reduction > 2)
+        return ampy_error(AMPY_ERR_VALUE, "mse_loss_backward: bad reduction %d", reduction);
+    if (n == 0)
+        return AMPY_OK;
+    AMPY_CUDA_ENTER(device, st);
+    mse_bwd_kernel<<<ampy_cuda_blocks(n, AMPY_CUDA_THREADS), AMPY_CUDA_THREADS, 0, st>>>(
+        n, x, y, dtype, reduction, dout, dx, dy);
+    AMPY_CUDA_LAUNCHED("mse_bwd_kernel");
     return AMPY_OK;
 }
 

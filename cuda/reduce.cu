@@ -392,12 +392,8 @@ extern "C" ampy_status ampy_reduce_cuda(int device, int op, int ndim, const int6
     const int is_int = !ampy_dtype_is_float(in_dtype);
     if (is_int && (op == AMPY_RED_MEAN || op == AMPY_RED_VAR || op == AMPY_RED_STD ||
                    op == AMPY_RED_NORM2 || op == AMPY_RED_LOGSUMEXP))
-        return ampy_error(AMPY_ERR_DTYPE, "%s(): could not infer output dtype. Input dtype must be "
-                          "either a floating point or complex dtype. Got: %s",
+        return ampy_error(AMPY_ERR_DTYPE, "%s: expected a floating point input, got %s",
                           kName[op], ampy_dtype_name(in_dtype));
-    if ((op == AMPY_RED_ARGMAX || op == AMPY_RED_ARGMIN) && out_dtype != AMPY_INT64)
-        return ampy_error(AMPY_ERR_VALUE, "%s (cuda): the output must be int64",
-                          kName[op]);
     RedArgs A;
     memset(&A, 0, sizeof A);
     A.op = op;
@@ -438,9 +434,8 @@ extern "C" ampy_status ampy_reduce_cuda(int device, int op, int ndim, const int6
     if (A.M == 0)
         return AMPY_OK;
     if (A.R == 0 && (A.cls == C_MAX || A.cls == C_MIN) && op != AMPY_RED_LOGSUMEXP)
-        return ampy_error(AMPY_ERR_INDEX, "%s(): Expected reduction dim to be specified for "
-                          "input.numel() == 0. Specify the reduction dim with the 'dim' argument.",
-                          kName[op]);
+        return ampy_error(AMPY_ERR_INDEX, "%s: expected a non-empty reduction (the reduced dims "
+                          "have zero elements and %s has no identity)", kName[op], kName[op]);
     AMPY_CUDA_ENTER(device, st);
     reduce_kernel<<<grid_for(A.M), RED_THREADS, 0, st>>>(A);
     AMPY_CUDA_LAUNCHED("reduce_kernel");

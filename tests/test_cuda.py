@@ -589,6 +589,20 @@ def test_cross_entropy_and_nll_vs_cpu(dt, red, ls, weighted):
         F.cross_entropy(x.cuda(), bad.cuda())
 
 
+@pytest.mark.parametrize("dt", [ampy.float32, ampy.float16, ampy.bfloat16, ampy.float64])
+@pytest.mark.parametrize("red", ["mean", "sum", "none"])
+def test_mse_loss_vs_cpu(dt, red):
+    F = pytest.importorskip("ampy.nn").functional
+    x, y = _sample((33, 65), dt, 16, specials=False), _sample((33, 65), dt, 17, specials=False)
+    (oc, gc), (og, gg) = _grads_cpu_gpu(lambda x, y: F.mse_loss(x, y, reduction=red), x, y)
+    if red == "none":
+        _same_bits(og, oc)  # element math identical; only the sums' order differs
+    else:
+        _close(og, oc, dt, ulps=2)
+    for a, c in zip(gg, gc):
+        _same_bits(a, c)
+
+
 @pytest.mark.parametrize("dt", [ampy.float32, ampy.float16, ampy.bfloat16])
 def test_embedding_fwd_bwd_bitwise(dt):
     F = pytest.importorskip("ampy.nn").functional

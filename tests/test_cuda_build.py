@@ -119,12 +119,14 @@ KERNEL_ENTRY_POINTS = [
     "ampy_nn_cross_entropy_fwd_cuda", "ampy_nn_cross_entropy_bwd_cuda",
     "ampy_nn_nll_loss_fwd_cuda", "ampy_nn_nll_loss_bwd_cuda", "ampy_nn_embedding_fwd_cuda",
     "ampy_nn_embedding_bwd_cuda", "ampy_nn_mask_scale_cuda", "ampy_fill_random_cuda",
+    "ampy_nn_mse_fwd_cuda", "ampy_nn_mse_bwd_cuda",
     "ampy_cast_cuda", "ampy_fill_cuda", "ampy_gemm_cuda",
 ]
 KERNELS = ["ewise_kernel", "reduce_kernel", "softmax_kernel", "ln_fwd_kernel", "ln_bwd_dx_kernel",
            "ln_bwd_dw_kernel", "ce_fwd_kernel", "ce_bwd_kernel", "nll_rows_kernel",
            "nll_bwd_kernel", "emb_fwd_kernel", "emb_bwd_kernel", "mask_scale_kernel",
-           "fill_random_kernel", "targets_kernel", "loss_reduce_kernel"]
+           "fill_random_kernel", "targets_kernel", "loss_reduce_kernel", "mse_elem_kernel",
+           "mse_bwd_kernel"]
 
 
 def _cuda_module():
@@ -174,7 +176,7 @@ def test_every_table_entry_is_called_by_a_binding():
             src += open(os.path.join(HERE, "csrc", "py", f)).read()
     kernels = [n for n in mod._api_entries()
                if n in ("cast", "ewise", "reduce", "softmax", "fill_random") or n.startswith("nn_")]
-    assert len(kernels) == 14
+    assert len(kernels) == 16
     for name in kernels:
         if name.startswith("nn_"):
             assert f"NN_CALL({name[3:]}," in src, name
@@ -241,3 +243,26 @@ def test_device_hook_treats_basic_indexing_as_views():
     assert _basic_key((Ellipsis, None, -1))
     assert not _basic_key(True) and not _basic_key([0, 1])
     assert not _basic_key((slice(None), ampy.tensor([0, 1])))
+
+
+def test_cuda_table_covers_the_routed_ops_and_their_forwards_route():
+    """cuda_table() (what install() puts in OpDef.cuda) has an entry for every
+    routed op; and the forward of each routed op calls only _C functions that
+    send CUDA tensors to the device kernels (no host allocation, no CPU-only
+    kernel), so registering it as the CUDA forward is honest."""
+    import inspect
+    from ampy import _dispatch
+    from ampy.cuda import _ops
+    table = _ops.cuda_table()
+    for n in _ops.routed_ops() | {"matmul", "mm", "bmm", "linear", "addmm", "cat", "stack"}:
+        assert n in table, n
+        assert n in _dispatch.ops()
+    cpu_only = ("_C.empty(", "_C.index_", "_C.scan(", "_C.nonzero", ".numpy(", "_C.gemm")
+    for n in sorted(_ops._ROUTED_IN_C):
+        fwd = _dispatch.get_op(n).forward
+        try:
+            src = inspect.getsource(fwd)
+        except (OSError, TypeError):
+            continue
+        for bad in cpu_only:
+            assert bad not in src, f"{n}: its forward calls {bad} (CPU only)"

@@ -2,15 +2,21 @@
 
 ``install()`` (called by ampy.cuda only when a GPU is usable) does three things:
 
-1. sets ``OpDef.cuda`` for every op that has a CUDA kernel here (the table in
-   ``_CUDA_FORWARDS``, filled by the ``cuda_op`` decorator);
+1. sets ``OpDef.cuda`` for every op with a device path (``cuda_table()``):
+   the explicit CUDA forwards of ``_CUDA_FORWARDS`` (GEMM through cuBLAS,
+   cat/stack; the ``cuda_op`` decorator in _kernels.py), and the ops whose own
+   forward calls only bindings that route CUDA tensors to the device kernels
+   through the ampy_cuda_api table (``_ROUTED_IN_C``: every element-wise op
+   -> cuda/ewise.cu; reductions, softmax -> cuda/reduce.cu; layer_norm,
+   cross_entropy, nll_loss, embedding, dropout, mse_loss -> cuda/nn.cu);
 2. installs the op table's device hook: for arguments that hold a CUDA tensor
    it returns ``op.cuda``; ops that only build views or call ``_C.cast`` /
-   ``_C.copy_`` / ``_C.ewise`` / ``_C.reduce`` / ``_C.softmax`` (which route
-   to the device themselves) run their usual forward; any other op falls back to the CPU — CUDA arguments copied to the
-   host, the forward run there, results copied back, in-place writes copied
-   back into the original device tensors — with a one-time warning naming the
-   op, so every model runs on CUDA correctly while kernels are added;
+   ``_C.copy_`` (``_DEVICE_AGNOSTIC``, and getitem/setitem with basic keys)
+   run their usual forward; any other op falls back to the CPU -- CUDA
+   arguments copied to the host, the forward run there, results copied back,
+   in-place writes copied back into the original device tensors -- with a
+   one-time warning naming the op (today: advanced indexing, cumsum/cumprod,
+   baddbmm);
 3. makes ``Tensor.item`` synchronise and copy for CUDA tensors.
 """
 import warnings
@@ -39,7 +45,7 @@ _ROUTED_IN_C = {
     "sum", "mean", "prod", "all", "any", "norm", "amax", "amin", "max_dim", "min_dim",
     "argmax", "argmin", "var", "std", "logsumexp", "softmax", "log_softmax",
     # ampy/nn/_ops.py: forward and backward call _C.nn_* (cuda/nn.cu)
-    "layer_norm", "cross_entropy", "nll_loss", "embedding", "dropout",
+    "layer_norm", "cross_entropy", "nll_loss", "embedding", "dropout", "mse_loss",
 }
 
 _warned = set()
@@ -134,7 +140,7 @@ def _device_hook(op, args, kwargs):
         return op.forward
     if op.cuda is not None:
         return op.cuda
-    if op.name in _DEVICE_AGNOSTIC or op.name in _ROUTED_IN_C:
+    if op.name in _DEVICE_AGNOSTIC:
         return op.forward
     if op.name in ("getitem", "setitem") and len(args) > 1 and _basic_key(args[1]):
         return op.forward
@@ -152,14 +158,31 @@ def _item(self):
     return _base_item(self)
 
 
-def install():
+def _routed(op):
+    """The CUDA forward of a routed op: its own forward, looked up at call
+    time (so a later re-definition of the forward is picked up)."""
+    def run(*args, **kwargs):
+        return op.forward(*args, **kwargs)
+    run.__name__ = run.__qualname__ = op.name + "_cuda"
+    run.routed_in_c = True
+    return run
+
+
+def cuda_table():
+    """{op name: CUDA forward} for every op with a device path: the explicit
+    CUDA forwards (GEMM, cat, stack) and the ops routed through _C. Computed
+    without installing anything (test_cuda_build.py checks it on machines
+    without a GPU)."""
     from . import _kernels  # noqa: F401  (fills _CUDA_FORWARDS)
-    _ROUTED_IN_C.update(routed_ops())
-    for name, fn in _CUDA_FORWARDS.items():
-        try:
-            _dispatch.get_op(name).cuda = fn
-        except KeyError:
-            pass  # op not defined on this checkout yet
+    table = _dispatch.ops()
+    out = {name: _routed(table[name]) for name in routed_ops()}
+    out.update({n: fn for n, fn in _CUDA_FORWARDS.items() if n in table})
+    return out
+
+
+def install():
+    for name, fn in cuda_table().items():
+        _dispatch.get_op(name).cuda = fn
     _dispatch.set_hooks(device=_device_hook)
     from .._tensor import Tensor
     Tensor.item = _item

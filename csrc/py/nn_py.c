@@ -435,7 +435,7 @@ static int mse_args(PyObject *ox, PyObject *oy, AmpyTensor **x, AmpyTensor **y, 
 /* mse_fwd(x, y, reduction) -> loss */
 static PyObject *f_mse_fwd(PyObject *self, PyObject *args)
 {
-    NN_BEGIN(0);
+    NN_BEGIN(1);
     PyObject *ox, *oy;
     int red;
     AmpyTensor *x, *y;
@@ -447,7 +447,7 @@ static PyObject *f_mse_fwd(PyObject *self, PyObject *args)
     if (!out)
         return NULL;
     ampy_status s;
-    RUN(x->numel, ampy_nn_mse_fwd(x->numel, x->data, y->data, x->dtype, red, out->data));
+    RUN(x->numel, NN_CALL(mse_fwd, x->numel, x->data, y->data, x->dtype, red, out->data));
     if (s != AMPY_OK) {
         Py_DECREF(out);
         return nn_raise(s);
@@ -458,7 +458,7 @@ static PyObject *f_mse_fwd(PyObject *self, PyObject *args)
 /* mse_bwd(x, y, reduction, dout, need_dx, need_dy) -> (dx | None, dy | None) */
 static PyObject *f_mse_bwd(PyObject *self, PyObject *args)
 {
-    NN_BEGIN(0);
+    NN_BEGIN(1);
     PyObject *ox, *oy, *od;
     int red, ndx, ndy;
     AmpyTensor *x, *y, *d;
@@ -476,7 +476,7 @@ static PyObject *f_mse_bwd(PyObject *self, PyObject *args)
         return NULL;
     }
     ampy_status s;
-    RUN(x->numel, ampy_nn_mse_bwd(x->numel, x->data, y->data, x->dtype, red, d->data,
+    RUN(x->numel, NN_CALL(mse_bwd, x->numel, x->data, y->data, x->dtype, red, d->data,
                                   dx ? dx->data : NULL, dy ? dy->data : NULL));
     if (s != AMPY_OK) {
         Py_XDECREF(dx), Py_XDECREF(dy);

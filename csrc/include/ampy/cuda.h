@@ -154,6 +154,10 @@ ampy_status ampy_nn_embedding_bwd_cuda(int device, int64_t P, const int64_t *idx
                                        void *dweight);
 ampy_status ampy_nn_mask_scale_cuda(int device, int64_t n, const void *x, int dtype,
                                     const uint8_t *mask, double scale, void *out);
+ampy_status ampy_nn_mse_fwd_cuda(int device, int64_t n, const void *x, const void *y, int dtype,
+                                 int reduction, void *out);
+ampy_status ampy_nn_mse_bwd_cuda(int device, int64_t n, const void *x, const void *y, int dtype,
+                                 int reduction, const void *dout, void *dx, void *dy);
 ampy_status ampy_fill_random_cuda(int device, void *dst, ampy_dtype dtype, int64_t n, int kind,
                                   uint64_t seed, uint64_t offset, double a, double b);
 
@@ -205,6 +209,9 @@ typedef struct ampy_cuda_api {
                                  void *);
     ampy_status (*fill_random)(int, void *, ampy_dtype, int64_t, int, uint64_t, uint64_t, double,
                                double);
+    ampy_status (*nn_mse_fwd)(int, int64_t, const void *, const void *, int, int, void *);
+    ampy_status (*nn_mse_bwd)(int, int64_t, const void *, const void *, int, int, const void *,
+                              void *, void *);
 } ampy_cuda_api;
 
 #ifdef __cplusplus

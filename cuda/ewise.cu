@@ -300,6 +300,17 @@ template <typename R> __global__ void ewise_kernel(EwArgs A)
         int64_t off[4];
         if (A.contig) {
             off[0] = off[1] = off[2] = off[3] = i;
+        } else if (A.n <= 0xFFFFFFFFll) { /* 32-bit index division: several times cheaper */
+            off[0] = off[1] = off[2] = off[3] = 0;
+            uint32_t lin = (uint32_t)i;
+            for (int d = A.nd - 1; d >= 0; d--) {
+                const uint32_t n = (uint32_t)A.shape[d];
+                const uint32_t q = lin / n, r = lin - q * n;
+                lin = q;
+#pragma unroll
+                for (int k = 0; k < 4; k++)
+                    off[k] += (int64_t)r * A.str[k][d];
+            }
         } else {
             off[0] = off[1] = off[2] = off[3] = 0;
             int64_t lin = i;

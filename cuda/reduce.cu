@@ -15,7 +15,10 @@
  *
  * One block per output (grid-stride over outputs); the block's threads
  * stride over the reduced elements with 64-bit N-d index math and combine
- * in shared memory in a fixed order.
+ * in shared memory in a fixed order. Single-pass ops over few large
+ * outputs split each output over several blocks, and many outputs along a
+ * contiguous kept dim (column sums) use one thread per output and chunk;
+ * partials are combined in chunk order (see "split reductions" below).
  *
  * Softmax: one block per line along `dim`; max (NaN propagates) in the
  * compute type (float for the float32 class, double for float64), sum of
@@ -291,6 +294,107 @@ __global__ void __launch_bounds__(RED_THREADS) reduce_kernel(RedArgs A)
     }
 }
 
+/* ---- split reductions (single-pass ops: every op but var, std, logsumexp) ----
+ * Many elements per output and few outputs: G blocks per output each reduce
+ * a contiguous chunk of the reduced index range into a partial. Many outputs
+ * whose innermost kept dim is contiguous (x.sum(0) of a row-major matrix):
+ * one THREAD per (output, chunk), consecutive threads on consecutive
+ * outputs, so every load of a warp is coalesced. Either way a final kernel
+ * combines the G partials of each output in chunk order (deterministic). */
+__device__ __forceinline__ void out_offsets(const RedArgs &A, int64_t m, int64_t *oin,
+                                            int64_t *oout, int64_t *oidx)
+{
+    int64_t i0 = 0, o0 = 0, x0 = 0, lin = m;
+    for (int d = A.nk - 1; d >= 0; d--) {
+        const int64_t n = A.kshape[d];
+        const int64_t q = lin / n, k = lin - q * n;
+        lin = q;
+        i0 += k * A.kin[d];
+        o0 += k * A.kout[d];
+        x0 += k * A.kidx[d];
+    }
+    *oin = i0, *oout = o0, *oidx = x0;
+}
+
+__global__ void __launch_bounds__(RED_THREADS)
+reduce_partial_blocks(RedArgs A, int64_t G, int64_t chunk, Acc *part)
+{
+    __shared__ Acc sh[RED_THREADS];
+    for (int64_t b = blockIdx.x; b < A.M * G; b += gridDim.x) {
+        const int64_t m = b / G, g = b - m * G;
+        int64_t oin, oout, oidx;
+        out_offsets(A, m, &oin, &oout, &oidx);
+        const char *base = A.in + oin * A.isz;
+        const int64_t r0 = g * chunk, r1 = r0 + chunk < A.R ? r0 + chunk : A.R;
+        Acc a = acc_init(A.cls);
+        for (int64_t r = r0 + threadIdx.x; r < r1; r += blockDim.x)
+            acc_add(A, A.cls, a, base, r, 0.0);
+        sh[threadIdx.x] = a;
+        __syncthreads();
+        for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+            if ((int)threadIdx.x < w) {
+                Acc x = sh[threadIdx.x];
+                acc_combine(A, A.cls, x, sh[threadIdx.x + w]);
+                sh[threadIdx.x] = x;
+            }
+            __syncthreads();
+        }
+        if (threadIdx.x == 0)
+            part[m * G + g] = sh[0];
+        __syncthreads();
+    }
+}
+
+__global__ void reduce_partial_columns(RedArgs A, int64_t G, int64_t chunk, Acc *part)
+{
+    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < A.M * G;
+         t += (int64_t)blockDim.x * gridDim.x) {
+        const int64_t g = t / A.M, m = t - g * A.M;
+        int64_t oin, oout, oidx;
+        out_offsets(A, m, &oin, &oout, &oidx);
+        const char *base = A.in + oin * A.isz;
+        const int64_t r0 = g * chunk, r1 = r0 + chunk < A.R ? r0 + chunk : A.R;
+        Acc a = acc_init(A.cls);
+        for (int64_t r = r0; r < r1; r++)
+            acc_add(A, A.cls, a, base, r, 0.0);
+        part[m * G + g] = a;
+    }
+}
+
+__global__ void reduce_final(RedArgs A, int64_t G, const Acc *part)
+{
+    AMPY_GRID_STRIDE(m, A.M)
+    {
+        Acc a = part[m * G];
+        for (int64_t g = 1; g < G; g++)
+            acc_combine(A, A.cls, a, part[m * G + g]);
+        int64_t oin, oout, oidx;
+        out_offsets(A, m, &oin, &oout, &oidx);
+        double v = 0.0;
+        int64_t iv = 0;
+        int is_int = A.is_int;
+        switch (A.op) {
+        case AMPY_RED_SUM:
+        case AMPY_RED_PROD: v = a.s, iv = a.is; break;
+        case AMPY_RED_MEAN: v = a.s / (double)A.R; break;
+        case AMPY_RED_MAX:
+        case AMPY_RED_MIN: v = a.best, iv = a.ibest; break;
+        case AMPY_RED_ARGMAX:
+        case AMPY_RED_ARGMIN: iv = a.bidx, is_int = 1; break;
+        case AMPY_RED_NORM2: v = sqrt(a.s); break;
+        case AMPY_RED_ALL: iv = a.is == A.R, is_int = 1; break;
+        case AMPY_RED_ANY: iv = a.is > 0, is_int = 1; break;
+        default: break;
+        }
+        if (is_int)
+            st_i(A.out, A.out_dt, oout, iv);
+        else
+            st_d(A.out, A.out_dt, oout, v);
+        if (A.idx)
+            A.idx[oidx] = a.bidx;
+    }
+}
+
 /* csrc/reduce.c's names (that file is not linked into ampy._C_cuda) */
 const char *const kName[AMPY_RED_NUM_OPS] = {"sum", "mean", "prod", "max", "min", "argmax",
                                              "argmin", "var", "std", "norm", "logsumexp",
@@ -437,8 +541,39 @@ extern "C" ampy_status ampy_reduce_cuda(int device, int op, int ndim, const int6
         return ampy_error(AMPY_ERR_INDEX, "%s: expected a non-empty reduction (the reduced dims "
                           "have zero elements and %s has no identity)", kName[op], kName[op]);
     AMPY_CUDA_ENTER(device, st);
-    reduce_kernel<<<grid_for(A.M), RED_THREADS, 0, st>>>(A);
-    AMPY_CUDA_LAUNCHED("reduce_kernel");
+    const bool single = op != AMPY_RED_VAR && op != AMPY_RED_STD && op != AMPY_RED_LOGSUMEXP;
+    const bool columns = single && A.nk > 0 && A.kin[A.nk - 1] == 1 && A.M >= 32 && A.R >= 2;
+    int64_t G = 1;
+    if (columns) /* about 64K threads, at least 8 elements each */
+        G = (65536 + A.M - 1) / A.M, G = G > A.R / 8 ? A.R / 8 : G;
+    else if (single && A.M < 512 && A.R >= 32768) /* ~2048 blocks, >= 8K elements each */
+        G = 2048 / A.M, G = G > A.R / 8192 ? A.R / 8192 : G;
+    if (G < 1)
+        G = 1;
+    if (!columns && G == 1) {
+        reduce_kernel<<<grid_for(A.M), RED_THREADS, 0, st>>>(A);
+        AMPY_CUDA_LAUNCHED("reduce_kernel");
+        return AMPY_OK;
+    }
+    const int64_t chunk = (A.R + G - 1) / G;
+    void *part = NULL;
+    const size_t pbytes = (size_t)(A.M * G) * sizeof(Acc);
+    ampy_status s = ampy_cuda_alloc(device, pbytes, &part);
+    if (s != AMPY_OK)
+        return s;
+    if (columns)
+        reduce_partial_columns<<<ampy_cuda_blocks(A.M * G, 128), 128, 0, st>>>(A, G, chunk,
+                                                                               (Acc *)part);
+    else
+        reduce_partial_blocks<<<grid_for(A.M * G), RED_THREADS, 0, st>>>(A, G, chunk, (Acc *)part);
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) {
+        reduce_final<<<ampy_cuda_blocks(A.M, 128), 128, 0, st>>>(A, G, (const Acc *)part);
+        e = cudaGetLastError();
+    }
+    ampy_cuda_free(part, pbytes, device); /* stream-ordered: reused only after these run */
+    if (e != cudaSuccess)
+        return ampy_cuda_fail(e, "launch of reduce_partial/reduce_final");
     return AMPY_OK;
 }
 

@@ -512,6 +512,29 @@ def test_reductions_vs_cpu(dt, dims, keep):
             _close(r, c, c.dtype, ulps=2)
 
 
+@pytest.mark.parametrize("dt", [ampy.float32, ampy.float16, ampy.int64])
+def test_split_reductions_vs_cpu(dt):
+    """Few outputs over many elements (several blocks per output) and column
+    sums (a thread per output and chunk): both paths of cuda/reduce.cu."""
+    x = _sample((1 << 20,), dt, 18, specials=False)
+    g = x.cuda()
+    for name in ("sum", "amax", "amin", "argmax", "argmin", "any", "all") + (
+            ("mean", "norm") if dt.is_floating_point else ()):
+        c, r = getattr(ampy, name)(x), getattr(ampy, name)(g)
+        if name in ("sum", "mean", "norm") and dt.is_floating_point:
+            _close(r, c, c.dtype, ulps=2)
+        else:
+            _same_bits(r, c)
+    m = x.reshape(4096, 256)
+    for dim in (0, 1):
+        _close(ampy.sum(m.cuda(), dim), ampy.sum(m, dim), dt, ulps=2) if dt.is_floating_point \
+            else _same_bits(ampy.sum(m.cuda(), dim), ampy.sum(m, dim))
+        cv, ci = ampy.max(m, dim)
+        gv, gi = ampy.max(m.cuda(), dim)
+        _same_bits(gv, cv)
+        assert gi.cpu().tolist() == ci.tolist()
+
+
 @pytest.mark.parametrize("dt", FLOATS)
 def test_max_min_argmax_with_nan_and_ties(dt):
     a = np.array([[1.0, 3.0, 3.0, -2.0], [np.nan, 5.0, np.nan, 1.0], [2.0, 2.0, 2.0, 2.0]])

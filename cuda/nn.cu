@@ -14,7 +14,8 @@
  * reductions agree to double rounding, so the float results match the CPU
  * except when two double sums straddle a float rounding boundary. Exact
  * matches: embedding forward/backward (the backward adds rows per column in
- * index order, as the CPU), mask-and-scale, the dropout mask (Bernoulli
+ * index order, as the CPU, after a stable sort of the indices on the host),
+ * mask-and-scale, the dropout mask (Bernoulli
  * draws), nll_loss with reduction='none'.
  *
  * Argument checks that depend on device data (targets in [0, C) or equal to
@@ -23,6 +24,8 @@
  * raises the CPU's error and leaves the outputs untouched.
  */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "common.cuh"
 #include "ampy/nn.h"
@@ -179,21 +182,40 @@ ln_bwd_dx_kernel(int64_t M, int64_t N, const void *x, int dt, const void *w, int
     }
 }
 
-/* dw[j] = sum_r dy * xhat, db[j] = sum_r dy: one thread per column, rows in
- * order, terms computed in T and summed in double. */
+/* dw[j] = sum_r dy * xhat, db[j] = sum_r dy, terms computed in T and summed
+ * in double: thread (j, g) sums the rows of chunk g of column j (coalesced
+ * across j) into part[g][j] (2 doubles); ln_bwd_dw_final adds the G
+ * partials of a column in chunk order (deterministic). */
 template <typename T>
 __global__ void ln_bwd_dw_kernel(int64_t M, int64_t N, const void *x, int dt, const void *dy,
-                                 const double *mean, const double *rstd, void *dw, void *db,
-                                 int wdt)
+                                 const double *mean, const double *rstd, int64_t chunk,
+                                 double *part)
 {
+    const int64_t g = blockIdx.y;
+    const int64_t r0 = g * chunk, r1 = r0 + chunk < M ? r0 + chunk : M;
     for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < N;
          j += (int64_t)blockDim.x * gridDim.x) {
         double sw = 0.0, sb = 0.0;
-        for (int64_t r = 0; r < M; r++) {
+        for (int64_t r = r0; r < r1; r++) {
             const T m = (T)mean[r], rr = (T)rstd[r];
             const T d = ldT<T>(dy, dt, r * N + j);
             sw += (double)(T)(d * ((ldT<T>(x, dt, r * N + j) - m) * rr));
             sb += (double)d;
+        }
+        part[(g * N + j) * 2] = sw;
+        part[(g * N + j) * 2 + 1] = sb;
+    }
+}
+
+__global__ void ln_bwd_dw_final(int64_t N, int64_t G, const double *part, void *dw, void *db,
+                                int wdt)
+{
+    AMPY_GRID_STRIDE(j, N)
+    {
+        double sw = 0.0, sb = 0.0;
+        for (int64_t g = 0; g < G; g++) {
+            sw += part[(g * N + j) * 2];
+            sb += part[(g * N + j) * 2 + 1];
         }
         if (dw)
             store1(dw, wdt, j, sw);
@@ -429,26 +451,23 @@ __global__ void emb_fwd_kernel(int64_t P, const int64_t *idx, int64_t D, const E
     }
 }
 
-/* One thread per column j: rows added in index order, as the CPU does. acc
- * is float (double for float64), V*D, zeroed by the caller. */
+/* Thread (segment s, column j): the rows of dy whose index is seg_row[s],
+ * in increasing position (perm is a stable sort of the indices), added from
+ * 0 in float (double for float64) and rounded once into dweight[seg_row[s]]:
+ * the CPU's order of additions for every element, so the same bits. */
 template <typename A>
-__global__ void emb_bwd_kernel(int64_t P, const int64_t *idx, int64_t D, const void *dy, int dt,
-                               int64_t pad, A *acc)
+__global__ void emb_bwd_kernel(int64_t nseg, int64_t D, const int64_t *perm,
+                               const int64_t *seg_start, const int64_t *seg_row, const void *dy,
+                               int dt, void *dweight)
 {
-    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < D;
-         j += (int64_t)blockDim.x * gridDim.x) {
-        for (int64_t i = 0; i < P; i++) {
-            const int64_t r = idx[i];
-            if (r == pad)
-                continue;
-            acc[r * D + j] += (A)load1(dy, dt, i * D + j);
-        }
+    AMPY_GRID_STRIDE(t, nseg * D)
+    {
+        const int64_t sg = t / D, j = t - sg * D;
+        A acc = (A)0;
+        for (int64_t k = seg_start[sg]; k < seg_start[sg + 1]; k++)
+            acc += (A)load1(dy, dt, perm[k] * D + j);
+        store1(dweight, dt, seg_row[sg] * D + j, (double)acc);
     }
-}
-
-__global__ void f32_to_dtype_kernel(const float *src, void *dst, int dt, int64_t n)
-{
-    AMPY_GRID_STRIDE(i, n) { store1(dst, dt, i, (double)src[i]); }
 }
 
 /* ---- dropout ------------------------------------------------------------------------ */
@@ -653,14 +672,27 @@ extern "C" ampy_status ampy_nn_layer_norm_bwd_cuda(int device, int64_t M, int64_
     }
     if (want_w) {
         const double *pm = have ? mean : sm, *pr = have ? rstd : sr;
-        const unsigned grid = ampy_cuda_blocks(N, 128);
+        /* about 128K threads, at least 16 rows each, at most 1024 chunks */
+        int64_t G = (131072 + N - 1) / N;
+        G = G > M / 16 ? M / 16 : G;
+        G = G < 1 ? 1 : (G > 1024 ? 1024 : G);
+        const int64_t chunk = (M + G - 1) / G;
+        Scratch part(device);
+        ampy_status s = part.get((size_t)(G * N) * 2 * sizeof(double));
+        if (s != AMPY_OK)
+            return s;
+        const unsigned gx = ampy_cuda_blocks(N, 128) > 65535 ? 65535 : ampy_cuda_blocks(N, 128);
+        dim3 grid(gx, (unsigned)G);
         if (x_dtype == AMPY_FLOAT64)
-            ln_bwd_dw_kernel<double><<<grid, 128, 0, st>>>(M, N, x, x_dtype, dy, pm, pr, dw, db,
-                                                           w_dtype);
+            ln_bwd_dw_kernel<double><<<grid, 128, 0, st>>>(M, N, x, x_dtype, dy, pm, pr, chunk,
+                                                           (double *)part.p);
         else
-            ln_bwd_dw_kernel<float><<<grid, 128, 0, st>>>(M, N, x, x_dtype, dy, pm, pr, dw, db,
-                                                          w_dtype);
+            ln_bwd_dw_kernel<float><<<grid, 128, 0, st>>>(M, N, x, x_dtype, dy, pm, pr, chunk,
+                                                          (double *)part.p);
         AMPY_CUDA_LAUNCHED("ln_bwd_dw_kernel");
+        ln_bwd_dw_final<<<ampy_cuda_blocks(N, 128), 128, 0, st>>>(N, G, (const double *)part.p,
+                                                                 dw, db, w_dtype);
+        AMPY_CUDA_LAUNCHED("ln_bwd_dw_final");
     }
     return AMPY_OK;
 }
@@ -843,41 +875,83 @@ extern "C" ampy_status ampy_nn_embedding_bwd_cuda(int device, int64_t P, const i
                                                   int w_dtype, int64_t padding_idx,
                                                   void *dweight)
 {
+    if (P < 0 || V < 0 || D < 0)
+        return ampy_error(AMPY_ERR_VALUE, "embedding_backward: negative size");
+    if (!ampy_dtype_valid(w_dtype))
+        return ampy_error(AMPY_ERR_DTYPE, "embedding_backward: invalid dtype");
     AMPY_CUDA_ENTER(device, st);
-    ampy_status s = emb_check(device, st, P, idx, V, D, w_dtype, "embedding_backward");
+    /* The indices come to the host (one sync, which also serves the bounds
+     * check) for a stable counting sort into per-row segments. */
+    int64_t *h = (int64_t *)malloc((size_t)(P > 0 ? P : 1) * sizeof(int64_t));
+    if (!h)
+        return ampy_error(AMPY_ERR_NOMEM, "embedding_backward: out of memory");
+    ampy_status s = P > 0 ? ampy_cuda_memcpy(h, -1, idx, device, (size_t)P * sizeof(int64_t))
+                          : AMPY_OK;
+    for (int64_t i = 0; s == AMPY_OK && i < P; i++)
+        if (h[i] < 0 || h[i] >= V)
+            s = ampy_error(AMPY_ERR_INDEX, "index out of range in self");
+    if (s == AMPY_OK && !nn_float(w_dtype))
+        s = ampy_error(AMPY_ERR_DTYPE, "embedding_backward: weight must be floating point");
+    if (s != AMPY_OK || V * D == 0) {
+        free(h);
+        return s;
+    }
+    AMPY_CUDA_TRY(cudaMemsetAsync(dweight, 0, (size_t)(V * D) * ampy_dtype_size((ampy_dtype)w_dtype),
+                                  st),
+                  "cudaMemsetAsync");
+    /* counts per row -> segment starts -> stable placement */
+    int64_t *cnt = (int64_t *)calloc((size_t)(V > 0 ? V : 1), sizeof(int64_t));
+    int64_t *buf = (int64_t *)malloc((size_t)(3 * P + 2) * sizeof(int64_t));
+    if (!cnt || !buf) {
+        free(h), free(cnt), free(buf);
+        return ampy_error(AMPY_ERR_NOMEM, "embedding_backward: out of memory");
+    }
+    int64_t kept = 0, nseg = 0;
+    for (int64_t i = 0; i < P; i++)
+        if (h[i] != padding_idx && cnt[h[i]]++ == 0)
+            nseg++;
+    /* buf: perm[kept] | seg_start[nseg + 1] | seg_row[nseg]; cnt becomes the
+     * running write position of each row */
+    int64_t *seg_start = buf + P, *seg_row = buf + P + nseg + 1;
+    int64_t pos = 0, sidx = 0;
+    for (int64_t r = 0; r < V; r++) {
+        if (!cnt[r])
+            continue;
+        seg_start[sidx] = pos, seg_row[sidx] = r, sidx++;
+        int64_t c = cnt[r];
+        cnt[r] = pos;
+        pos += c;
+    }
+    kept = pos;
+    seg_start[nseg] = kept;
+    for (int64_t i = 0; i < P; i++)
+        if (h[i] != padding_idx)
+            buf[cnt[h[i]]++] = i;
+    /* pack perm next to the segment arrays for one upload */
+    memmove(buf + kept, seg_start, (size_t)(2 * nseg + 1) * sizeof(int64_t));
+    const size_t nb = (size_t)(kept + 2 * nseg + 1) * sizeof(int64_t);
+    free(h), free(cnt);
+    if (nseg == 0) {
+        free(buf);
+        return AMPY_OK;
+    }
+    Scratch dev(device);
+    s = dev.get(nb);
+    if (s == AMPY_OK)
+        s = ampy_cuda_memcpy(dev.p, device, buf, -1, nb);
+    free(buf);
     if (s != AMPY_OK)
         return s;
-    if (!nn_float(w_dtype))
-        return ampy_error(AMPY_ERR_DTYPE, "embedding_backward: weight must be floating point");
-    const int64_t vd = V * D;
-    if (vd == 0)
-        return AMPY_OK;
-    const bool direct = w_dtype == AMPY_FLOAT32 || w_dtype == AMPY_FLOAT64;
-    const size_t asz = w_dtype == AMPY_FLOAT64 ? 8 : 4;
-    Scratch sc(device);
-    void *acc = dweight;
-    if (!direct) {
-        s = sc.get((size_t)vd * asz);
-        if (s != AMPY_OK)
-            return s;
-        acc = sc.p;
-    }
-    AMPY_CUDA_TRY(cudaMemsetAsync(acc, 0, (size_t)vd * asz, st), "cudaMemsetAsync");
-    if (P > 0 && D > 0) {
-        const unsigned grid = ampy_cuda_blocks(D, 128);
-        if (w_dtype == AMPY_FLOAT64)
-            emb_bwd_kernel<double><<<grid, 128, 0, st>>>(P, idx, D, dy, w_dtype, padding_idx,
-                                                         (double *)acc);
-        else
-            emb_bwd_kernel<float><<<grid, 128, 0, st>>>(P, idx, D, dy, w_dtype, padding_idx,
-                                                        (float *)acc);
-        AMPY_CUDA_LAUNCHED("emb_bwd_kernel");
-    }
-    if (!direct) {
-        f32_to_dtype_kernel<<<ampy_cuda_blocks(vd, AMPY_CUDA_THREADS), AMPY_CUDA_THREADS, 0, st>>>(
-            (const float *)acc, dweight, w_dtype, vd);
-        AMPY_CUDA_LAUNCHED("f32_to_dtype_kernel");
-    }
+    const int64_t *dperm = (const int64_t *)dev.p, *dstart = dperm + kept,
+                  *drow = dstart + nseg + 1;
+    const unsigned grid = ampy_cuda_blocks(nseg * D, AMPY_CUDA_THREADS);
+    if (w_dtype == AMPY_FLOAT64)
+        emb_bwd_kernel<double><<<grid, AMPY_CUDA_THREADS, 0, st>>>(nseg, D, dperm, dstart, drow,
+                                                                    dy, w_dtype, dweight);
+    else
+        emb_bwd_kernel<float><<<grid, AMPY_CUDA_THREADS, 0, st>>>(nseg, D, dperm, dstart, drow,
+                                                                   dy, w_dtype, dweight);
+    AMPY_CUDA_LAUNCHED("emb_bwd_kernel");
     return AMPY_OK;
 }
 

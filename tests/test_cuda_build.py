@@ -126,7 +126,8 @@ KERNELS = ["ewise_kernel", "reduce_kernel", "softmax_kernel", "ln_fwd_kernel", "
            "ln_bwd_dw_kernel", "ce_fwd_kernel", "ce_bwd_kernel", "nll_rows_kernel",
            "nll_bwd_kernel", "emb_fwd_kernel", "emb_bwd_kernel", "mask_scale_kernel",
            "fill_random_kernel", "targets_kernel", "loss_reduce_kernel", "mse_elem_kernel",
-           "mse_bwd_kernel", "reduce_partial_blocks", "reduce_partial_columns", "reduce_final"]
+           "mse_bwd_kernel", "reduce_partial_blocks", "reduce_partial_columns", "reduce_final",
+           "ln_bwd_dw_final"]
 
 
 def _cuda_module():

@@ -21,7 +21,9 @@
  * Argument checks that depend on device data (targets in [0, C) or equal to
  * ignore_index, embedding indices in [0, V)) run as a small kernel whose flag
  * the host reads back (one sync) before anything is written, so a bad index
- * raises the CPU's error and leaves the outputs untouched.
+ * raises the CPU's error and leaves the outputs untouched. The backward
+ * kernels of the losses skip the read-back (the forward checked the same
+ * targets) and give a bad target's row a zero gradient.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -343,7 +345,7 @@ ce_bwd_kernel(int64_t M, int64_t C, const void *x, int dt, const int64_t *t, con
     const double denom = red == AMPY_NN_REDUCTION_MEAN ? tot[0] : 1.0, W = tot[1];
     for (int64_t r = blockIdx.x; r < M; r += gridDim.x) {
         const int64_t tr = t[r], base = r * C;
-        if (tr == ignore) {
+        if (tr == ignore || tr < 0 || tr >= C) {
             for (int64_t k = threadIdx.x; k < C; k += blockDim.x)
                 stT(dx, dt, base + k, (T)0);
             continue;
@@ -383,7 +385,7 @@ __global__ void nll_bwd_kernel(int64_t M, int64_t C, int dt, const int64_t *t, c
     AMPY_GRID_STRIDE(i, M)
     {
         const int64_t ti = t[i];
-        if (ti == ignore)
+        if (ti == ignore || ti < 0 || ti >= C)
             continue;
         const double gi = load1(dout, dt, red == AMPY_NN_REDUCTION_NONE ? i : 0);
         store1(dx, dt, i * C + ti, -(w ? load1(w, dt, ti) : 1.0) * gi / denom);
@@ -575,7 +577,7 @@ ampy_status read_flag(int device, cudaStream_t st, unsigned long long *flag, int
  * tot must hold 2 doubles + 1 unsigned long long. */
 ampy_status check_targets(int device, cudaStream_t st, int64_t M, int64_t C, const int64_t *t,
                           const void *w, int dt, int64_t ignore, int red, double *tot,
-                          const char *fn)
+                          const char *fn, bool read_back = true)
 {
     if (M < 0 || C < 0)
         return ampy_error(AMPY_ERR_VALUE, "%s: negative size", fn);
@@ -587,6 +589,8 @@ ampy_status check_targets(int device, cudaStream_t st, int64_t M, int64_t C, con
     AMPY_CUDA_TRY(cudaMemsetAsync(flag, 0xFF, sizeof *flag, st), "cudaMemsetAsync");
     targets_kernel<<<1, NN_THREADS, 0, st>>>(M, C, t, w, dt, ignore, tot, flag);
     AMPY_CUDA_LAUNCHED("targets_kernel");
+    if (!read_back)
+        return AMPY_OK;
     int64_t bad;
     ampy_status s = read_flag(device, st, flag, &bad);
     if (s != AMPY_OK)
@@ -746,8 +750,10 @@ extern "C" ampy_status ampy_nn_cross_entropy_bwd_cuda(int device, int64_t M, int
     if (s != AMPY_OK)
         return s;
     double *tot = (double *)sc.p;
+    /* the forward checked these targets: no read-back (no sync) here; a bad
+     * target's row gets a zero gradient instead of an out-of-bounds access */
     s = check_targets(device, st, M, C, target, w, x_dtype, ignore_index, reduction, tot,
-                      "cross_entropy_backward");
+                      "cross_entropy_backward", false);
     if (s != AMPY_OK || M == 0 || C == 0)
         return s;
     if (x_dtype == AMPY_FLOAT64)
@@ -797,7 +803,7 @@ extern "C" ampy_status ampy_nn_nll_loss_bwd_cuda(int device, int64_t M, int64_t 
         return s;
     double *tot = (double *)sc.p;
     s = check_targets(device, st, M, C, target, w, x_dtype, ignore_index, reduction, tot,
-                      "nll_loss_backward");
+                      "nll_loss_backward", false);
     if (s != AMPY_OK)
         return s;
     if (M * C > 0)

@@ -14,9 +14,10 @@
  * NN_BEGIN(cuda_ok); ctensor() records the first tensor's device and checks
  * the others against it. With CUDA tensors (only where cuda_ok) outputs are
  * allocated on that device and NN_CALL runs the kernel of cuda/nn.cu through
- * ampy._C_cuda's table (the GIL is held: no other call can interleave). */
+ * ampy._C_cuda's table. Thread-local: RUN releases the GIL, so another
+ * thread may start its own call meanwhile. */
 #define NN_UNSET (-2)
-static int nn_dev = AMPY_DEV_CPU, nn_cuda_ok;
+static _Thread_local int nn_dev = AMPY_DEV_CPU, nn_cuda_ok;
 #define NN_BEGIN(ok) (nn_dev = NN_UNSET, nn_cuda_ok = (ok))
 #define NN_DEVICE (nn_dev >= 0 ? nn_dev : AMPY_DEV_CPU)
 #define NN_CALL(name, ...)                                                                       \

@@ -179,7 +179,7 @@ static const ampy_cuda_api api_table = {
     ampy_nn_layer_norm_fwd_cuda, ampy_nn_layer_norm_bwd_cuda, ampy_nn_cross_entropy_fwd_cuda,
     ampy_nn_cross_entropy_bwd_cuda, ampy_nn_nll_loss_fwd_cuda, ampy_nn_nll_loss_bwd_cuda,
     ampy_nn_embedding_fwd_cuda, ampy_nn_embedding_bwd_cuda, ampy_nn_mask_scale_cuda,
-    ampy_fill_random_cuda, ampy_nn_mse_fwd_cuda, ampy_nn_mse_bwd_cuda,
+    ampy_fill_random_cuda, ampy_nn_mse_fwd_cuda, ampy_nn_mse_bwd_cuda, ampy_scan_cuda,
 };
 
 /* _api_entries() -> {name: bool}: which entries of the table are filled
@@ -195,7 +195,7 @@ static PyObject *f_api_entries(PyObject *self, PyObject *u)
              E(reduce), E(softmax), E(nn_layer_norm_fwd), E(nn_layer_norm_bwd),
              E(nn_cross_entropy_fwd), E(nn_cross_entropy_bwd), E(nn_nll_loss_fwd),
              E(nn_nll_loss_bwd), E(nn_embedding_fwd), E(nn_embedding_bwd), E(nn_mask_scale),
-             E(fill_random), E(nn_mse_fwd), E(nn_mse_bwd)};
+             E(fill_random), E(nn_mse_fwd), E(nn_mse_bwd), E(scan)};
 #undef E
     PyObject *d = PyDict_New();
     for (size_t i = 0; d && i < sizeof e / sizeof e[0]; i++)

@@ -479,6 +479,39 @@ template <typename R> __global__ void __launch_bounds__(RED_THREADS) softmax_ker
     }
 }
 
+/* cumsum / cumprod along a line: one thread per line, in order, accumulated
+ * in double (floating inputs) or wrapping uint64 (integers and bool), each
+ * element rounded once: csrc/reduce_softmax.c's scan_line, so the same bits. */
+__global__ void scan_kernel(SmArgs A, int prod, int is_int)
+{
+    AMPY_GRID_STRIDE(m, A.M)
+    {
+        int64_t oin = 0, oout = 0, lin = m;
+        for (int d = A.nk - 1; d >= 0; d--) {
+            const int64_t n = A.kshape[d];
+            const int64_t q = lin / n, k = lin - q * n;
+            lin = q;
+            oin += k * A.kin[d];
+            oout += k * A.kout[d];
+        }
+        const char *in = A.in + oin * A.isz;
+        char *out = A.out + oout * A.osz;
+        double acc = prod ? 1.0 : 0.0;
+        uint64_t iacc = prod ? 1u : 0u;
+        for (int64_t i = 0; i < A.L; i++) {
+            if (is_int) {
+                const uint64_t v = (uint64_t)ld_i(in, A.in_dt, i * A.sin);
+                iacc = prod ? iacc * v : iacc + v;
+                st_i(out, A.out_dt, i * A.sout, (int64_t)iacc);
+            } else {
+                const double v = ld_d(in, A.in_dt, i * A.sin);
+                acc = prod ? acc * v : acc + v;
+                st_d(out, A.out_dt, i * A.sout, acc);
+            }
+        }
+    }
+}
+
 unsigned grid_for(int64_t M) { return (unsigned)(M < 65535 * 8 ? (M < 1 ? 1 : M) : 65535 * 8); }
 
 } // namespace
@@ -574,6 +607,50 @@ extern "C" ampy_status ampy_reduce_cuda(int device, int op, int ndim, const int6
     ampy_cuda_free(part, pbytes, device); /* stream-ordered: reused only after these run */
     if (e != cudaSuccess)
         return ampy_cuda_fail(e, "launch of reduce_partial/reduce_final");
+    return AMPY_OK;
+}
+
+extern "C" ampy_status ampy_scan_cuda(int device, int op, int ndim, const int64_t *shape,
+                                      const void *in, const int64_t *in_strides,
+                                      ampy_dtype in_dtype, int dim, void *out,
+                                      const int64_t *out_strides, ampy_dtype out_dtype)
+{
+    const char *what = op == AMPY_SCAN_CUMPROD ? "cumprod (cuda)" : "cumsum (cuda)";
+    if (ndim < 0 || ndim > AMPY_MAX_DIMS || !ampy_dtype_valid(in_dtype) ||
+        !ampy_dtype_valid(out_dtype))
+        return ampy_error(AMPY_ERR_VALUE, "%s: bad ndim %d or dtype", what, ndim);
+    if (dim < 0 || dim >= (ndim > 0 ? ndim : 1))
+        return ampy_error(AMPY_ERR_VALUE, "%s: dim %d out of range for %d dims", what, dim, ndim);
+    SmArgs A;
+    memset(&A, 0, sizeof A);
+    A.isz = (int64_t)ampy_dtype_size(in_dtype);
+    A.osz = (int64_t)ampy_dtype_size(out_dtype);
+    A.L = ndim > 0 ? shape[dim] : 1;
+    A.sin = ndim > 0 ? in_strides[dim] / A.isz : 0;
+    A.sout = ndim > 0 ? out_strides[dim] / A.osz : 0;
+    A.M = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (d == dim)
+            continue;
+        A.M *= shape[d];
+        if (shape[d] == 1)
+            continue;
+        A.kshape[A.nk] = shape[d];
+        A.kin[A.nk] = in_strides[d] / A.isz;
+        A.kout[A.nk] = out_strides[d] / A.osz;
+        A.nk++;
+    }
+    if (A.M == 0 || A.L == 0)
+        return AMPY_OK;
+    A.in = (const char *)in;
+    A.out = (char *)out;
+    A.in_dt = in_dtype;
+    A.out_dt = out_dtype;
+    /* csrc/reduce_softmax.c: the kind is double when either side is floating */
+    const int is_int = !(ampy_dtype_is_float(in_dtype) || ampy_dtype_is_float(out_dtype));
+    AMPY_CUDA_ENTER(device, st);
+    scan_kernel<<<ampy_cuda_blocks(A.M, 128), 128, 0, st>>>(A, op == AMPY_SCAN_CUMPROD, is_int);
+    AMPY_CUDA_LAUNCHED("scan_kernel");
     return AMPY_OK;
 }
 

@@ -563,6 +563,17 @@ def test_softmax_vs_cpu(dt, dim, log):
     _close(f(xt.cuda(), 1), f(xt, 1), dt, ulps=8)
 
 
+@pytest.mark.parametrize("dt", FLOATS + [ampy.int64, ampy.bool])
+def test_cumsum_cumprod_bitwise(dt):
+    """One thread per line, in order, double (int64) accumulation: the CPU's bits."""
+    x = _sample((5, 300, 3), dt, 19, specials=False)
+    if dt.is_floating_point:
+        x = x / 16
+    for f in (ampy.cumsum, ampy.cumprod):
+        for d in (0, 1, -1):
+            _same_bits(f(x.cuda(), d), f(x, d))
+
+
 # ---------------------------------------------------------------- nn kernels
 def _grads_cpu_gpu(fn, *inputs, need=None):
     """Run fn on CPU and CUDA copies; returns ((out_c, grads_c), (out_g, grads_g))."""

@@ -119,7 +119,7 @@ KERNEL_ENTRY_POINTS = [
     "ampy_nn_cross_entropy_fwd_cuda", "ampy_nn_cross_entropy_bwd_cuda",
     "ampy_nn_nll_loss_fwd_cuda", "ampy_nn_nll_loss_bwd_cuda", "ampy_nn_embedding_fwd_cuda",
     "ampy_nn_embedding_bwd_cuda", "ampy_nn_mask_scale_cuda", "ampy_fill_random_cuda",
-    "ampy_nn_mse_fwd_cuda", "ampy_nn_mse_bwd_cuda",
+    "ampy_nn_mse_fwd_cuda", "ampy_nn_mse_bwd_cuda", "ampy_scan_cuda",
     "ampy_cast_cuda", "ampy_fill_cuda", "ampy_gemm_cuda",
 ]
 KERNELS = ["ewise_kernel", "reduce_kernel", "softmax_kernel", "ln_fwd_kernel", "ln_bwd_dx_kernel",
@@ -127,7 +127,7 @@ KERNELS = ["ewise_kernel", "reduce_kernel", "softmax_kernel", "ln_fwd_kernel", "
            "nll_bwd_kernel", "emb_fwd_kernel", "emb_bwd_kernel", "mask_scale_kernel",
            "fill_random_kernel", "targets_kernel", "loss_reduce_kernel", "mse_elem_kernel",
            "mse_bwd_kernel", "reduce_partial_blocks", "reduce_partial_columns", "reduce_final",
-           "ln_bwd_dw_final"]
+           "ln_bwd_dw_final", "scan_kernel"]
 
 
 def _cuda_module():
@@ -176,8 +176,9 @@ def test_every_table_entry_is_called_by_a_binding():
         if f.endswith(".c"):
             src += open(os.path.join(HERE, "csrc", "py", f)).read()
     kernels = [n for n in mod._api_entries()
-               if n in ("cast", "ewise", "reduce", "softmax", "fill_random") or n.startswith("nn_")]
-    assert len(kernels) == 16
+               if n in ("cast", "ewise", "reduce", "softmax", "scan", "fill_random")
+               or n.startswith("nn_")]
+    assert len(kernels) == 17
     for name in kernels:
         if name.startswith("nn_"):
             assert f"NN_CALL({name[3:]}," in src, name
@@ -258,7 +259,7 @@ def test_cuda_table_covers_the_routed_ops_and_their_forwards_route():
     for n in _ops.routed_ops() | {"matmul", "mm", "bmm", "linear", "addmm", "cat", "stack"}:
         assert n in table, n
         assert n in _dispatch.ops()
-    cpu_only = ("_C.empty(", "_C.index_", "_C.scan(", "_C.nonzero", ".numpy(", "_C.gemm")
+    cpu_only = ("_C.empty(", "_C.index_", "_C.nonzero", ".numpy(", "_C.gemm")
     for n in sorted(_ops._ROUTED_IN_C):
         fwd = _dispatch.get_op(n).forward
         try:

@@ -7,7 +7,7 @@
    cat/stack; the ``cuda_op`` decorator in _kernels.py), and the ops whose own
    forward calls only bindings that route CUDA tensors to the device kernels
    through the ampy_cuda_api table (``_ROUTED_IN_C``: every element-wise op
-   -> cuda/ewise.cu; reductions, softmax -> cuda/reduce.cu; layer_norm,
+   -> cuda/ewise.cu; reductions, softmax, scans -> cuda/reduce.cu; layer_norm,
    cross_entropy, nll_loss, embedding, dropout, mse_loss -> cuda/nn.cu);
 2. installs the op table's device hook: for arguments that hold a CUDA tensor
    it returns ``op.cuda``; ops that only build views or call ``_C.cast`` /
@@ -15,8 +15,7 @@
    run their usual forward; any other op falls back to the CPU -- CUDA
    arguments copied to the host, the forward run there, results copied back,
    in-place writes copied back into the original device tensors -- with a
-   one-time warning naming the op (today: advanced indexing, cumsum/cumprod,
-   baddbmm);
+   one-time warning naming the op (today: advanced indexing, baddbmm);
 3. makes ``Tensor.item`` synchronise and copy for CUDA tensors.
 """
 import warnings
@@ -43,7 +42,7 @@ _ROUTED_IN_C = {
     "addcmul", "addcmul_", "addcdiv", "addcdiv_", "clamp", "clamp_", "gelu", "softplus",
     "leaky_relu", "elu", "round",
     "sum", "mean", "prod", "all", "any", "norm", "amax", "amin", "max_dim", "min_dim",
-    "argmax", "argmin", "var", "std", "logsumexp", "softmax", "log_softmax",
+    "argmax", "argmin", "var", "std", "logsumexp", "softmax", "log_softmax", "cumsum", "cumprod",
     # ampy/nn/_ops.py: forward and backward call _C.nn_* (cuda/nn.cu)
     "layer_norm", "cross_entropy", "nll_loss", "embedding", "dropout", "mse_loss",
 }

@@ -268,12 +268,26 @@ static PyObject *f_scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     int odt, dim;
     if (!x || ampy_py_parse_dtype(args[3], ampy_dtype_is_float(x->dtype) ? x->dtype : AMPY_INT64,
                                   &odt, fn, "dtype") < 0 ||
-        !(out = line_setup(args[1], args[2], odt, fn, &x, &dim, 0)))
+        !(out = line_setup(args[1], args[2], odt, fn, &x, &dim, 1)))
         return NULL;
     int64_t xs[AMPY_MAX_DIMS], os[AMPY_MAX_DIMS];
     ampy_py_byte_strides(x, xs);
     ampy_py_byte_strides(out, os);
     ampy_status s;
+    if (x->device != AMPY_DEV_CPU) { /* CUDA: cuda/reduce.cu */
+        const ampy_cuda_api *api = ampy_py_cuda_api();
+        if (!api) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        s = api->scan(x->device, (int)op, x->ndim, x->shape, x->data, xs, (ampy_dtype)x->dtype,
+                      dim, out->data, os, (ampy_dtype)odt);
+        if (s != AMPY_OK) {
+            Py_DECREF(out);
+            return ampy_py_raise_cuda(s);
+        }
+        return (PyObject *)out;
+    }
     Py_BEGIN_ALLOW_THREADS
     s = ampy_scan((int)op, x->ndim, x->shape, x->data, xs, (ampy_dtype)x->dtype, dim, out->data,
                   os, (ampy_dtype)odt);

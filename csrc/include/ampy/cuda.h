@@ -119,6 +119,10 @@ ampy_status ampy_reduce_cuda(int device, int op, int ndim, const int64_t *shape,
 ampy_status ampy_softmax_cuda(int device, int ndim, const int64_t *shape, const void *in,
                               const int64_t *in_strides, ampy_dtype in_dtype, int dim, void *out,
                               const int64_t *out_strides, ampy_dtype out_dtype, int log);
+/* cumsum (op 0) / cumprod (op 1), as ampy_scan (reduce.h). */
+ampy_status ampy_scan_cuda(int device, int op, int ndim, const int64_t *shape, const void *in,
+                           const int64_t *in_strides, ampy_dtype in_dtype, int dim, void *out,
+                           const int64_t *out_strides, ampy_dtype out_dtype);
 
 /* ---- nn kernels and random fills (cuda/nn.cu) ----------------------------------
  * The CUDA twins of ampy/nn.h's functions and of ampy_fill_random (random.h):
@@ -212,6 +216,8 @@ typedef struct ampy_cuda_api {
     ampy_status (*nn_mse_fwd)(int, int64_t, const void *, const void *, int, int, void *);
     ampy_status (*nn_mse_bwd)(int, int64_t, const void *, const void *, int, int, const void *,
                               void *, void *);
+    ampy_status (*scan)(int, int, int, const int64_t *, const void *, const int64_t *, ampy_dtype,
+                        int, void *, const int64_t *, ampy_dtype);
 } ampy_cuda_api;
 
 #ifdef __cplusplus

@@ -149,10 +149,86 @@ def adam(copy_bw):
           f"({bw_t:.0f} GB/s)")
 
 
+def kernels(copy_bw):
+    """The element-wise, reduction, softmax and nn kernels (cuda/ewise.cu,
+    reduce.cu, nn.cu) vs torch's on the same data (shared through DLPack).
+    Memory-bound kernels also report GB/s against the copy ceiling."""
+    from ampy.nn import functional as F
+    tF = torch.nn.functional
+    n = (1 << 26) if not QUICK else (1 << 24)
+    cases = []
+    for tdt, name in ((torch.float32, "fp32"), (torch.float16, "fp16")):
+        isz = 4 if tdt is torch.float32 else 2
+        a_t, b_t = torch.randn(n, device="cuda", dtype=tdt), torch.randn(n, device="cuda", dtype=tdt)
+        a, b = ampy.from_dlpack(a_t), ampy.from_dlpack(b_t)
+        cases += [
+            (f"add {name} {n >> 20}M", lambda a=a, b=b: a + b, lambda: a_t + b_t, 3 * n * isz),
+            (f"gelu {name} {n >> 20}M", lambda a=a: F.gelu(a), lambda: tF.gelu(a_t), 2 * n * isz),
+            (f"mul scalar bcast {name}", lambda a=a: a.reshape(-1, 1024) * 1.5,
+             lambda: a_t.view(-1, 1024) * 1.5, 2 * n * isz),
+        ]
+    x_t = torch.randn(8192, 4096, device="cuda", dtype=torch.float16)
+    x = ampy.from_dlpack(x_t)
+    cases += [
+        ("sum rows fp16 8192x4096", lambda: x.sum(-1), lambda: x_t.sum(-1), x_t.numel() * 2),
+        ("sum cols fp16 8192x4096", lambda: x.sum(0), lambda: x_t.sum(0), x_t.numel() * 2),
+        ("amax fp16 8192x4096", lambda: ampy.amax(x, -1), lambda: x_t.amax(-1), x_t.numel() * 2),
+        ("softmax fp16 8192x4096", lambda: ampy.softmax(x, -1), lambda: torch.softmax(x_t, -1),
+         x_t.numel() * 4),
+    ]
+    h_t = torch.randn(8192, 1024, device="cuda", dtype=torch.float16)
+    w_t, bb_t = torch.randn(1024, device="cuda"), torch.randn(1024, device="cuda")
+    h, w, bb = ampy.from_dlpack(h_t), ampy.from_dlpack(w_t), ampy.from_dlpack(bb_t)
+    cases.append(("layer_norm fwd fp16 8192x1024", lambda: F.layer_norm(h.float(), (1024,), w, bb),
+                  lambda: tF.layer_norm(h_t.float(), (1024,), w_t, bb_t), h_t.numel() * 8))
+    logits_t = torch.randn(4096, 32000, device="cuda", dtype=torch.float16)
+    tgt_t = torch.randint(0, 32000, (4096,), device="cuda")
+    logits, tgt = ampy.from_dlpack(logits_t), ampy.from_dlpack(tgt_t)
+    cases.append(("cross_entropy fwd 4096x32000 fp16", lambda: F.cross_entropy(logits, tgt),
+                  lambda: tF.cross_entropy(logits_t, tgt_t), logits_t.numel() * 2))
+    emb_t = torch.randn(32000, 768, device="cuda")
+    idx_t = torch.randint(0, 32000, (8, 1024), device="cuda")
+    emb, idx = ampy.from_dlpack(emb_t), ampy.from_dlpack(idx_t)
+    cases.append(("embedding fwd 8x1024x768", lambda: F.embedding(idx, emb),
+                  lambda: tF.embedding(idx_t, emb_t), idx_t.numel() * 768 * 8))
+    for case, fa, ft, nbytes in cases:
+        try:
+            ta = timeit(fa, a_sync, iters=10)
+            tt = timeit(ft, t_sync, iters=10)
+        except Exception as e:  # noqa: BLE001 (report, continue)
+            ROWS.append(("kernels", case, "FAILED", "", f"{type(e).__name__}: {str(e)[:60]}"))
+            continue
+        bw = nbytes / ta / 1e9
+        ROWS.append(("kernels", f"{case} (us)", f"{ta * 1e6:.0f}", f"{tt * 1e6:.0f}",
+                     f"{ta / tt:.2f}x torch's time, {bw:.0f} GB/s = {bw / copy_bw:.2f}x copy"))
+        print(f"{case}: ampy {ta * 1e6:.0f} us, torch {tt * 1e6:.0f} us")
+
+
+def fallback_report():
+    """Ops that still take the CPU fallback in the transformer step (each
+    warns once): listed so the next kernel to write is obvious."""
+    import warnings
+    from ampy import nn
+    F = nn.functional
+    caught = []
+    with warnings.catch_warnings(record=True) as ws:
+        warnings.simplefilter("always", RuntimeWarning)
+        emb, lin, ln = nn.Embedding(100, 64).cuda(), nn.Linear(64, 64).cuda(), nn.LayerNorm(64).cuda()
+        idx = ampy.randint(0, 100, (4, 32)).cuda()
+        hh = emb(idx)
+        hh = hh + F.dropout(F.gelu(lin(ln(hh))), 0.1)
+        att = F.softmax(hh @ hh.transpose(1, 2) / 8.0, -1) @ hh
+        loss = F.cross_entropy(att.reshape(-1, 64), idx.reshape(-1) % 64, label_smoothing=0.1)
+        loss.backward()
+        caught = sorted({str(w.message).split("'")[1] for w in ws if "no CUDA kernel" in str(w.message)})
+    ROWS.append(("fallback", "ops on the CPU fallback (transformer step)", str(len(caught)), "",
+                 ", ".join(caught)[:90] or "none"))
+
+
 def train_step():
     """MLP (batch 256, 784-1024-1024-10) training step, fp16 autocast +
-    GradScaler, vs torch.amp. Ops without CUDA kernels take ampy's CPU
-    fallback, so this measures how far the backend still is from torch."""
+    GradScaler, vs torch.amp: Linear (cuBLAS), relu (ewise.cu), cross_entropy
+    (nn.cu), GradScaler and fused AdamW (amp.cu/optim.cu), all on the device."""
     try:
         from ampy import nn
         from ampy.amp import GradScaler, autocast
@@ -203,7 +279,8 @@ def main():
     t0 = time.time()
     copy_bw = copy_bandwidth()
     for name, fn in (("gemm", gemm), ("unscale", lambda: unscale(copy_bw)),
-                     ("adam", lambda: adam(copy_bw)), ("train", train_step)):
+                     ("adam", lambda: adam(copy_bw)), ("kernels", lambda: kernels(copy_bw)),
+                     ("fallback", fallback_report), ("train", train_step)):
         try:
             fn()
         except Exception as e:  # one failing section must not hide the others

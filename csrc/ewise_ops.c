@@ -7,7 +7,8 @@
  * double. The formulas follow torch's CPU kernels (aten/src/ATen/native/cpu/
  * UnaryOpsKernel.cpp, BinaryOpsKernel.cpp, Activation.cpp) so that results
  * agree: e.g. floor_divide is torch's div_floor_floating, lerp its two-sided
- * formula, and NaN propagates through maximum/minimum/clamp/relu.
+ * formula, and NaN propagates through maximum/minimum/clamp/relu. The
+ * formulas themselves live in ampy/ewise_expr.h, shared with cuda/ewise.cu.
  *
  * Integer kernels wrap around on overflow like torch (the arithmetic is done
  * in uint64_t, where wrapping is defined) and report division by zero.
@@ -17,6 +18,7 @@
 #include <tgmath.h>
 
 #include "ampy/ewise.h"
+#include "ampy/ewise_expr.h"
 
 #define KSIG(name) \
     static int name(void *out, const void *const *in, int64_t n, const ampy_ewise_params *p)
@@ -79,10 +81,10 @@ U_F(abs, fabs(x))
 U_K(abs_i64, int64_t, x < 0 ? (int64_t)(0 - (U64)x) : x)
 U_F(neg, -x)
 U_K(neg_i64, int64_t, (int64_t)(0 - (U64)x))
-U_F(reciprocal, (R)1 / x)
-U_F(square, x * x)
+U_F(reciprocal, AMPY_EX_RECIPROCAL(R, x))
+U_F(square, AMPY_EX_SQUARE(R, x))
 U_K(square_i64, int64_t, (int64_t)((U64)x * (U64)x))
-U_ALL(sign, (R)((R)0 < x) - (R)(x < (R)0))
+U_ALL(sign, AMPY_EX_SIGN(R, x))
 U_F(exp, exp(x))
 U_F(expm1, expm1(x))
 U_F(exp2, exp2(x))
@@ -91,7 +93,7 @@ U_F(log1p, log1p(x))
 U_F(log2, log2(x))
 U_F(log10, log10(x))
 U_F(sqrt, sqrt(x))
-U_F(rsqrt, (R)1 / sqrt(x))
+U_F(rsqrt, AMPY_EX_RSQRT(R, x))
 U_F(sin, sin(x))
 U_F(cos, cos(x))
 U_F(tan, tan(x))
@@ -101,31 +103,30 @@ U_F(asin, asin(x))
 U_F(acos, acos(x))
 U_F(sinh, sinh(x))
 U_F(cosh, cosh(x))
-U_F(sigmoid, (R)1 / ((R)1 + exp(-x)))
-U_F(logsigmoid, (x < (R)0 ? x : (R)0) - log1p(exp(-fabs(x))))
+U_F(sigmoid, AMPY_EX_SIGMOID(R, x))
+U_F(logsigmoid, AMPY_EX_LOGSIGMOID(R, x))
 /* relu keeps NaN (torch: clamp_min(x, 0)) */
-U_ALL(relu, x < (R)0 ? (R)0 : x)
-U_F(gelu, x * (R)0.5 * ((R)1 + erf(x * (R)0.70710678118654752440)))
-U_F(gelu_tanh, (R)0.5 * x *
-                   ((R)1 + tanh((R)0.79788456080286535588 * (x + (R)0.044715 * x * x * x))))
+U_ALL(relu, AMPY_EX_RELU(R, x))
+U_F(gelu, AMPY_EX_GELU(R, x))
+U_F(gelu_tanh, AMPY_EX_GELU_TANH(R, x))
 U_F(erf, erf(x))
-U_F(silu, x / ((R)1 + exp(-x)))
-U_F(softplus, x * PF > PF1 ? x : log1p(exp(x * PF)) / PF)
-U_F(leaky_relu, x > (R)0 ? x : x * PF)
-U_F(elu, x > (R)0 ? x : expm1(x) * PF)
-U_F(mish, x * tanh(log1p(exp(x))))
+U_F(silu, AMPY_EX_SILU(R, x))
+U_F(softplus, AMPY_EX_SOFTPLUS(R, x, PF, PF1))
+U_F(leaky_relu, AMPY_EX_LEAKY_RELU(R, x, PF))
+U_F(elu, AMPY_EX_ELU(R, x, PF))
+U_F(mish, AMPY_EX_MISH(R, x))
 U_F(floor, floor(x))
 U_F(ceil, ceil(x))
 U_F(round, rint(x))
 U_F(trunc, trunc(x))
-U_F(frac, x - trunc(x))
+U_F(frac, AMPY_EX_FRAC(R, x))
 U_K(ident_i64, int64_t, x)
 U_K(zero_i64, int64_t, x * 0)
 U_K(one_i64, int64_t, x * 0 + 1)
 U_F(isnan, isnan(x) ? 1 : 0)
 U_F(isinf, isinf(x) ? 1 : 0)
 U_F(isfinite, isfinite(x) ? 1 : 0)
-U_ALL(logical_not, x == (R)0)
+U_ALL(logical_not, AMPY_EX_LOGICAL_NOT(R, x))
 U_K(bitwise_not_i64, int64_t, ~x)
 
 /* ---- binary --------------------------------------------------------------- */
@@ -169,8 +170,8 @@ B_F(mul, a * b)
 B_K(mul_i64, int64_t, (int64_t)((U64)a * (U64)b))
 B_F(div, a / b)
 B_F(pow, pow(a, b))
-B_F(maximum, (isnan(a) || isnan(b)) ? (R)NAN : (a > b ? a : b))
-B_F(minimum, (isnan(a) || isnan(b)) ? (R)NAN : (a < b ? a : b))
+B_F(maximum, AMPY_EX_MAXIMUM(R, a, b))
+B_F(minimum, AMPY_EX_MINIMUM(R, a, b))
 B_F(fmax, fmax(a, b))
 B_F(fmin, fmin(a, b))
 B_K(max_i64, int64_t, a > b ? a : b)
@@ -183,44 +184,18 @@ B_ALL(lt, a < b)
 B_ALL(le, a <= b)
 B_ALL(gt, a > b)
 B_ALL(ge, a >= b)
-B_ALL(logical_and, (a != (R)0) && (b != (R)0))
-B_ALL(logical_or, (a != (R)0) || (b != (R)0))
-B_ALL(logical_xor, (a != (R)0) != (b != (R)0))
+B_ALL(logical_and, AMPY_EX_LOGICAL_AND(R, a, b))
+B_ALL(logical_or, AMPY_EX_LOGICAL_OR(R, a, b))
+B_ALL(logical_xor, AMPY_EX_LOGICAL_XOR(R, a, b))
 B_K(bitwise_and_i64, int64_t, a & b)
 B_K(bitwise_or_i64, int64_t, a | b)
 B_K(bitwise_xor_i64, int64_t, a ^ b)
 
-/* Python-style remainder: the result takes the sign of b. */
-static inline float rem_f(float a, float b)
-{
-    float m = fmodf(a, b);
-    return (m != 0.0f && ((b < 0.0f) != (m < 0.0f))) ? m + b : m;
-}
-static inline double rem_d(double a, double b)
-{
-    double m = fmod(a, b);
-    return (m != 0.0 && ((b < 0.0) != (m < 0.0))) ? m + b : m;
-}
-B_K(remainder_f32, float, rem_f(a, b))
-B_K(remainder_f64, double, rem_d(a, b))
+B_K(remainder_f32, float, ampy_ex_rem_f(a, b))
+B_K(remainder_f64, double, ampy_ex_rem_d(a, b))
 
-/* torch's div_floor_floating (aten/src/ATen/native/BinaryOps.h) */
-#define FLOORDIV_BODY(R, a, b)                                          \
-    {                                                                   \
-        if (b == (R)0)                                                  \
-            return a / b;                                               \
-        R mod = fmod(a, b), div = (a - mod) / b;                        \
-        if (mod != (R)0 && (b < (R)0) != (mod < (R)0))                  \
-            div -= (R)1;                                                \
-        if (div == (R)0)                                                \
-            return copysign((R)0, a / b);                               \
-        R fl = floor(div);                                              \
-        return div - fl > (R)0.5 ? fl + (R)1 : fl;                      \
-    }
-static inline float floordiv_f(float a, float b) FLOORDIV_BODY(float, a, b)
-static inline double floordiv_d(double a, double b) FLOORDIV_BODY(double, a, b)
-B_K(floor_divide_f32, float, floordiv_f(a, b))
-B_K(floor_divide_f64, double, floordiv_d(a, b))
+B_K(floor_divide_f32, float, ampy_ex_floordiv_f(a, b))
+B_K(floor_divide_f64, double, ampy_ex_floordiv_d(a, b))
 
 /* Integer division family: b == 0 is an error (torch: "ZeroDivisionError"),
  * INT64_MIN / -1 wraps instead of trapping. */
@@ -251,51 +226,18 @@ IDIV_K(fmod_i64, r)
 IDIV_K(remainder_i64, (r != 0 && ((r < 0) != (b < 0))) ? r + b : r)
 IDIV_K(floor_divide_i64, (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q)
 
-/* Integer power by squaring; negative exponents give 1/a^|b| truncated. */
-static inline int64_t ipow(int64_t a, int64_t b)
-{
-    if (b < 0)
-        return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
-    U64 r = 1, base = (U64)a;
-    while (b) {
-        if (b & 1)
-            r *= base;
-        base *= base;
-        b >>= 1;
-    }
-    return (int64_t)r;
-}
-B_K(pow_i64, int64_t, ipow(a, b))
+B_K(pow_i64, int64_t, ampy_ex_ipow(a, b))
 
 /* ---- ternary -------------------------------------------------------------- */
-T_F(where, a != (R)0 ? b : c)
+T_F(where, AMPY_EX_WHERE(R, a, b, c))
 T_K(where_i64, int64_t, a != 0 ? b : c)
-T_F(lerp, fabs(c) < (R)0.5 ? a + c * (b - a) : b - (b - a) * ((R)1 - c))
-T_F(addcmul, a + PF * b * c)
+T_F(lerp, AMPY_EX_LERP(R, a, b, c))
+T_F(addcmul, AMPY_EX_ADDCMUL(R, a, b, c, PF))
 T_K(addcmul_i64, int64_t, (int64_t)((U64)a + (U64)p->i[0] * (U64)b * (U64)c))
-T_F(addcdiv, a + PF * b / c)
-static inline float clamp_f(float x, float lo, float hi)
-{
-    if (isnan(lo) || isnan(hi))
-        return NAN;
-    float r = x < lo ? lo : x;
-    return hi < r ? hi : r;
-}
-static inline double clamp_d(double x, double lo, double hi)
-{
-    if (isnan(lo) || isnan(hi))
-        return NAN;
-    double r = x < lo ? lo : x;
-    return hi < r ? hi : r;
-}
-T_K(clamp_f32, float, clamp_f(a, b, c))
-T_K(clamp_f64, double, clamp_d(a, b, c))
-static inline int64_t clamp_i(int64_t x, int64_t lo, int64_t hi)
-{
-    int64_t r = x < lo ? lo : x;
-    return hi < r ? hi : r;
-}
-T_K(clamp_i64, int64_t, clamp_i(a, b, c))
+T_F(addcdiv, AMPY_EX_ADDCDIV(R, a, b, c, PF))
+T_K(clamp_f32, float, ampy_ex_clamp_f(a, b, c))
+T_K(clamp_f64, double, ampy_ex_clamp_d(a, b, c))
+T_K(clamp_i64, int64_t, ampy_ex_clamp_i(a, b, c))
 
 /* ---- the table ------------------------------------------------------------ */
 #define F3(op) {op##_f32, op##_f64, op##_i64}

@@ -173,9 +173,36 @@ static PyObject *f_stream(PyObject *self, PyObject *arg)
 }
 
 static const ampy_cuda_api api_table = {
-    AMPY_CUDA_API_VERSION, ampy_cuda_alloc,       ampy_cuda_free, ampy_cuda_memcpy,
-    ampy_cast_cuda,        ampy_cuda_synchronize, ampy_last_error,
+    AMPY_CUDA_API_VERSION, ampy_cuda_alloc,       ampy_cuda_free,    ampy_cuda_memcpy,
+    ampy_cast_cuda,        ampy_cuda_synchronize, ampy_last_error,   ampy_ewise_cuda,
+    ampy_reduce_cuda,      ampy_softmax_cuda,
+    ampy_nn_layer_norm_fwd_cuda, ampy_nn_layer_norm_bwd_cuda, ampy_nn_cross_entropy_fwd_cuda,
+    ampy_nn_cross_entropy_bwd_cuda, ampy_nn_nll_loss_fwd_cuda, ampy_nn_nll_loss_bwd_cuda,
+    ampy_nn_embedding_fwd_cuda, ampy_nn_embedding_bwd_cuda, ampy_nn_mask_scale_cuda,
+    ampy_fill_random_cuda, ampy_nn_mse_fwd_cuda, ampy_nn_mse_bwd_cuda, ampy_scan_cuda,
 };
+
+/* _api_entries() -> {name: bool}: which entries of the table are filled
+ * (test_cuda_build.py checks every kernel is linked in). */
+static PyObject *f_api_entries(PyObject *self, PyObject *u)
+{
+    const ampy_cuda_api *t = &api_table;
+#define E(f) {#f, (const void *)t->f}
+    const struct {
+        const char *name;
+        const void *fn;
+    } e[] = {E(alloc), E(free), E(memcpy), E(cast), E(synchronize), E(last_error), E(ewise),
+             E(reduce), E(softmax), E(nn_layer_norm_fwd), E(nn_layer_norm_bwd),
+             E(nn_cross_entropy_fwd), E(nn_cross_entropy_bwd), E(nn_nll_loss_fwd),
+             E(nn_nll_loss_bwd), E(nn_embedding_fwd), E(nn_embedding_bwd), E(nn_mask_scale),
+             E(fill_random), E(nn_mse_fwd), E(nn_mse_bwd), E(scan)};
+#undef E
+    PyObject *d = PyDict_New();
+    for (size_t i = 0; d && i < sizeof e / sizeof e[0]; i++)
+        if (PyDict_SetItemString(d, e[i].name, e[i].fn ? Py_True : Py_False) < 0)
+            Py_CLEAR(d);
+    return d;
+}
 
 static PyObject *f_api(PyObject *self, PyObject *u)
 {
@@ -197,6 +224,8 @@ static PyObject *f_init(PyObject *self, PyObject *arg)
 PyMethodDef ampy_cuda_py_runtime_methods[] = {
     {"_init", f_init, METH_O, "_init(TensorBase)\n--\n\nInternal: the tensor type."},
     {"_api", f_api, METH_NOARGS, "_api()\n--\n\nThe capsule of C entry points for ampy._C."},
+    {"_api_entries", f_api_entries, METH_NOARGS,
+     "_api_entries()\n--\n\n{entry: filled} of the table ampy._C calls through."},
     {"_device_count", f_device_count, METH_NOARGS,
      "_device_count()\n--\n\n(number of devices, reason when 0); never raises."},
     {"current_device", f_current_device, METH_NOARGS, "current_device()\n--\n\n"},

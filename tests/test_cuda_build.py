@@ -107,3 +107,164 @@ def test_kernel_sources_include_elem_h():
     for f in cu:
         text = open(os.path.join(HERE, "cuda", f)).read()
         assert '"common.cuh"' in text or '"mta.cuh"' in text, f
+
+
+# ---------------------------------------------------------------- the device kernels
+# (ewise.cu, reduce.cu, nn.cu): they must compile, link into ampy._C_cuda and be
+# reachable from ampy._C's bindings. Without a GPU nothing can run them; these
+# checks make a missing symbol, an unfilled table entry or a forgotten route fail CI.
+KERNEL_ENTRY_POINTS = [
+    "ampy_ewise_cuda", "ampy_reduce_cuda", "ampy_softmax_cuda",
+    "ampy_nn_layer_norm_fwd_cuda", "ampy_nn_layer_norm_bwd_cuda",
+    "ampy_nn_cross_entropy_fwd_cuda", "ampy_nn_cross_entropy_bwd_cuda",
+    "ampy_nn_nll_loss_fwd_cuda", "ampy_nn_nll_loss_bwd_cuda", "ampy_nn_embedding_fwd_cuda",
+    "ampy_nn_embedding_bwd_cuda", "ampy_nn_mask_scale_cuda", "ampy_fill_random_cuda",
+    "ampy_nn_mse_fwd_cuda", "ampy_nn_mse_bwd_cuda", "ampy_scan_cuda",
+    "ampy_cast_cuda", "ampy_fill_cuda", "ampy_gemm_cuda",
+]
+KERNELS = ["ewise_kernel", "reduce_kernel", "softmax_kernel", "ln_fwd_kernel", "ln_bwd_dx_kernel",
+           "ln_bwd_dw_kernel", "ce_fwd_kernel", "ce_bwd_kernel", "nll_rows_kernel",
+           "nll_bwd_kernel", "emb_fwd_kernel", "emb_bwd_kernel", "mask_scale_kernel",
+           "fill_random_kernel", "targets_kernel", "loss_reduce_kernel", "mse_elem_kernel",
+           "mse_bwd_kernel", "reduce_partial_blocks", "reduce_partial_columns", "reduce_final",
+           "ln_bwd_dw_final", "scan_kernel"]
+
+
+def _cuda_module():
+    if not _cuda_expected():
+        pytest.skip("no CUDA toolkit here: ampy._C_cuda is not built")
+    return importlib.import_module("ampy._C_cuda")
+
+
+def _symbols(path):
+    import shutil
+    import subprocess
+    if not shutil.which("nm"):
+        pytest.skip("nm not available")
+    out = subprocess.run(["nm", "-C", path], capture_output=True, text=True).stdout
+    return {line.split(None, 2)[-1]: line.split()[-2] for line in out.splitlines()
+            if len(line.split()) >= 2}
+
+
+def test_every_kernel_entry_point_is_linked():
+    mod = _cuda_module()
+    syms = _symbols(mod.__file__)
+    names = set(syms)
+    for ep in KERNEL_ENTRY_POINTS:
+        assert ep in names and syms[ep] in "Tt", f"{ep} missing from {mod.__file__}"
+    text = " ".join(names)
+    for k in KERNELS:  # the __global__ functions (host stubs of the launches)
+        assert k in text, f"kernel {k} not compiled in"
+
+
+def test_api_table_is_complete_and_registered():
+    mod = _cuda_module()
+    entries = mod._api_entries()
+    assert entries and all(entries.values()), [k for k, v in entries.items() if not v]
+    for k in ("ewise", "reduce", "softmax", "nn_layer_norm_fwd", "nn_cross_entropy_bwd",
+              "nn_embedding_bwd", "nn_mask_scale", "fill_random"):
+        assert k in entries
+    assert ampy._C._cuda_registered()
+
+
+def test_every_table_entry_is_called_by_a_binding():
+    """Each kernel entry of the table is reached from ampy._C's bindings
+    (csrc/py/*.c), so an op routed to the device really gets there."""
+    mod = _cuda_module()
+    src = ""
+    for f in os.listdir(os.path.join(HERE, "csrc", "py")):
+        if f.endswith(".c"):
+            src += open(os.path.join(HERE, "csrc", "py", f)).read()
+    kernels = [n for n in mod._api_entries()
+               if n in ("cast", "ewise", "reduce", "softmax", "scan", "fill_random")
+               or n.startswith("nn_")]
+    assert len(kernels) == 17
+    for name in kernels:
+        if name.startswith("nn_"):
+            assert f"NN_CALL({name[3:]}," in src, name
+        else:
+            assert f"->{name}(" in src, name
+
+
+def test_routed_ops_exist_in_the_op_table():
+    """Ops the device hook runs with their own forward on CUDA tensors (their
+    _C calls route to the kernels) and ops with a CUDA forward are all real
+    ops: a rename would otherwise silently fall back to the CPU."""
+    from ampy import _dispatch
+    from ampy.cuda import _ops
+    names = _ops.routed_ops()
+    table = _dispatch.ops()
+    missing = sorted(n for n in _ops._ROUTED_IN_C if n not in table)
+    assert not missing, missing
+    assert names <= set(table)
+    for n in ("add", "mul", "gelu", "sum", "amax", "softmax", "log_softmax", "where", "var"):
+        assert n in names
+    if _ops._CUDA_FORWARDS:  # filled at install (GPU only)
+        assert all(n in table for n in _ops._CUDA_FORWARDS)
+
+
+def test_elementwise_formulas_are_shared_with_the_cpu():
+    """ampy/ewise_expr.h holds the per-element formulas: csrc/ewise_ops.c and
+    cuda/ewise.cu both include it and every AMPY_EX_ formula is used by both."""
+    import re
+    hdr = open(os.path.join(HERE, "csrc", "include", "ampy", "ewise_expr.h")).read()
+    cpu = open(os.path.join(HERE, "csrc", "ewise_ops.c")).read()
+    gpu = open(os.path.join(HERE, "cuda", "ewise.cu")).read()
+    assert '#include "ampy/ewise_expr.h"' in cpu and '#include "ampy/ewise_expr.h"' in gpu
+    macros = set(re.findall(r"#define (AMPY_EX_[A-Z_0-9]+)\(", hdr)) - {"AMPY_EX_FLOORDIV_BODY"}
+    funcs = set(re.findall(r"AMPY_ELEM \w+ (ampy_ex_\w+)\(", hdr))
+    assert len(macros) >= 20 and len(funcs) >= 5
+    for m in sorted(macros | funcs):
+        assert m in cpu, f"{m} unused by the CPU kernels"
+        assert m in gpu, f"{m} unused by the CUDA kernels"
+    # the nn and random kernels use the CPU's elem-level helpers too
+    nn = open(os.path.join(HERE, "cuda", "nn.cu")).read()
+    assert "ampy_nn_expf" in nn and "ampy_philox4x32" in nn
+
+
+def test_cuda_cat_stack_forwards_agree_with_cpu():
+    """The CUDA forwards of cat/stack (ampy/cuda/_kernels.py) are plain Python
+    over _C._empty_device + copy_: run them here with device -1 (the CPU)."""
+    import numpy as np
+    from ampy.cuda import _kernels as K
+    a = ampy.arange(12.0).reshape(3, 4)
+    b = ampy.arange(8, dtype=ampy.float16).reshape(2, 4)
+    np.testing.assert_array_equal(K.cat([a, b], 0).numpy(), ampy.cat([a, b], 0).numpy())
+    assert K.cat([a, b], 0).dtype is ampy.cat([a, b], 0).dtype
+    np.testing.assert_array_equal(K.cat([a, a.t().t()], -1).numpy(), ampy.cat([a, a], -1).numpy())
+    np.testing.assert_array_equal(K.stack([a, a * 2], 1).numpy(), ampy.stack([a, a * 2], 1).numpy())
+    with pytest.raises(RuntimeError, match="Sizes"):
+        K.cat([a, ampy.ones(2, 3)], 0)
+    with pytest.raises(RuntimeError, match="zero-dimensional"):
+        K.cat([ampy.tensor(1.0)], 0)
+
+
+def test_device_hook_treats_basic_indexing_as_views():
+    from ampy.cuda._ops import _basic_key
+    assert _basic_key((slice(None), slice(0, 8))) and _basic_key(3)
+    assert _basic_key((Ellipsis, None, -1))
+    assert not _basic_key(True) and not _basic_key([0, 1])
+    assert not _basic_key((slice(None), ampy.tensor([0, 1])))
+
+
+def test_cuda_table_covers_the_routed_ops_and_their_forwards_route():
+    """cuda_table() (what install() puts in OpDef.cuda) has an entry for every
+    routed op; and the forward of each routed op calls only _C functions that
+    send CUDA tensors to the device kernels (no host allocation, no CPU-only
+    kernel), so registering it as the CUDA forward is honest."""
+    import inspect
+    from ampy import _dispatch
+    from ampy.cuda import _ops
+    table = _ops.cuda_table()
+    for n in _ops.routed_ops() | {"matmul", "mm", "bmm", "linear", "addmm", "cat", "stack"}:
+        assert n in table, n
+        assert n in _dispatch.ops()
+    cpu_only = ("_C.empty(", "_C.index_", "_C.nonzero", ".numpy(", "_C.gemm")
+    for n in sorted(_ops._ROUTED_IN_C):
+        fwd = _dispatch.get_op(n).forward
+        try:
+            src = inspect.getsource(fwd)
+        except (OSError, TypeError):
+            continue
+        for bad in cpu_only:
+            assert bad not in src, f"{n}: its forward calls {bad} (CPU only)"

@@ -26,6 +26,17 @@ from .. import _C
 __all__ = ["non_finite_check_and_unscale_", "update_scale_", "sgd_step_", "adam_step_"]
 
 
+def _cuda(x):
+    """ampy.cuda._amp (the CUDA multi-tensor kernels) when x -- a tensor or the
+    first tensor of a list -- lives on a CUDA device, else None."""
+    if isinstance(x, (list, tuple)):
+        x = x[0] if len(x) else None
+    if getattr(x, "_device_index", -1) >= 0:
+        from ..cuda import _amp
+        return _amp
+    return None
+
+
 def _as_list(x, name, fn):
     if isinstance(x, (list, tuple)):
         return x
@@ -57,6 +68,8 @@ def non_finite_check_and_unscale_(grads, found_inf, inv_scale):
     case). ``grads`` may mix float32, float16 and bfloat16 tensors.
     """
     fn = "non_finite_check_and_unscale_"
+    if _cuda(grads):
+        return _cuda(grads).non_finite_check_and_unscale_(grads, found_inf, inv_scale)
     _C._amp_non_finite_check_and_unscale_(_as_list(grads, "grads", fn), found_inf, inv_scale)
 
 
@@ -85,6 +98,11 @@ def update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_facto
     if max_scale is not None:
         max_scale = _number(max_scale, "max_scale", fn)
     hysteresis = _int(hysteresis, "hysteresis", fn)
+    if _cuda(scale):
+        return _cuda(scale).update_scale_(scale, growth_tracker, found_inf, growth_factor,
+                                          backoff_factor, growth_interval, min_scale=min_scale,
+                                          max_scale=max_scale, hysteresis=hysteresis,
+                                          hysteresis_tracker=hysteresis_tracker)
     _C._amp_update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor,
                           growth_interval, min_scale, max_scale, hysteresis, hysteresis_tracker)
 
@@ -105,6 +123,11 @@ def sgd_step_(params, grads, momentum_buffers, *, lr, momentum=0, dampening=0, n
     Returns True when the step was applied, False when it was skipped.
     """
     fn = "sgd_step_"
+    if _cuda(params):  # CUDA: found_inf read on the device, returns None (no sync)
+        return _cuda(params).sgd_step_(
+            params, grads, momentum_buffers, lr=lr, momentum=momentum, dampening=dampening,
+            nesterov=nesterov, weight_decay=weight_decay, maximize=maximize,
+            master_params=master_params, inv_scale=inv_scale, found_inf=found_inf)
     if momentum_buffers is None:
         momentum_buffers = [None] * len(_as_list(params, "params", fn))
     return _C._amp_sgd_step_(_as_list(params, "params", fn), _as_list(grads, "grads", fn),
@@ -129,6 +152,12 @@ def adam_step_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, *, 
     Returns True when the step was applied, False when it was skipped.
     """
     fn = "adam_step_"
+    if _cuda(params):  # CUDA: found_inf read on the device, returns None (no sync)
+        return _cuda(params).adam_step_(
+            params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, lr=lr, beta1=beta1,
+            beta2=beta2, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize,
+            decoupled_weight_decay=decoupled_weight_decay, master_params=master_params,
+            inv_scale=inv_scale, found_inf=found_inf)
     if max_exp_avg_sqs is not None:
         max_exp_avg_sqs = _as_list(max_exp_avg_sqs, "max_exp_avg_sqs", fn)
     return _C._amp_adam_step_(

@@ -119,3 +119,55 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
         _C.copy_(out, input)
     return _gemm3(mat1.unsqueeze(0), mat2.unsqueeze(0), c=out, alpha=alpha,
                   beta=float(beta) if beta != 0 else 0.0)[0]
+
+
+@cuda_op("cat")
+def cat(tensors, dim=0):
+    """torch.cat of CUDA tensors: one device allocation, one device copy per
+    part (dtype promotion as torch.cat; checks as the CPU forward)."""
+    from .. import _dtype as D
+    from .. import _views
+    ts = list(tensors)
+    if not ts:
+        raise RuntimeError("cat: expected a non-empty list of Tensors")
+    dev = ts[0]._device_index
+    for i, t in enumerate(ts):
+        if t.ndim == 0:
+            raise RuntimeError(f"cat: zero-dimensional tensor (at position {i}) cannot be "
+                               f"concatenated")
+        if t._device_index != dev:
+            raise RuntimeError("cat: Expected all tensors to be on the same device")
+    parts = [t for t in ts if not (t.ndim == 1 and t.shape[0] == 0)] or ts[:1]
+    ref = parts[0]
+    d = _views.wrap_dim(dim, ref.ndim)
+    dtype = ts[0].dtype
+    for t in ts[1:]:
+        dtype = D.promote_types(dtype, t.dtype)
+    for i, t in enumerate(parts):
+        if t.ndim != ref.ndim or any(k != d and t.shape[k] != ref.shape[k]
+                                     for k in range(ref.ndim)):
+            raise RuntimeError(f"cat: Sizes of tensors must match except in dimension {d} "
+                               f"(tensor number {i} has shape {list(t.shape)})")
+    shape = list(ref.shape)
+    shape[d] = sum(t.shape[d] for t in parts)
+    out = _C._empty_device(tuple(shape), dtype, dev)
+    off = 0
+    for t in parts:
+        n = t.shape[d]
+        if n:
+            _C.copy_(_views.narrow(out, d, off, n), t)
+        off += n
+    return out
+
+
+@cuda_op("stack")
+def stack(tensors, dim=0):
+    from .. import _views
+    ts = list(tensors)
+    s0 = tuple(ts[0].shape)
+    for i, t in enumerate(ts[1:], 1):
+        if tuple(t.shape) != s0:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(s0)} "
+                               f"at entry 0 and {list(t.shape)} at entry {i}")
+    d = _views.wrap_dim(dim, len(s0) + 1)
+    return cat([_views.unsqueeze(t, d) for t in ts], d)

@@ -2,15 +2,20 @@
 
 ``install()`` (called by ampy.cuda only when a GPU is usable) does three things:
 
-1. sets ``OpDef.cuda`` for every op that has a CUDA kernel here (the table in
-   ``_CUDA_FORWARDS``, filled by the ``cuda_op`` decorator);
+1. sets ``OpDef.cuda`` for every op with a device path (``cuda_table()``):
+   the explicit CUDA forwards of ``_CUDA_FORWARDS`` (GEMM through cuBLAS,
+   cat/stack; the ``cuda_op`` decorator in _kernels.py), and the ops whose own
+   forward calls only bindings that route CUDA tensors to the device kernels
+   through the ampy_cuda_api table (``_ROUTED_IN_C``: every element-wise op
+   -> cuda/ewise.cu; reductions, softmax, scans -> cuda/reduce.cu; layer_norm,
+   cross_entropy, nll_loss, embedding, dropout, mse_loss -> cuda/nn.cu);
 2. installs the op table's device hook: for arguments that hold a CUDA tensor
    it returns ``op.cuda``; ops that only build views or call ``_C.cast`` /
-   ``_C.copy_`` (which route to the device themselves) run their usual
-   forward; any other op falls back to the CPU — CUDA arguments copied to the
-   host, the forward run there, results copied back, in-place writes copied
-   back into the original device tensors — with a one-time warning naming the
-   op, so every model runs on CUDA correctly while kernels are added;
+   ``_C.copy_`` (``_DEVICE_AGNOSTIC``, and getitem/setitem with basic keys)
+   run their usual forward; any other op falls back to the CPU -- CUDA
+   arguments copied to the host, the forward run there, results copied back,
+   in-place writes copied back into the original device tensors -- with a
+   one-time warning naming the op (today: advanced indexing, baddbmm);
 3. makes ``Tensor.item`` synchronise and copy for CUDA tensors.
 """
 import warnings
@@ -26,7 +31,33 @@ _DEVICE_AGNOSTIC = {"to_dtype", "to_device", "clone", "copy_", "view", "reshape"
                     "permute", "unsqueeze", "squeeze", "expand", "flatten", "narrow", "select",
                     "detach", "contiguous"}
 
+# Ops whose forward only calls _C.ewise / _C.result_type / _C.reduce /
+# _C.softmax / _C.nn_* / _C.fill_random: those bindings run CUDA tensors on
+# the device themselves (cuda/ewise.cu, reduce.cu, nn.cu through the
+# ampy_cuda_api table), so the
+# usual forward is the CUDA forward. Completed at install() with every name
+# of _C.ewise_ops() and its in-place variant.
+_ROUTED_IN_C = {
+    "add", "add_", "sub", "sub_", "div", "div_", "pow", "pow_", "where", "lerp", "lerp_",
+    "addcmul", "addcmul_", "addcdiv", "addcdiv_", "clamp", "clamp_", "gelu", "softplus",
+    "leaky_relu", "elu", "round",
+    "sum", "mean", "prod", "all", "any", "norm", "amax", "amin", "max_dim", "min_dim",
+    "argmax", "argmin", "var", "std", "logsumexp", "softmax", "log_softmax", "cumsum", "cumprod",
+    # ampy/nn/_ops.py: forward and backward call _C.nn_* (cuda/nn.cu)
+    "layer_norm", "cross_entropy", "nll_loss", "embedding", "dropout", "mse_loss",
+}
+
 _warned = set()
+
+
+def routed_ops():
+    """Names of the ops whose own forward runs CUDA tensors on the device
+    (through _C's routing), with every element-wise op and its in-place form."""
+    table = _dispatch.ops()
+    names = set(_ROUTED_IN_C)
+    for n in _C.ewise_ops():
+        names.update(x for x in (n, n + "_") if x in table)
+    return names
 
 
 def cuda_op(name):
@@ -95,12 +126,22 @@ def _cpu_fallback(op):
     return run
 
 
+def _basic_key(key):
+    """A key of ints, slices, None and Ellipsis only: indexing is a view (and
+    setitem a copy_), which works on any device."""
+    ks = key if isinstance(key, tuple) else (key,)
+    return all(k is None or k is Ellipsis or isinstance(k, slice) or
+               (isinstance(k, int) and not isinstance(k, bool)) for k in ks)
+
+
 def _device_hook(op, args, kwargs):
     if not _any_cuda(args, kwargs):
         return op.forward
     if op.cuda is not None:
         return op.cuda
     if op.name in _DEVICE_AGNOSTIC:
+        return op.forward
+    if op.name in ("getitem", "setitem") and len(args) > 1 and _basic_key(args[1]):
         return op.forward
     return _cpu_fallback(op)
 
@@ -116,13 +157,31 @@ def _item(self):
     return _base_item(self)
 
 
-def install():
+def _routed(op):
+    """The CUDA forward of a routed op: its own forward, looked up at call
+    time (so a later re-definition of the forward is picked up)."""
+    def run(*args, **kwargs):
+        return op.forward(*args, **kwargs)
+    run.__name__ = run.__qualname__ = op.name + "_cuda"
+    run.routed_in_c = True
+    return run
+
+
+def cuda_table():
+    """{op name: CUDA forward} for every op with a device path: the explicit
+    CUDA forwards (GEMM, cat, stack) and the ops routed through _C. Computed
+    without installing anything (test_cuda_build.py checks it on machines
+    without a GPU)."""
     from . import _kernels  # noqa: F401  (fills _CUDA_FORWARDS)
-    for name, fn in _CUDA_FORWARDS.items():
-        try:
-            _dispatch.get_op(name).cuda = fn
-        except KeyError:
-            pass  # op not defined on this checkout yet
+    table = _dispatch.ops()
+    out = {name: _routed(table[name]) for name in routed_ops()}
+    out.update({n: fn for n, fn in _CUDA_FORWARDS.items() if n in table})
+    return out
+
+
+def install():
+    for name, fn in cuda_table().items():
+        _dispatch.get_op(name).cuda = fn
     _dispatch.set_hooks(device=_device_hook)
     from .._tensor import Tensor
     Tensor.item = _item

@@ -130,7 +130,8 @@ def nll_loss_fwd(input, target, weight=None, ignore_index=-100, reduction=1):
 @_rule(save=(2,))
 def nll_loss_bwd(ctx, g):
     x, t, w, ignore, red = ctx.args
-    probe = _C.empty(tuple(x.shape), x.dtype)  # shape and dtype carrier (values unread)
+    probe = (_C.empty(tuple(x.shape), x.dtype) if x._device_index < 0  # shape/dtype carrier
+             else _C._empty_device(tuple(x.shape), x.dtype, x._device_index))
     dx = _C.nn_nll_loss_bwd(probe, t, _c(w) or w, int(ignore), int(red), _as(g, x.dtype))
     return dx, None, None, None, None
 

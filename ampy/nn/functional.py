@@ -166,7 +166,8 @@ def dropout(input, p=0.5, training=True, inplace=False, *, generator=None):
         return input
     from .._creation import default_generator
     g = generator or default_generator
-    mask = _C.empty(tuple(input.shape), D.uint8)
+    mask = (_C.empty(tuple(input.shape), D.uint8) if input._device_index < 0  # CUDA: drawn there
+            else _C._empty_device(tuple(input.shape), D.uint8, input._device_index))
     seed, off = g._take(mask.numel())
     _C.fill_random(mask, 3, seed, off, 1.0 - float(p), 0.0)
     scale = 0.0 if p == 1 else 1.0 / (1.0 - float(p))

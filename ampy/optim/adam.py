@@ -40,11 +40,11 @@ class Adam(Optimizer):
 
     def _init_state(self, p, state, amsgrad):
         if len(state) == 0 or "step" not in state:
-            state["step"] = zeros((), dtype=D.float32)
-            state["exp_avg"] = zeros(tuple(p.shape), dtype=D.float32)
-            state["exp_avg_sq"] = zeros(tuple(p.shape), dtype=D.float32)
+            state["step"] = zeros((), dtype=D.float32, device=p.device)
+            state["exp_avg"] = zeros(tuple(p.shape), dtype=D.float32, device=p.device)
+            state["exp_avg_sq"] = zeros(tuple(p.shape), dtype=D.float32, device=p.device)
         if amsgrad and "max_exp_avg_sq" not in state:
-            state["max_exp_avg_sq"] = zeros(tuple(p.shape), dtype=D.float32)
+            state["max_exp_avg_sq"] = zeros(tuple(p.shape), dtype=D.float32, device=p.device)
 
     def step(self, closure=None):
         loss = self._closure(closure)

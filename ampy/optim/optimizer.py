@@ -224,8 +224,9 @@ class Optimizer:
     @staticmethod
     def _grad(p):
         g = p.grad
-        if g.is_cuda or p.is_cuda:
-            raise NotImplementedError("ampy.optim: fused steps of CUDA tensors need ampy.cuda")
+        if g._device_index != p._device_index:
+            raise RuntimeError(f"ampy.optim: the gradient is on {g.device}, its parameter on "
+                               f"{p.device}")
         return g if g.is_contiguous() else g.contiguous()
 
     @staticmethod

@@ -155,6 +155,18 @@ done:
     return r;
 }
 
+/* The registered table for the ewise/reduce bindings (NULL + RuntimeError
+ * without ampy._C_cuda), and its error as a Python exception. */
+const ampy_cuda_api *ampy_py_cuda_api(void)
+{
+    return need_api() < 0 ? NULL : cuda_api;
+}
+
+PyObject *ampy_py_raise_cuda(ampy_status s)
+{
+    return raise_cuda(s);
+}
+
 /* _register_cuda(capsule): install ampy._C_cuda's entry points. */
 static PyObject *f_register_cuda(PyObject *self, PyObject *cap)
 {

@@ -17,6 +17,7 @@
 #include "pyampy.h"
 
 #include "ampy/cast.h"
+#include "ampy/cuda.h"
 #include "ampy/elem.h"
 #include "ampy/ewise.h"
 
@@ -162,6 +163,7 @@ typedef struct {
     ampy_dtype dt[3];
     int64_t strides[4][AMPY_MAX_DIMS];
     PyObject *tmp[3]; /* owned copies of inputs that overlap out */
+    int device;       /* AMPY_DEV_CPU, or the CUDA device of the tensor inputs */
 } ew_call;
 
 /* Dtype rules: fills *compute and *result (the dtype of a fresh output). */
@@ -206,15 +208,20 @@ static int ew_inputs(ew_call *c, PyObject *const *args)
     const char *name = ampy_ewise_op_name(c->op);
     int have_tensor = 0;
     c->ndim = 0;
+    c->device = AMPY_DEV_CPU;
+    for (int k = 0; k < c->arity; k++) /* CUDA: every tensor on one device; 0-dim CPU ok */
+        if (ampy_py_is_tensor(args[k]) && ((AmpyTensor *)args[k])->device != AMPY_DEV_CPU)
+            c->device = ((AmpyTensor *)args[k])->device;
     for (int k = 0; k < c->arity; k++) {
         PyObject *o = args[k];
         c->t[k] = NULL;
         c->tmp[k] = NULL;
         if (ampy_py_is_tensor(o)) {
             AmpyTensor *t = (AmpyTensor *)o;
-            if (t->device != AMPY_DEV_CPU) {
-                PyErr_Format(PyExc_RuntimeError, "%s: expected CPU tensors, but argument '%s' "
-                             "is on cuda:%d", name, arg_name(c->op, k), t->device);
+            if (t->device != c->device && !(t->device == AMPY_DEV_CPU && t->ndim == 0)) {
+                PyErr_Format(PyExc_RuntimeError, "%s: Expected all tensors to be on the same "
+                             "device, but argument '%s' is on %s%d", name, arg_name(c->op, k),
+                             t->device < 0 ? "cpu" : "cuda:", t->device < 0 ? 0 : t->device);
                 return -1;
             }
             c->t[k] = t;
@@ -250,8 +257,8 @@ static int ew_inputs(ew_call *c, PyObject *const *args)
 static int ew_check_out(ew_call *c, AmpyTensor *out, ampy_dtype result)
 {
     const char *name = ampy_ewise_op_name(c->op);
-    if (out->device != AMPY_DEV_CPU) {
-        PyErr_Format(PyExc_RuntimeError, "%s: expected a CPU output tensor", name);
+    if (out->device != c->device) {
+        PyErr_Format(PyExc_RuntimeError, "%s: expected the output on the inputs' device", name);
         return -1;
     }
     int same = out->ndim == c->ndim;
@@ -304,9 +311,20 @@ static int ew_unalias(ew_call *c, AmpyTensor *out)
             same = c->shape[d] <= 1 || st[d] == ostr[d];
         if (same)
             continue;
-        AmpyTensor *cp = ampy_py_empty(t->dtype, t->ndim, t->shape, AMPY_DEV_CPU);
+        AmpyTensor *cp = ampy_py_empty(t->dtype, t->ndim, t->shape, t->device);
         if (!cp)
             return -1;
+        if (t->device != AMPY_DEV_CPU) {
+            PyObject *r = ampy_py_device_cast(t, t->strides, cp);
+            if (!r) {
+                Py_DECREF(cp);
+                return -1;
+            }
+            Py_DECREF(r);
+            c->tmp[k] = (PyObject *)cp;
+            c->t[k] = cp;
+            continue;
+        }
         ampy_status s = ampy_cast(t->ndim, t->shape, t->data, t->strides, (ampy_dtype)t->dtype,
                                   cp->data, cp->strides, (ampy_dtype)t->dtype);
         if (s != AMPY_OK) {
@@ -375,17 +393,23 @@ static PyObject *f_ewise(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         if (!out || ew_check_out(&c, out, result) < 0 || ew_unalias(&c, out) < 0)
             goto done;
         Py_INCREF(out);
-    } else if (!(out = ampy_py_empty(result, c.ndim, c.shape, AMPY_DEV_CPU))) {
+    } else if (!(out = ampy_py_empty(result, c.ndim, c.shape, c.device))) {
         goto done;
     }
     ampy_ewise_operand ops_in[3], op_out;
+    unsigned host_scalars = 0;
     for (int k = 0; k < c.arity; k++) {
-        if (c.t[k]) {
+        if (c.t[k] && c.device != AMPY_DEV_CPU && c.t[k]->device == AMPY_DEV_CPU) {
+            memset(c.strides[k], 0, sizeof c.strides[k]); /* a 0-dim CPU tensor */
+            ops_in[k].data = c.t[k]->data;
+            host_scalars |= 1u << k;
+        } else if (c.t[k]) {
             bcast_strides(c.t[k], c.ndim, c.shape, c.strides[k]);
             ops_in[k].data = c.t[k]->data;
         } else {
             memset(c.strides[k], 0, sizeof c.strides[k]);
             ops_in[k].data = &c.num[k];
+            host_scalars |= 1u << k;
         }
         ops_in[k].strides = c.strides[k];
         ops_in[k].dtype = c.dt[k];
@@ -395,6 +419,24 @@ static PyObject *f_ewise(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     op_out.strides = c.strides[3];
     op_out.dtype = (ampy_dtype)out->dtype;
     ampy_status s;
+    if (c.device != AMPY_DEV_CPU) { /* CUDA: cuda/ewise.cu, queued on the device's stream */
+        const ampy_cuda_api *api = ampy_py_cuda_api();
+        if (!api) {
+            Py_DECREF(out);
+            goto done;
+        }
+        s = api->ewise(c.device, c.op, c.ndim, c.shape, ops_in, &op_out, compute, &prm,
+                       host_scalars);
+        if (args[1] != Py_None)
+            ampy_py_bump_version(out);
+        if (s != AMPY_OK) {
+            Py_DECREF(out);
+            ampy_py_raise_cuda(s);
+            goto done;
+        }
+        ret = (PyObject *)out;
+        goto done;
+    }
     if (out->numel >= AMPY_PY_GIL_RELEASE_MIN) {
         Py_BEGIN_ALLOW_THREADS
         s = ampy_ewise((ampy_ewise_op)c.op, c.ndim, c.shape, ops_in, &op_out, compute, &prm);

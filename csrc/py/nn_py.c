@@ -7,10 +7,30 @@
  */
 #include "pyampy.h"
 
+#include "ampy/cuda.h"
 #include "ampy/nn.h"
 
-/* A contiguous CPU tensor, or NULL with an exception naming fn/arg. None is
- * returned as NULL without an exception only when `opt` is set. */
+/* The device of the current call's tensors: each function starts with
+ * NN_BEGIN(cuda_ok); ctensor() records the first tensor's device and checks
+ * the others against it. With CUDA tensors (only where cuda_ok) outputs are
+ * allocated on that device and NN_CALL runs the kernel of cuda/nn.cu through
+ * ampy._C_cuda's table. Thread-local: RUN releases the GIL, so another
+ * thread may start its own call meanwhile. */
+#define NN_UNSET (-2)
+static _Thread_local int nn_dev = AMPY_DEV_CPU, nn_cuda_ok;
+#define NN_BEGIN(ok) (nn_dev = NN_UNSET, nn_cuda_ok = (ok))
+#define NN_DEVICE (nn_dev >= 0 ? nn_dev : AMPY_DEV_CPU)
+#define NN_CALL(name, ...)                                                                       \
+    (nn_dev >= 0 ? ampy_py_cuda_api()->nn_##name(nn_dev, __VA_ARGS__) : ampy_nn_##name(__VA_ARGS__))
+
+static PyObject *nn_raise(ampy_status s)
+{
+    return nn_dev >= 0 ? ampy_py_raise_cuda(s) : ampy_py_raise(s);
+}
+
+/* A contiguous tensor on the call's device (CPU, or CUDA where allowed), or
+ * NULL with an exception naming fn/arg. None is returned as NULL without an
+ * exception only when `opt` is set. */
 static AmpyTensor *ctensor(PyObject *o, const char *fn, const char *arg, int opt)
 {
     if (opt && o == Py_None)
@@ -18,9 +38,19 @@ static AmpyTensor *ctensor(PyObject *o, const char *fn, const char *arg, int opt
     AmpyTensor *t = ampy_py_tensor_arg(o, fn, arg);
     if (!t)
         return NULL;
-    if (t->device != AMPY_DEV_CPU || !ampy_py_is_contiguous(t)) {
+    if ((t->device != AMPY_DEV_CPU && !nn_cuda_ok) || !ampy_py_is_contiguous(t)) {
         PyErr_Format(PyExc_ValueError, "%s: argument '%s' must be a contiguous CPU tensor", fn,
                      arg);
+        return NULL;
+    }
+    if (nn_dev == NN_UNSET) {
+        if (t->device != AMPY_DEV_CPU && !ampy_py_cuda_api())
+            return NULL;
+        nn_dev = t->device;
+    } else if (t->device != nn_dev) {
+        PyErr_Format(PyExc_RuntimeError, "%s: Expected all tensors to be on the same device, "
+                     "but argument '%s' is on %s", fn, arg,
+                     t->device < 0 ? "the CPU" : "a CUDA device");
         return NULL;
     }
     return t;
@@ -40,12 +70,12 @@ static AmpyTensor *ctensor(PyObject *o, const char *fn, const char *arg, int opt
 
 static AmpyTensor *new1d(int dtype, int64_t n)
 {
-    return ampy_py_empty(dtype, 1, &n, AMPY_DEV_CPU);
+    return ampy_py_empty(dtype, 1, &n, NN_DEVICE);
 }
 
 static AmpyTensor *new_like(const AmpyTensor *t, int dtype)
 {
-    return ampy_py_empty(dtype, t->ndim, t->shape, AMPY_DEV_CPU);
+    return ampy_py_empty(dtype, t->ndim, t->shape, NN_DEVICE);
 }
 
 static PyObject *opt_obj(AmpyTensor *t)
@@ -78,6 +108,7 @@ static int check_weight(AmpyTensor *w, AmpyTensor *x, int64_t n, const char *fn)
 /* layer_norm_fwd(x, N, weight, bias, eps, save) -> (y, mean | None, rstd | None) */
 static PyObject *f_ln_fwd(PyObject *self, PyObject *args)
 {
+    NN_BEGIN(1);
     PyObject *ox, *ow, *ob;
     long long N;
     double eps;
@@ -104,12 +135,12 @@ static PyObject *f_ln_fwd(PyObject *self, PyObject *args)
     if (save && (!(mean = new1d(AMPY_FLOAT64, M)) || !(rstd = new1d(AMPY_FLOAT64, M))))
         goto error;
     ampy_status s;
-    RUN(x->numel, ampy_nn_layer_norm_fwd(M, N, x->data, x->dtype, OPT(w), OPT(b),
+    RUN(x->numel, NN_CALL(layer_norm_fwd, M, N, x->data, x->dtype, OPT(w), OPT(b),
                                          w ? w->dtype : (b ? b->dtype : x->dtype), eps, y->data,
                                          mean ? (double *)mean->data : NULL,
                                          rstd ? (double *)rstd->data : NULL));
     if (s != AMPY_OK) {
-        ampy_py_raise(s);
+        nn_raise(s);
         goto error;
     }
     return Py_BuildValue("NNN", y, opt_obj(mean), opt_obj(rstd));
@@ -122,6 +153,7 @@ error:
  *   -> (dx | None, dweight | None, dbias | None) */
 static PyObject *f_ln_bwd(PyObject *self, PyObject *args)
 {
+    NN_BEGIN(1);
     PyObject *ox, *ow, *ody, *om, *orr;
     long long N;
     double eps;
@@ -149,13 +181,13 @@ static PyObject *f_ln_bwd(PyObject *self, PyObject *args)
     if ((ndx && !dx) || (ndw && !dw) || (ndb && !db))
         goto error;
     ampy_status s;
-    RUN(x->numel, ampy_nn_layer_norm_bwd(M, N, x->data, x->dtype, OPT(w), wdt, dy->data,
+    RUN(x->numel, NN_CALL(layer_norm_bwd, M, N, x->data, x->dtype, OPT(w), wdt, dy->data,
                                          m ? (const double *)m->data : NULL,
                                          r ? (const double *)r->data : NULL, eps,
                                          dx ? dx->data : NULL, dw ? dw->data : NULL,
                                          db ? db->data : NULL));
     if (s != AMPY_OK) {
-        ampy_py_raise(s);
+        nn_raise(s);
         goto error;
     }
     return Py_BuildValue("NNN", opt_obj(dx), opt_obj(dw), opt_obj(db));
@@ -168,6 +200,7 @@ error:
  *   -> (loss, lse | None) */
 static PyObject *f_ce_fwd(PyObject *self, PyObject *args)
 {
+    NN_BEGIN(1);
     PyObject *ox, *ot, *ow;
     long long ignore;
     double ls;
@@ -183,17 +216,16 @@ static PyObject *f_ce_fwd(PyObject *self, PyObject *args)
         check_weight(w, x, x->shape[1], "cross_entropy") < 0)
         return NULL;
     int64_t M = x->shape[0], C = x->shape[1];
-    AmpyTensor *out = red == 0 ? new1d(x->dtype, M) : ampy_py_empty(x->dtype, 0, NULL,
-                                                                      AMPY_DEV_CPU);
+    AmpyTensor *out = red == 0 ? new1d(x->dtype, M) : ampy_py_empty(x->dtype, 0, NULL, NN_DEVICE);
     AmpyTensor *lse = NULL;
     if (!out || (save && !(lse = new1d(AMPY_FLOAT64, M))))
         goto error;
     ampy_status s;
-    RUN(x->numel, ampy_nn_cross_entropy_fwd(M, C, x->data, x->dtype, (const int64_t *)t->data,
+    RUN(x->numel, NN_CALL(cross_entropy_fwd, M, C, x->data, x->dtype, (const int64_t *)t->data,
                                             OPT(w), ignore, ls, red, out->data,
                                             lse ? (double *)lse->data : NULL));
     if (s != AMPY_OK) {
-        ampy_py_raise(s);
+        nn_raise(s);
         goto error;
     }
     return Py_BuildValue("NN", out, opt_obj(lse));
@@ -205,6 +237,7 @@ error:
 /* cross_entropy_bwd(x, target, weight, ignore_index, ls, reduction, dout, lse) -> dx */
 static PyObject *f_ce_bwd(PyObject *self, PyObject *args)
 {
+    NN_BEGIN(1);
     PyObject *ox, *ot, *ow, *od, *ol;
     long long ignore;
     double ls;
@@ -228,13 +261,13 @@ static PyObject *f_ce_bwd(PyObject *self, PyObject *args)
     if (!dx)
         return NULL;
     ampy_status s;
-    RUN(x->numel, ampy_nn_cross_entropy_bwd(x->shape[0], x->shape[1], x->data, x->dtype,
+    RUN(x->numel, NN_CALL(cross_entropy_bwd, x->shape[0], x->shape[1], x->data, x->dtype,
                                             (const int64_t *)t->data, OPT(w), ignore, ls, red,
                                             d->data, l ? (const double *)l->data : NULL,
                                             dx->data));
     if (s != AMPY_OK) {
         Py_DECREF(dx);
-        return ampy_py_raise(s);
+        return nn_raise(s);
     }
     return (PyObject *)dx;
 }
@@ -242,6 +275,7 @@ static PyObject *f_ce_bwd(PyObject *self, PyObject *args)
 /* nll_loss_fwd(x, target, weight, ignore_index, reduction) -> loss */
 static PyObject *f_nll_fwd(PyObject *self, PyObject *args)
 {
+    NN_BEGIN(1);
     PyObject *ox, *ot, *ow;
     long long ignore;
     int red;
@@ -253,14 +287,14 @@ static PyObject *f_nll_fwd(PyObject *self, PyObject *args)
         check_targets_arg(x, t, "nll_loss") < 0 || check_weight(w, x, x->shape[1], "nll_loss") < 0)
         return NULL;
     AmpyTensor *out = red == 0 ? new1d(x->dtype, x->shape[0])
-                               : ampy_py_empty(x->dtype, 0, NULL, AMPY_DEV_CPU);
+                               : ampy_py_empty(x->dtype, 0, NULL, NN_DEVICE);
     if (!out)
         return NULL;
-    ampy_status s = ampy_nn_nll_loss_fwd(x->shape[0], x->shape[1], x->data, x->dtype,
+    ampy_status s = NN_CALL(nll_loss_fwd, x->shape[0], x->shape[1], x->data, x->dtype,
                                          (const int64_t *)t->data, OPT(w), ignore, red, out->data);
     if (s != AMPY_OK) {
         Py_DECREF(out);
-        return ampy_py_raise(s);
+        return nn_raise(s);
     }
     return (PyObject *)out;
 }
@@ -268,6 +302,7 @@ static PyObject *f_nll_fwd(PyObject *self, PyObject *args)
 /* nll_loss_bwd(x, target, weight, ignore_index, reduction, dout) -> dx */
 static PyObject *f_nll_bwd(PyObject *self, PyObject *args)
 {
+    NN_BEGIN(1);
     PyObject *ox, *ot, *ow, *od;
     long long ignore;
     int red;
@@ -286,12 +321,12 @@ static PyObject *f_nll_bwd(PyObject *self, PyObject *args)
     AmpyTensor *dx = new_like(x, x->dtype);
     if (!dx)
         return NULL;
-    ampy_status s = ampy_nn_nll_loss_bwd(x->shape[0], x->shape[1], x->dtype,
+    ampy_status s = NN_CALL(nll_loss_bwd, x->shape[0], x->shape[1], x->dtype,
                                          (const int64_t *)t->data, OPT(w), ignore, red, d->data,
                                          dx->data);
     if (s != AMPY_OK) {
         Py_DECREF(dx);
-        return ampy_py_raise(s);
+        return nn_raise(s);
     }
     return (PyObject *)dx;
 }
@@ -299,6 +334,7 @@ static PyObject *f_nll_bwd(PyObject *self, PyObject *args)
 /* embedding_fwd(indices, weight) -> out of shape indices.shape + (D,) */
 static PyObject *f_emb_fwd(PyObject *self, PyObject *args)
 {
+    NN_BEGIN(1);
     PyObject *oi, *ow;
     if (!PyArg_ParseTuple(args, "OO:embedding_fwd", &oi, &ow))
         return NULL;
@@ -314,15 +350,15 @@ static PyObject *f_emb_fwd(PyObject *self, PyObject *args)
     for (int d = 0; d < i->ndim; d++)
         shape[d] = i->shape[d];
     shape[i->ndim] = w->shape[1];
-    AmpyTensor *out = ampy_py_empty(w->dtype, i->ndim + 1, shape, AMPY_DEV_CPU);
+    AmpyTensor *out = ampy_py_empty(w->dtype, i->ndim + 1, shape, NN_DEVICE);
     if (!out)
         return NULL;
     ampy_status s;
-    RUN(out->numel, ampy_nn_embedding_fwd(i->numel, (const int64_t *)i->data, w->shape[0],
+    RUN(out->numel, NN_CALL(embedding_fwd, i->numel, (const int64_t *)i->data, w->shape[0],
                                           w->shape[1], w->data, w->dtype, out->data));
     if (s != AMPY_OK) {
         Py_DECREF(out);
-        return ampy_py_raise(s);
+        return nn_raise(s);
     }
     return (PyObject *)out;
 }
@@ -330,6 +366,7 @@ static PyObject *f_emb_fwd(PyObject *self, PyObject *args)
 /* embedding_bwd(indices, grad_output, num_weights, padding_idx) -> dweight (V, D) */
 static PyObject *f_emb_bwd(PyObject *self, PyObject *args)
 {
+    NN_BEGIN(1);
     PyObject *oi, *od;
     long long V, pad;
     if (!PyArg_ParseTuple(args, "OOLL:embedding_bwd", &oi, &od, &V, &pad))
@@ -344,15 +381,15 @@ static PyObject *f_emb_bwd(PyObject *self, PyObject *args)
         return NULL;
     }
     int64_t shape[2] = {V, D};
-    AmpyTensor *dw = ampy_py_empty(d->dtype, 2, shape, AMPY_DEV_CPU);
+    AmpyTensor *dw = ampy_py_empty(d->dtype, 2, shape, NN_DEVICE);
     if (!dw)
         return NULL;
     ampy_status s;
-    RUN(d->numel + V * D, ampy_nn_embedding_bwd(i->numel, (const int64_t *)i->data, V, D,
+    RUN(d->numel + V * D, NN_CALL(embedding_bwd, i->numel, (const int64_t *)i->data, V, D,
                                                 d->data, d->dtype, pad, dw->data));
     if (s != AMPY_OK) {
         Py_DECREF(dw);
-        return ampy_py_raise(s);
+        return nn_raise(s);
     }
     return (PyObject *)dw;
 }
@@ -360,6 +397,7 @@ static PyObject *f_emb_bwd(PyObject *self, PyObject *args)
 /* mask_scale(x, mask, scale) -> x * mask * scale (dropout forward and backward) */
 static PyObject *f_mask_scale(PyObject *self, PyObject *args)
 {
+    NN_BEGIN(1);
     PyObject *ox, *om;
     double scale;
     if (!PyArg_ParseTuple(args, "OOd:mask_scale", &ox, &om, &scale))
@@ -375,11 +413,11 @@ static PyObject *f_mask_scale(PyObject *self, PyObject *args)
     if (!out)
         return NULL;
     ampy_status s;
-    RUN(x->numel, ampy_nn_mask_scale(x->numel, x->data, x->dtype, (const uint8_t *)m->data, scale,
+    RUN(x->numel, NN_CALL(mask_scale, x->numel, x->data, x->dtype, (const uint8_t *)m->data, scale,
                                      out->data));
     if (s != AMPY_OK) {
         Py_DECREF(out);
-        return ampy_py_raise(s);
+        return nn_raise(s);
     }
     return (PyObject *)out;
 }
@@ -398,6 +436,7 @@ static int mse_args(PyObject *ox, PyObject *oy, AmpyTensor **x, AmpyTensor **y, 
 /* mse_fwd(x, y, reduction) -> loss */
 static PyObject *f_mse_fwd(PyObject *self, PyObject *args)
 {
+    NN_BEGIN(1);
     PyObject *ox, *oy;
     int red;
     AmpyTensor *x, *y;
@@ -405,14 +444,14 @@ static PyObject *f_mse_fwd(PyObject *self, PyObject *args)
         mse_args(ox, oy, &x, &y, "mse_loss") < 0)
         return NULL;
     AmpyTensor *out = red == 0 ? new_like(x, x->dtype)
-                               : ampy_py_empty(x->dtype, 0, NULL, AMPY_DEV_CPU);
+                               : ampy_py_empty(x->dtype, 0, NULL, NN_DEVICE);
     if (!out)
         return NULL;
     ampy_status s;
-    RUN(x->numel, ampy_nn_mse_fwd(x->numel, x->data, y->data, x->dtype, red, out->data));
+    RUN(x->numel, NN_CALL(mse_fwd, x->numel, x->data, y->data, x->dtype, red, out->data));
     if (s != AMPY_OK) {
         Py_DECREF(out);
-        return ampy_py_raise(s);
+        return nn_raise(s);
     }
     return (PyObject *)out;
 }
@@ -420,6 +459,7 @@ static PyObject *f_mse_fwd(PyObject *self, PyObject *args)
 /* mse_bwd(x, y, reduction, dout, need_dx, need_dy) -> (dx | None, dy | None) */
 static PyObject *f_mse_bwd(PyObject *self, PyObject *args)
 {
+    NN_BEGIN(1);
     PyObject *ox, *oy, *od;
     int red, ndx, ndy;
     AmpyTensor *x, *y, *d;
@@ -437,11 +477,11 @@ static PyObject *f_mse_bwd(PyObject *self, PyObject *args)
         return NULL;
     }
     ampy_status s;
-    RUN(x->numel, ampy_nn_mse_bwd(x->numel, x->data, y->data, x->dtype, red, d->data,
+    RUN(x->numel, NN_CALL(mse_bwd, x->numel, x->data, y->data, x->dtype, red, d->data,
                                   dx ? dx->data : NULL, dy ? dy->data : NULL));
     if (s != AMPY_OK) {
         Py_XDECREF(dx), Py_XDECREF(dy);
-        return ampy_py_raise(s);
+        return nn_raise(s);
     }
     return Py_BuildValue("NN", opt_obj(dx), opt_obj(dy));
 }
@@ -452,6 +492,7 @@ static PyObject *f_mse_bwd(PyObject *self, PyObject *args)
  * holding the Parameter objects keep working). dst must be a leaf. */
 static PyObject *f_set_data(PyObject *self, PyObject *args)
 {
+    NN_BEGIN(0);
     PyObject *od, *os;
     if (!PyArg_ParseTuple(args, "OO:set_data_", &od, &os))
         return NULL;

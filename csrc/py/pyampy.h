@@ -145,5 +145,10 @@ AmpyStorage *ampy_py_storage_new_device(size_t nbytes, int device);
 /* dst[...] = src read with element strides sstr (dst's shape), either side on
  * a CUDA device. Returns None or NULL with an exception. */
 PyObject *ampy_py_device_cast(const AmpyTensor *src, const int64_t *sstr, AmpyTensor *dst);
+/* ampy._C_cuda's entry points (ampy/cuda.h's ampy_cuda_api; NULL + RuntimeError
+ * when not registered) and its last error raised as a Python exception. */
+struct ampy_cuda_api;
+const struct ampy_cuda_api *ampy_py_cuda_api(void);
+PyObject *ampy_py_raise_cuda(ampy_status s);
 
 #endif /* AMPY_PYAMPY_H */

@@ -1,6 +1,7 @@
 /* random_py.c — random and sequence fills of fresh contiguous tensors. */
 #include "pyampy.h"
 
+#include "ampy/cuda.h"
 #include "ampy/random.h"
 
 static AmpyTensor *contig_cpu_arg(PyObject *o, const char *fn)
@@ -30,6 +31,19 @@ static PyObject *f_fill_random(PyObject *self, PyObject *args)
     double a, b;
     if (!PyArg_ParseTuple(args, "OiKKdd:fill_random", &o, &kind, &seed, &offset, &a, &b))
         return NULL;
+    AmpyTensor *ct = ampy_py_tensor_arg(o, "fill_random", "out");
+    if (ct && ct->device != AMPY_DEV_CPU && ampy_py_is_contiguous(ct)) {
+        /* CUDA: cuda/nn.cu draws the same Philox values on the device */
+        const ampy_cuda_api *api = ampy_py_cuda_api();
+        if (!api)
+            return NULL;
+        ampy_status s = api->fill_random(ct->device, ct->data, (ampy_dtype)ct->dtype, ct->numel,
+                                         kind, seed, offset, a, b);
+        if (s != AMPY_OK)
+            return ampy_py_raise_cuda(s);
+        ampy_py_bump_version(ct);
+        Py_RETURN_NONE;
+    }
     AmpyTensor *t = contig_cpu_arg(o, "fill_random");
     if (!t)
         return NULL;

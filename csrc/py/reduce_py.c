@@ -12,6 +12,7 @@
  */
 #include "pyampy.h"
 
+#include "ampy/cuda.h"
 #include "ampy/reduce.h"
 
 /* ewise_py.c: the current default float dtype code. */
@@ -29,12 +30,13 @@ static int wrap_dim(long long d, int ndim, int *out, const char *fn)
     return 0;
 }
 
-static int cpu_tensor(PyObject *o, AmpyTensor **t, const char *fn)
+/* A CPU or (with cuda = 1) CUDA tensor argument. */
+static int cpu_tensor_dev(PyObject *o, AmpyTensor **t, const char *fn, int cuda)
 {
     *t = ampy_py_tensor_arg(o, fn, "input");
     if (!*t)
         return -1;
-    if ((*t)->device != AMPY_DEV_CPU) {
+    if ((*t)->device != AMPY_DEV_CPU && !cuda) {
         PyErr_Format(PyExc_RuntimeError, "%s: expected a CPU tensor (use the CUDA module)", fn);
         return -1;
     }
@@ -121,7 +123,7 @@ static AmpyTensor *make_out(const AmpyTensor *x, uint32_t mask, int keep, int dt
         else if (keep)
             shape[nd++] = 1;
     }
-    AmpyTensor *o = ampy_py_empty(dt, nd, shape, AMPY_DEV_CPU);
+    AmpyTensor *o = ampy_py_empty(dt, nd, shape, x->device);
     if (!o)
         return NULL;
     const int64_t isz = (int64_t)ampy_dtype_size(dt);
@@ -150,7 +152,7 @@ static PyObject *f_reduce(PyObject *self, PyObject *const *args, Py_ssize_t narg
     int keep = PyObject_IsTrue(args[3]), with_idx = PyObject_IsTrue(args[6]), odt;
     double corr = PyFloat_AsDouble(args[5]);
     if (keep < 0 || with_idx < 0 || (corr == -1.0 && PyErr_Occurred()) ||
-        cpu_tensor(args[1], &x, fn) < 0 || parse_dims(args[2], x, &mask, fn) < 0 ||
+        cpu_tensor_dev(args[1], &x, fn, 1) < 0 || parse_dims(args[2], x, &mask, fn) < 0 ||
         ampy_py_parse_dtype(args[4], default_out_dtype(op, x->dtype), &odt, fn, "dtype") < 0)
         return NULL;
     with_idx = with_idx && (op == AMPY_RED_MAX || op == AMPY_RED_MIN);
@@ -164,6 +166,19 @@ static PyObject *f_reduce(PyObject *self, PyObject *const *args, Py_ssize_t narg
     }
     ampy_py_byte_strides(x, xstr);
     ampy_status s;
+    if (x->device != AMPY_DEV_CPU) { /* CUDA: cuda/reduce.cu */
+        const ampy_cuda_api *api = ampy_py_cuda_api();
+        s = !api ? AMPY_ERR_RUNTIME
+                 : api->reduce(x->device, op, x->ndim, x->shape, x->data, xstr,
+                               (ampy_dtype)x->dtype, mask, out->data, ostr, (ampy_dtype)odt,
+                               idx ? (int64_t *)idx->data : NULL, istr, corr);
+        if (s != AMPY_OK) {
+            Py_DECREF(out);
+            Py_XDECREF(idx);
+            return api ? ampy_py_raise_cuda(s) : NULL;
+        }
+        goto finish;
+    }
     Py_BEGIN_ALLOW_THREADS
     s = ampy_reduce((ampy_reduce_op)op, x->ndim, x->shape, x->data, xstr, (ampy_dtype)x->dtype,
                     mask, out->data, ostr, (ampy_dtype)odt, idx ? (int64_t *)idx->data : NULL,
@@ -174,6 +189,7 @@ static PyObject *f_reduce(PyObject *self, PyObject *const *args, Py_ssize_t narg
         Py_XDECREF(idx);
         return ampy_py_raise(s);
     }
+finish:
     if (!idx)
         return (PyObject *)out;
     PyObject *r = PyTuple_Pack(2, out, idx);
@@ -184,15 +200,15 @@ static PyObject *f_reduce(PyObject *self, PyObject *const *args, Py_ssize_t narg
 
 /* Shared by softmax and scan: (x, dim) -> wrapped dim and a fresh output. */
 static AmpyTensor *line_setup(PyObject *xo, PyObject *dimo, int odt_or_neg, const char *fn,
-                              AmpyTensor **x, int *dim)
+                              AmpyTensor **x, int *dim, int cuda)
 {
     long long d = PyLong_AsLongLong(dimo);
     if (d == -1 && PyErr_Occurred())
         return NULL;
-    if (cpu_tensor(xo, x, fn) < 0 || wrap_dim(d, (*x)->ndim, dim, fn) < 0)
+    if (cpu_tensor_dev(xo, x, fn, cuda) < 0 || wrap_dim(d, (*x)->ndim, dim, fn) < 0)
         return NULL;
     return ampy_py_empty(odt_or_neg >= 0 ? odt_or_neg : (*x)->dtype, (*x)->ndim, (*x)->shape,
-                         AMPY_DEV_CPU);
+                         (*x)->device);
 }
 
 static PyObject *finish_line_op(ampy_status s, AmpyTensor *out)
@@ -213,12 +229,26 @@ static PyObject *f_softmax(PyObject *self, PyObject *const *args, Py_ssize_t nar
     int log = PyObject_IsTrue(args[2]), dim;
     const char *fn = log ? "log_softmax" : "softmax";
     AmpyTensor *x, *out;
-    if (log < 0 || !(out = line_setup(args[0], args[1], -1, fn, &x, &dim)))
+    if (log < 0 || !(out = line_setup(args[0], args[1], -1, fn, &x, &dim, 1)))
         return NULL;
     int64_t xs[AMPY_MAX_DIMS], os[AMPY_MAX_DIMS];
     ampy_py_byte_strides(x, xs);
     ampy_py_byte_strides(out, os);
     ampy_status s;
+    if (x->device != AMPY_DEV_CPU) { /* CUDA: cuda/reduce.cu */
+        const ampy_cuda_api *api = ampy_py_cuda_api();
+        if (!api) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        s = api->softmax(x->device, x->ndim, x->shape, x->data, xs, (ampy_dtype)x->dtype, dim,
+                         out->data, os, (ampy_dtype)out->dtype, log);
+        if (s != AMPY_OK) {
+            Py_DECREF(out);
+            return ampy_py_raise_cuda(s);
+        }
+        return (PyObject *)out;
+    }
     Py_BEGIN_ALLOW_THREADS
     s = ampy_softmax(x->ndim, x->shape, x->data, xs, (ampy_dtype)x->dtype, dim, out->data, os,
                      (ampy_dtype)out->dtype, log);
@@ -238,12 +268,26 @@ static PyObject *f_scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     int odt, dim;
     if (!x || ampy_py_parse_dtype(args[3], ampy_dtype_is_float(x->dtype) ? x->dtype : AMPY_INT64,
                                   &odt, fn, "dtype") < 0 ||
-        !(out = line_setup(args[1], args[2], odt, fn, &x, &dim)))
+        !(out = line_setup(args[1], args[2], odt, fn, &x, &dim, 1)))
         return NULL;
     int64_t xs[AMPY_MAX_DIMS], os[AMPY_MAX_DIMS];
     ampy_py_byte_strides(x, xs);
     ampy_py_byte_strides(out, os);
     ampy_status s;
+    if (x->device != AMPY_DEV_CPU) { /* CUDA: cuda/reduce.cu */
+        const ampy_cuda_api *api = ampy_py_cuda_api();
+        if (!api) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        s = api->scan(x->device, (int)op, x->ndim, x->shape, x->data, xs, (ampy_dtype)x->dtype,
+                      dim, out->data, os, (ampy_dtype)odt);
+        if (s != AMPY_OK) {
+            Py_DECREF(out);
+            return ampy_py_raise_cuda(s);
+        }
+        return (PyObject *)out;
+    }
     Py_BEGIN_ALLOW_THREADS
     s = ampy_scan((int)op, x->ndim, x->shape, x->data, xs, (ampy_dtype)x->dtype, dim, out->data,
                   os, (ampy_dtype)odt);

@@ -98,9 +98,76 @@ ampy_status ampy_cast_cuda(int device, int ndim, const int64_t *shape, const voi
 /* Fill n contiguous elements of dst with `value` converted once to dtype. */
 ampy_status ampy_fill_cuda(int device, void *dst, ampy_dtype dtype, int64_t n, double value);
 
+/* ---- element-wise ops, reductions, softmax (cuda/ewise.cu, cuda/reduce.cu) ---
+ * The CUDA twins of ampy_ewise (ewise.h), ampy_reduce and ampy_softmax
+ * (reduce.h), with the same arguments (byte strides) plus the device. The
+ * operand structs are ewise.h's; they are declared here as incomplete types
+ * so this header stays free of ewise.h.
+ * ampy_ewise_cuda: bit k of host_scalars set means in[k] is a host value
+ * (a Python number: data points at it in host memory, strides all 0); it
+ * is passed to the kernel by value. Every other pointer is device memory. */
+struct ampy_ewise_operand;
+struct ampy_ewise_params;
+ampy_status ampy_ewise_cuda(int device, int op, int ndim, const int64_t *shape,
+                            const struct ampy_ewise_operand *in,
+                            const struct ampy_ewise_operand *out, ampy_dtype compute,
+                            const struct ampy_ewise_params *params, unsigned host_scalars);
+ampy_status ampy_reduce_cuda(int device, int op, int ndim, const int64_t *shape, const void *in,
+                             const int64_t *in_strides, ampy_dtype in_dtype, uint32_t reduce_mask,
+                             void *out, const int64_t *out_strides, ampy_dtype out_dtype,
+                             int64_t *idx_out, const int64_t *idx_strides, double correction);
+ampy_status ampy_softmax_cuda(int device, int ndim, const int64_t *shape, const void *in,
+                              const int64_t *in_strides, ampy_dtype in_dtype, int dim, void *out,
+                              const int64_t *out_strides, ampy_dtype out_dtype, int log);
+/* cumsum (op 0) / cumprod (op 1), as ampy_scan (reduce.h). */
+ampy_status ampy_scan_cuda(int device, int op, int ndim, const int64_t *shape, const void *in,
+                           const int64_t *in_strides, ampy_dtype in_dtype, int dim, void *out,
+                           const int64_t *out_strides, ampy_dtype out_dtype);
+
+/* ---- nn kernels and random fills (cuda/nn.cu) ----------------------------------
+ * The CUDA twins of ampy/nn.h's functions and of ampy_fill_random (random.h):
+ * the same arguments with the device first; all pointers are device memory.
+ * Checks of device-resident indices (targets, embedding indices) read one
+ * flag back from the device (a sync) so that a bad index raises before any
+ * output is written, as on the CPU. */
+ampy_status ampy_nn_layer_norm_fwd_cuda(int device, int64_t M, int64_t N, const void *x,
+                                        int x_dtype, const void *w, const void *b, int w_dtype,
+                                        double eps, void *y, double *mean, double *rstd);
+ampy_status ampy_nn_layer_norm_bwd_cuda(int device, int64_t M, int64_t N, const void *x,
+                                        int x_dtype, const void *w, int w_dtype, const void *dy,
+                                        const double *mean, const double *rstd, double eps,
+                                        void *dx, void *dw, void *db);
+ampy_status ampy_nn_cross_entropy_fwd_cuda(int device, int64_t M, int64_t C, const void *x,
+                                           int x_dtype, const int64_t *target, const void *w,
+                                           int64_t ignore_index, double ls, int reduction,
+                                           void *out, double *lse);
+ampy_status ampy_nn_cross_entropy_bwd_cuda(int device, int64_t M, int64_t C, const void *x,
+                                           int x_dtype, const int64_t *target, const void *w,
+                                           int64_t ignore_index, double ls, int reduction,
+                                           const void *dout, const double *lse, void *dx);
+ampy_status ampy_nn_nll_loss_fwd_cuda(int device, int64_t M, int64_t C, const void *x,
+                                      int x_dtype, const int64_t *target, const void *w,
+                                      int64_t ignore_index, int reduction, void *out);
+ampy_status ampy_nn_nll_loss_bwd_cuda(int device, int64_t M, int64_t C, int x_dtype,
+                                      const int64_t *target, const void *w, int64_t ignore_index,
+                                      int reduction, const void *dout, void *dx);
+ampy_status ampy_nn_embedding_fwd_cuda(int device, int64_t P, const int64_t *idx, int64_t V,
+                                       int64_t D, const void *weight, int w_dtype, void *out);
+ampy_status ampy_nn_embedding_bwd_cuda(int device, int64_t P, const int64_t *idx, int64_t V,
+                                       int64_t D, const void *dy, int w_dtype, int64_t padding_idx,
+                                       void *dweight);
+ampy_status ampy_nn_mask_scale_cuda(int device, int64_t n, const void *x, int dtype,
+                                    const uint8_t *mask, double scale, void *out);
+ampy_status ampy_nn_mse_fwd_cuda(int device, int64_t n, const void *x, const void *y, int dtype,
+                                 int reduction, void *out);
+ampy_status ampy_nn_mse_bwd_cuda(int device, int64_t n, const void *x, const void *y, int dtype,
+                                 int reduction, const void *dout, void *dx, void *dy);
+ampy_status ampy_fill_random_cuda(int device, void *dst, ampy_dtype dtype, int64_t n, int kind,
+                                  uint64_t seed, uint64_t offset, double a, double b);
+
 /* ---- the table ampy._C uses (through a PyCapsule named "ampy._C_cuda.api") ---
  * ampy._C never links CUDA: it calls the runtime through these pointers. */
-#define AMPY_CUDA_API_VERSION 1
+#define AMPY_CUDA_API_VERSION 2
 typedef struct ampy_cuda_api {
     int version; /* AMPY_CUDA_API_VERSION */
     ampy_status (*alloc)(int device, size_t nbytes, void **out);
@@ -112,6 +179,45 @@ typedef struct ampy_cuda_api {
                         const int64_t *dst_strides, ampy_dtype dst_dtype);
     ampy_status (*synchronize)(int device);
     const char *(*last_error)(void); /* the message of the module's last failure */
+    /* version 2 */
+    ampy_status (*ewise)(int device, int op, int ndim, const int64_t *shape,
+                         const struct ampy_ewise_operand *in, const struct ampy_ewise_operand *out,
+                         ampy_dtype compute, const struct ampy_ewise_params *params,
+                         unsigned host_scalars);
+    ampy_status (*reduce)(int device, int op, int ndim, const int64_t *shape, const void *in,
+                          const int64_t *in_strides, ampy_dtype in_dtype, uint32_t reduce_mask,
+                          void *out, const int64_t *out_strides, ampy_dtype out_dtype,
+                          int64_t *idx_out, const int64_t *idx_strides, double correction);
+    ampy_status (*softmax)(int device, int ndim, const int64_t *shape, const void *in,
+                           const int64_t *in_strides, ampy_dtype in_dtype, int dim, void *out,
+                           const int64_t *out_strides, ampy_dtype out_dtype, int log);
+    ampy_status (*nn_layer_norm_fwd)(int, int64_t, int64_t, const void *, int, const void *,
+                                     const void *, int, double, void *, double *, double *);
+    ampy_status (*nn_layer_norm_bwd)(int, int64_t, int64_t, const void *, int, const void *, int,
+                                     const void *, const double *, const double *, double, void *,
+                                     void *, void *);
+    ampy_status (*nn_cross_entropy_fwd)(int, int64_t, int64_t, const void *, int, const int64_t *,
+                                        const void *, int64_t, double, int, void *, double *);
+    ampy_status (*nn_cross_entropy_bwd)(int, int64_t, int64_t, const void *, int, const int64_t *,
+                                        const void *, int64_t, double, int, const void *,
+                                        const double *, void *);
+    ampy_status (*nn_nll_loss_fwd)(int, int64_t, int64_t, const void *, int, const int64_t *,
+                                   const void *, int64_t, int, void *);
+    ampy_status (*nn_nll_loss_bwd)(int, int64_t, int64_t, int, const int64_t *, const void *,
+                                   int64_t, int, const void *, void *);
+    ampy_status (*nn_embedding_fwd)(int, int64_t, const int64_t *, int64_t, int64_t, const void *,
+                                    int, void *);
+    ampy_status (*nn_embedding_bwd)(int, int64_t, const int64_t *, int64_t, int64_t, const void *,
+                                    int, int64_t, void *);
+    ampy_status (*nn_mask_scale)(int, int64_t, const void *, int, const uint8_t *, double,
+                                 void *);
+    ampy_status (*fill_random)(int, void *, ampy_dtype, int64_t, int, uint64_t, uint64_t, double,
+                               double);
+    ampy_status (*nn_mse_fwd)(int, int64_t, const void *, const void *, int, int, void *);
+    ampy_status (*nn_mse_bwd)(int, int64_t, const void *, const void *, int, int, const void *,
+                              void *, void *);
+    ampy_status (*scan)(int, int, int, const int64_t *, const void *, const int64_t *, ampy_dtype,
+                        int, void *, const int64_t *, ampy_dtype);
 } ampy_cuda_api;
 
 #ifdef __cplusplus

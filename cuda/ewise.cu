@@ -1,0 +1,474 @@
+/* ewise.cu — element-wise ops on the device: the CUDA twin of ampy_ewise
+ * (ewise.h), reached from _C.ewise through the ampy_cuda_api table.
+ *
+ * Same contract as the CPU: every operand is loaded from its dtype into the
+ * compute kind (float for float32/float16/bfloat16, double for float64,
+ * int64 for integers and bool), the op runs in that kind, the result is
+ * rounded once into the output dtype. The loads/stores follow csrc/ewise.c's
+ * LOAD_/STORE_ macros conversion for conversion, and the formulas are those
+ * of ampy/ewise_expr.h, the header csrc/ewise_ops.c expands too. Built with
+ * --fmad=false: arithmetic ops (+ - * /, sqrt, comparisons, min/max, where,
+ * clamp, floor/ceil/rint/trunc, fmod, remainder, floor_divide, the integer
+ * ops, casts) give the CPU's bits; ops that call libm (exp, log, tanh, erf,
+ * sigmoid, gelu, silu, pow, sin, ...) use CUDA's libdevice versions, which
+ * are within a few ulp of glibc's but not always identical.
+ *
+ * One kernel per compute kind; the op is a kernel argument (uniform branch).
+ * Operands are walked with 64-bit N-d index math (broadcast = stride 0);
+ * when every tensor operand is contiguous the walk is skipped. Python
+ * numbers arrive as host values and are passed by value.
+ *
+ * Integer division by zero (fmod, remainder, floor_divide on integers) sets a
+ * device flag; only for those ops the host reads the flag back (a sync) to
+ * raise the CPU's error.
+ */
+#include <math.h>
+
+#include "common.cuh"
+#include "ampy/ewise.h"
+#include "ampy/ewise_expr.h"
+
+namespace {
+
+struct EwArgs {
+    int op, nin, nd, contig;
+    int alpha_one;
+    int64_t n;
+    int64_t shape[AMPY_MAX_DIMS];
+    int64_t str[4][AMPY_MAX_DIMS]; /* element strides; [3] is the output */
+    char *ptr[4];
+    int dt[4];
+    int scalar[3];
+    uint64_t sval[3]; /* raw host value of a scalar operand (its dtype's bytes) */
+    double pf0, pf1, alpha;
+    int64_t pi0, ialpha;
+    int *err;
+};
+
+/* ---- loads into a kind (csrc/ewise.c LOAD_SWITCH) ------------------------ */
+__device__ __forceinline__ float ld_kind_f(const char *p, int dt, int64_t i)
+{
+    return ampy_ld_f(p, dt, i);
+}
+
+__device__ __forceinline__ double ld_kind_d(const char *p, int dt, int64_t i)
+{
+    switch (dt) {
+    case AMPY_FLOAT32: return (double)((const float *)p)[i];
+    case AMPY_FLOAT16: return (double)ampy_f16_to_f32(((const uint16_t *)p)[i]);
+    case AMPY_BFLOAT16: return (double)ampy_bf16_to_f32(((const uint16_t *)p)[i]);
+    case AMPY_FLOAT64: return ((const double *)p)[i];
+    case AMPY_INT64: return (double)((const int64_t *)p)[i];
+    case AMPY_INT32: return (double)((const int32_t *)p)[i];
+    case AMPY_UINT8: return (double)((const uint8_t *)p)[i];
+    default: return ((const uint8_t *)p)[i] != 0 ? 1.0 : 0.0;
+    }
+}
+
+__device__ __forceinline__ int64_t ld_kind_i(const char *p, int dt, int64_t i)
+{
+    switch (dt) {
+    case AMPY_FLOAT32: return ampy_f64_to_i64((double)((const float *)p)[i]);
+    case AMPY_FLOAT16: return ampy_f64_to_i64((double)ampy_f16_to_f32(((const uint16_t *)p)[i]));
+    case AMPY_BFLOAT16: return ampy_f64_to_i64((double)ampy_bf16_to_f32(((const uint16_t *)p)[i]));
+    case AMPY_FLOAT64: return ampy_f64_to_i64(((const double *)p)[i]);
+    case AMPY_INT64: return ((const int64_t *)p)[i];
+    case AMPY_INT32: return ((const int32_t *)p)[i];
+    case AMPY_UINT8: return ((const uint8_t *)p)[i];
+    default: return ((const uint8_t *)p)[i] != 0;
+    }
+}
+
+template <typename R> __device__ __forceinline__ R ld_kind(const char *p, int dt, int64_t i);
+template <> __device__ __forceinline__ float ld_kind<float>(const char *p, int dt, int64_t i)
+{
+    return ld_kind_f(p, dt, i);
+}
+template <> __device__ __forceinline__ double ld_kind<double>(const char *p, int dt, int64_t i)
+{
+    return ld_kind_d(p, dt, i);
+}
+template <> __device__ __forceinline__ int64_t ld_kind<int64_t>(const char *p, int dt, int64_t i)
+{
+    return ld_kind_i(p, dt, i);
+}
+
+/* ---- stores from a kind (csrc/ewise.c STORE_SWITCH), rounding once ------- */
+__device__ __forceinline__ void st_kind(char *p, int dt, int64_t i, float v) { ampy_st_f(p, dt, i, v); }
+
+__device__ __forceinline__ void st_kind(char *p, int dt, int64_t i, double v)
+{
+    switch (dt) {
+    case AMPY_FLOAT32: ((float *)p)[i] = (float)v; break;
+    case AMPY_FLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_f16(v); break;
+    case AMPY_BFLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_bf16(v); break;
+    case AMPY_FLOAT64: ((double *)p)[i] = v; break;
+    case AMPY_INT64: ((int64_t *)p)[i] = ampy_f64_to_i64(v); break;
+    case AMPY_INT32: ((int32_t *)p)[i] = (int32_t)(uint32_t)ampy_f64_to_i64(v); break;
+    case AMPY_UINT8: ((uint8_t *)p)[i] = (uint8_t)ampy_f64_to_i64(v); break;
+    default: ((uint8_t *)p)[i] = v != 0.0; break;
+    }
+}
+
+__device__ __forceinline__ void st_kind(char *p, int dt, int64_t i, int64_t v)
+{
+    switch (dt) {
+    case AMPY_FLOAT32: ((float *)p)[i] = (float)v; break;
+    case AMPY_FLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_f16((double)v); break;
+    case AMPY_BFLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_bf16((double)v); break;
+    case AMPY_FLOAT64: ((double *)p)[i] = (double)v; break;
+    case AMPY_INT64: ((int64_t *)p)[i] = v; break;
+    case AMPY_INT32: ((int32_t *)p)[i] = (int32_t)(uint32_t)(uint64_t)v; break;
+    case AMPY_UINT8: ((uint8_t *)p)[i] = (uint8_t)(uint64_t)v; break;
+    default: ((uint8_t *)p)[i] = v != 0; break;
+    }
+}
+
+/* ---- the ops in float / double (csrc/ewise_ops.c's table) ----------------- */
+template <typename R>
+__device__ __forceinline__ R ew_float(const EwArgs &A, R a, R b, R c)
+{
+    const R x = a;
+    const R PF = (R)A.pf0, PF1 = (R)A.pf1;
+    switch (A.op) {
+    case AMPY_EW_ABS: return fabs(x);
+    case AMPY_EW_NEG: return -x;
+    case AMPY_EW_RECIPROCAL: return AMPY_EX_RECIPROCAL(R, x);
+    case AMPY_EW_SQUARE: return AMPY_EX_SQUARE(R, x);
+    case AMPY_EW_SIGN: return AMPY_EX_SIGN(R, x);
+    case AMPY_EW_EXP: return exp(x);
+    case AMPY_EW_EXPM1: return expm1(x);
+    case AMPY_EW_EXP2: return exp2(x);
+    case AMPY_EW_LOG: return log(x);
+    case AMPY_EW_LOG1P: return log1p(x);
+    case AMPY_EW_LOG2: return log2(x);
+    case AMPY_EW_LOG10: return log10(x);
+    case AMPY_EW_SQRT: return sqrt(x);
+    case AMPY_EW_RSQRT: return AMPY_EX_RSQRT(R, x);
+    case AMPY_EW_SIN: return sin(x);
+    case AMPY_EW_COS: return cos(x);
+    case AMPY_EW_TAN: return tan(x);
+    case AMPY_EW_TANH: return tanh(x);
+    case AMPY_EW_ATAN: return atan(x);
+    case AMPY_EW_SIGMOID: return AMPY_EX_SIGMOID(R, x);
+    case AMPY_EW_RELU: return AMPY_EX_RELU(R, x);
+    case AMPY_EW_GELU: return AMPY_EX_GELU(R, x);
+    case AMPY_EW_GELU_TANH: return AMPY_EX_GELU_TANH(R, x);
+    case AMPY_EW_ERF: return erf(x);
+    case AMPY_EW_SILU: return AMPY_EX_SILU(R, x);
+    case AMPY_EW_SOFTPLUS: return AMPY_EX_SOFTPLUS(R, x, PF, PF1);
+    case AMPY_EW_LEAKY_RELU: return AMPY_EX_LEAKY_RELU(R, x, PF);
+    case AMPY_EW_FLOOR: return floor(x);
+    case AMPY_EW_CEIL: return ceil(x);
+    case AMPY_EW_ROUND: return rint(x);
+    case AMPY_EW_TRUNC: return trunc(x);
+    case AMPY_EW_FRAC: return AMPY_EX_FRAC(R, x);
+    case AMPY_EW_ISNAN: return isnan(x) ? (R)1 : (R)0;
+    case AMPY_EW_ISINF: return isinf(x) ? (R)1 : (R)0;
+    case AMPY_EW_ISFINITE: return isfinite(x) ? (R)1 : (R)0;
+    case AMPY_EW_LOGICAL_NOT: return (R)AMPY_EX_LOGICAL_NOT(R, x);
+    case AMPY_EW_ELU: return AMPY_EX_ELU(R, x, PF);
+    case AMPY_EW_MISH: return AMPY_EX_MISH(R, x);
+    case AMPY_EW_ASIN: return asin(x);
+    case AMPY_EW_ACOS: return acos(x);
+    case AMPY_EW_SINH: return sinh(x);
+    case AMPY_EW_COSH: return cosh(x);
+    case AMPY_EW_LOGSIGMOID: return AMPY_EX_LOGSIGMOID(R, x);
+    /* add/sub: alpha == 1 is a plain a +- b; otherwise one fused rounding,
+     * fma(+-alpha, b, a), as csrc/ewise_ops.c (an explicit fma is an FMA on
+     * both sides, unaffected by --fmad=false). */
+    case AMPY_EW_ADD:
+        return A.alpha_one ? a + b : (R)fma((R)A.alpha, b, a);
+    case AMPY_EW_SUB:
+        return A.alpha_one ? a - b : (R)fma((R)A.alpha, b, a);
+    case AMPY_EW_MUL: return a * b;
+    case AMPY_EW_DIV: return a / b;
+    case AMPY_EW_POW: return pow(a, b);
+    case AMPY_EW_MAXIMUM: return AMPY_EX_MAXIMUM(R, a, b);
+    case AMPY_EW_MINIMUM: return AMPY_EX_MINIMUM(R, a, b);
+    case AMPY_EW_FMAX: return fmax(a, b);
+    case AMPY_EW_FMIN: return fmin(a, b);
+    case AMPY_EW_FMOD: return fmod(a, b);
+    case AMPY_EW_REMAINDER:
+        return sizeof(R) == 4 ? (R)ampy_ex_rem_f((float)a, (float)b) : (R)ampy_ex_rem_d(a, b);
+    case AMPY_EW_FLOOR_DIVIDE:
+        return sizeof(R) == 4 ? (R)ampy_ex_floordiv_f((float)a, (float)b)
+                              : (R)ampy_ex_floordiv_d(a, b);
+    case AMPY_EW_ATAN2: return atan2(a, b);
+    case AMPY_EW_EQ: return (R)(a == b);
+    case AMPY_EW_NE: return (R)(a != b);
+    case AMPY_EW_LT: return (R)(a < b);
+    case AMPY_EW_LE: return (R)(a <= b);
+    case AMPY_EW_GT: return (R)(a > b);
+    case AMPY_EW_GE: return (R)(a >= b);
+    case AMPY_EW_LOGICAL_AND: return (R)AMPY_EX_LOGICAL_AND(R, a, b);
+    case AMPY_EW_LOGICAL_OR: return (R)AMPY_EX_LOGICAL_OR(R, a, b);
+    case AMPY_EW_LOGICAL_XOR: return (R)AMPY_EX_LOGICAL_XOR(R, a, b);
+    case AMPY_EW_WHERE: return AMPY_EX_WHERE(R, a, b, c);
+    case AMPY_EW_LERP: return AMPY_EX_LERP(R, a, b, c);
+    case AMPY_EW_ADDCMUL: return AMPY_EX_ADDCMUL(R, a, b, c, PF);
+    case AMPY_EW_ADDCDIV: return AMPY_EX_ADDCDIV(R, a, b, c, PF);
+    case AMPY_EW_CLAMP:
+        return sizeof(R) == 4 ? (R)ampy_ex_clamp_f((float)a, (float)b, (float)c)
+                              : (R)ampy_ex_clamp_d(a, b, c);
+    default: return (R)0;
+    }
+}
+
+typedef uint64_t U64;
+
+__device__ __forceinline__ int64_t ew_int(const EwArgs &A, int64_t a, int64_t b, int64_t c)
+{
+    const int64_t x = a;
+    switch (A.op) {
+    case AMPY_EW_ABS: return x < 0 ? (int64_t)(0 - (U64)x) : x;
+    case AMPY_EW_NEG: return (int64_t)(0 - (U64)x);
+    case AMPY_EW_SQUARE: return (int64_t)((U64)x * (U64)x);
+    case AMPY_EW_SIGN: return AMPY_EX_SIGN(int64_t, x);
+    case AMPY_EW_RELU: return AMPY_EX_RELU(int64_t, x);
+    case AMPY_EW_FLOOR:
+    case AMPY_EW_CEIL:
+    case AMPY_EW_ROUND:
+    case AMPY_EW_TRUNC: return x;
+    case AMPY_EW_FRAC:
+    case AMPY_EW_ISNAN:
+    case AMPY_EW_ISINF: return 0;
+    case AMPY_EW_ISFINITE: return 1;
+    case AMPY_EW_LOGICAL_NOT: return AMPY_EX_LOGICAL_NOT(int64_t, x);
+    case AMPY_EW_BITWISE_NOT: return ~x;
+    case AMPY_EW_ADD:
+    case AMPY_EW_SUB: return (int64_t)((U64)a + (U64)A.ialpha * (U64)b);
+    case AMPY_EW_MUL: return (int64_t)((U64)a * (U64)b);
+    case AMPY_EW_POW: return ampy_ex_ipow(a, b);
+    case AMPY_EW_MAXIMUM:
+    case AMPY_EW_FMAX: return a > b ? a : b;
+    case AMPY_EW_MINIMUM:
+    case AMPY_EW_FMIN: return a < b ? a : b;
+    case AMPY_EW_FMOD:
+    case AMPY_EW_REMAINDER:
+    case AMPY_EW_FLOOR_DIVIDE: {
+        if (b == 0) {
+            *A.err = 1;
+            return 0;
+        }
+        if (b == -1)
+            return A.op == AMPY_EW_FLOOR_DIVIDE ? (int64_t)(0 - (U64)a) : 0;
+        int64_t q = a / b, r = a % b;
+        if (A.op == AMPY_EW_FMOD)
+            return r;
+        if (A.op == AMPY_EW_REMAINDER)
+            return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+        return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
+    }
+    case AMPY_EW_EQ: return a == b;
+    case AMPY_EW_NE: return a != b;
+    case AMPY_EW_LT: return a < b;
+    case AMPY_EW_LE: return a <= b;
+    case AMPY_EW_GT: return a > b;
+    case AMPY_EW_GE: return a >= b;
+    case AMPY_EW_LOGICAL_AND: return AMPY_EX_LOGICAL_AND(int64_t, a, b);
+    case AMPY_EW_LOGICAL_OR: return AMPY_EX_LOGICAL_OR(int64_t, a, b);
+    case AMPY_EW_LOGICAL_XOR: return AMPY_EX_LOGICAL_XOR(int64_t, a, b);
+    case AMPY_EW_BITWISE_AND: return a & b;
+    case AMPY_EW_BITWISE_OR: return a | b;
+    case AMPY_EW_BITWISE_XOR: return a ^ b;
+    case AMPY_EW_WHERE: return a != 0 ? b : c;
+    case AMPY_EW_ADDCMUL: return (int64_t)((U64)a + (U64)A.pi0 * (U64)b * (U64)c);
+    case AMPY_EW_CLAMP: return ampy_ex_clamp_i(a, b, c);
+    default: return 0;
+    }
+}
+
+template <typename R> __device__ __forceinline__ R ew_apply(const EwArgs &A, R a, R b, R c)
+{
+    return ew_float<R>(A, a, b, c);
+}
+template <> __device__ __forceinline__ int64_t ew_apply<int64_t>(const EwArgs &A, int64_t a,
+                                                                 int64_t b, int64_t c)
+{
+    return ew_int(A, a, b, c);
+}
+
+template <typename R> __global__ void ewise_kernel(EwArgs A)
+{
+    R sv[3];
+#pragma unroll
+    for (int k = 0; k < 3; k++)
+        sv[k] = (k < A.nin && A.scalar[k]) ? ld_kind<R>((const char *)&A.sval[k], A.dt[k], 0) : (R)0;
+    AMPY_GRID_STRIDE(i, A.n)
+    {
+        int64_t off[4];
+        if (A.contig) {
+            off[0] = off[1] = off[2] = off[3] = i;
+        } else if (A.n <= 0xFFFFFFFFll) { /* 32-bit index division: several times cheaper */
+            off[0] = off[1] = off[2] = off[3] = 0;
+            uint32_t lin = (uint32_t)i;
+            for (int d = A.nd - 1; d >= 0; d--) {
+                const uint32_t n = (uint32_t)A.shape[d];
+                const uint32_t q = lin / n, r = lin - q * n;
+                lin = q;
+#pragma unroll
+                for (int k = 0; k < 4; k++)
+                    off[k] += (int64_t)r * A.str[k][d];
+            }
+        } else {
+            off[0] = off[1] = off[2] = off[3] = 0;
+            int64_t lin = i;
+            for (int d = A.nd - 1; d >= 0; d--) {
+                const int64_t n = A.shape[d];
+                const int64_t q = lin / n, r = lin - q * n;
+                lin = q;
+#pragma unroll
+                for (int k = 0; k < 4; k++)
+                    off[k] += r * A.str[k][d];
+            }
+        }
+        R v[3];
+#pragma unroll
+        for (int k = 0; k < 3; k++)
+            v[k] = k >= A.nin ? (R)0 : A.scalar[k] ? sv[k] : ld_kind<R>(A.ptr[k], A.dt[k], off[k]);
+        st_kind(A.ptr[3], A.dt[3], off[3], ew_apply<R>(A, v[0], v[1], v[2]));
+    }
+}
+
+int arity_of(int op) { return op < AMPY_EW_ADD ? 1 : op < AMPY_EW_WHERE ? 2 : 3; }
+
+/* Is the op defined for the kind? (csrc/ewise_ops.c's table) */
+bool defined_for(int op, int kind)
+{
+    const bool bitwise = op == AMPY_EW_BITWISE_NOT || op == AMPY_EW_BITWISE_AND ||
+                         op == AMPY_EW_BITWISE_OR || op == AMPY_EW_BITWISE_XOR;
+    if (kind != AMPY_KIND_I64)
+        return !bitwise;
+    switch (op) {
+    case AMPY_EW_ABS: case AMPY_EW_NEG: case AMPY_EW_SQUARE: case AMPY_EW_SIGN:
+    case AMPY_EW_RELU: case AMPY_EW_FLOOR: case AMPY_EW_CEIL: case AMPY_EW_ROUND:
+    case AMPY_EW_TRUNC: case AMPY_EW_FRAC: case AMPY_EW_ISNAN: case AMPY_EW_ISINF:
+    case AMPY_EW_ISFINITE: case AMPY_EW_LOGICAL_NOT: case AMPY_EW_BITWISE_NOT:
+    case AMPY_EW_ADD: case AMPY_EW_SUB: case AMPY_EW_MUL: case AMPY_EW_POW:
+    case AMPY_EW_MAXIMUM: case AMPY_EW_MINIMUM: case AMPY_EW_FMAX: case AMPY_EW_FMIN:
+    case AMPY_EW_FMOD: case AMPY_EW_REMAINDER: case AMPY_EW_FLOOR_DIVIDE:
+    case AMPY_EW_EQ: case AMPY_EW_NE: case AMPY_EW_LT: case AMPY_EW_LE: case AMPY_EW_GT:
+    case AMPY_EW_GE: case AMPY_EW_LOGICAL_AND: case AMPY_EW_LOGICAL_OR:
+    case AMPY_EW_LOGICAL_XOR: case AMPY_EW_BITWISE_AND: case AMPY_EW_BITWISE_OR:
+    case AMPY_EW_BITWISE_XOR: case AMPY_EW_WHERE: case AMPY_EW_ADDCMUL: case AMPY_EW_CLAMP:
+        return true;
+    default: return false;
+    }
+}
+
+} // namespace
+
+extern "C" ampy_status ampy_ewise_cuda(int device, int op, int ndim, const int64_t *shape,
+                                       const ampy_ewise_operand *in,
+                                       const ampy_ewise_operand *out, ampy_dtype compute,
+                                       const ampy_ewise_params *params, unsigned host_scalars)
+{
+    if (op < 0 || op >= AMPY_EW_NUM_OPS)
+        return ampy_error(AMPY_ERR_VALUE, "ewise (cuda): bad op %d", op);
+    if (ndim < 0 || ndim > AMPY_MAX_DIMS)
+        return ampy_error(AMPY_ERR_VALUE, "ewise (cuda): bad ndim %d", ndim);
+    const int kind = ampy_kind_of(compute);
+    if (!defined_for(op, kind))
+        return ampy_error(AMPY_ERR_DTYPE, "ewise (cuda): op %d is not defined for %s", op,
+                          ampy_dtype_name(compute));
+    EwArgs A;
+    memset(&A, 0, sizeof A);
+    A.op = op;
+    A.nin = arity_of(op);
+    A.pf0 = params ? params->f[0] : 0.0;
+    A.pf1 = params ? params->f[1] : 0.0;
+    A.pi0 = params ? params->i[0] : 0;
+    A.alpha_one = A.pf0 == 1.0;
+    A.alpha = op == AMPY_EW_SUB ? 0.0 - A.pf0 : 0.0 + A.pf0;
+    A.ialpha = (int64_t)(op == AMPY_EW_SUB ? (U64)0 - (U64)A.pi0 : (U64)A.pi0);
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0)
+            return ampy_error(AMPY_ERR_VALUE, "ewise (cuda): negative dimension");
+        n *= shape[d];
+    }
+    if (n == 0)
+        return AMPY_OK;
+    /* operands: element strides, dims of size 1 dropped */
+    const ampy_ewise_operand *ops[4] = {A.nin > 0 ? &in[0] : NULL, A.nin > 1 ? &in[1] : NULL,
+                                        A.nin > 2 ? &in[2] : NULL, out};
+    for (int k = 0; k < 4; k++) {
+        if (!ops[k])
+            continue;
+        if (!ampy_dtype_valid(ops[k]->dtype))
+            return ampy_error(AMPY_ERR_VALUE, "ewise (cuda): bad dtype code %d",
+                              (int)ops[k]->dtype);
+        A.dt[k] = ops[k]->dtype;
+        if (k < 3 && (host_scalars >> k & 1u)) {
+            A.scalar[k] = 1;
+            memcpy(&A.sval[k], ops[k]->data, ampy_dtype_size(ops[k]->dtype));
+            continue;
+        }
+        A.ptr[k] = (char *)ops[k]->data;
+    }
+    int contig = 1;
+    A.nd = 0;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] == 1)
+            continue;
+        A.shape[A.nd] = shape[d];
+        for (int k = 0; k < 4; k++) {
+            if (!ops[k] || (k < 3 && A.scalar[k])) {
+                A.str[k][A.nd] = 0;
+                continue;
+            }
+            const int64_t isz = (int64_t)ampy_dtype_size(ops[k]->dtype);
+            A.str[k][A.nd] = ops[k]->strides[d] / isz;
+        }
+        A.nd++;
+    }
+    for (int k = 0; k < 4 && contig; k++) {
+        if (!ops[k] || (k < 3 && A.scalar[k]))
+            continue;
+        int64_t expect = 1;
+        for (int d = A.nd - 1; d >= 0; d--) {
+            if (A.str[k][d] != expect) {
+                contig = 0;
+                break;
+            }
+            expect *= A.shape[d];
+        }
+    }
+    A.contig = contig;
+    A.n = n;
+    AMPY_CUDA_ENTER(device, st);
+    const bool idiv = kind == AMPY_KIND_I64 && (op == AMPY_EW_FMOD || op == AMPY_EW_REMAINDER ||
+                                                op == AMPY_EW_FLOOR_DIVIDE);
+    void *flag = NULL;
+    if (idiv) {
+        ampy_status s = ampy_cuda_alloc(device, sizeof(int), &flag);
+        if (s != AMPY_OK)
+            return s;
+        AMPY_CUDA_TRY(cudaMemsetAsync(flag, 0, sizeof(int), st), "cudaMemsetAsync");
+        A.err = (int *)flag;
+    }
+    const unsigned grid = ampy_cuda_blocks(n, AMPY_CUDA_THREADS);
+    if (kind == AMPY_KIND_F32)
+        ewise_kernel<float><<<grid, AMPY_CUDA_THREADS, 0, st>>>(A);
+    else if (kind == AMPY_KIND_F64)
+        ewise_kernel<double><<<grid, AMPY_CUDA_THREADS, 0, st>>>(A);
+    else
+        ewise_kernel<int64_t><<<grid, AMPY_CUDA_THREADS, 0, st>>>(A);
+    cudaError_t le = cudaGetLastError();
+    if (le != cudaSuccess) {
+        if (flag)
+            ampy_cuda_free(flag, sizeof(int), device);
+        return ampy_cuda_fail(le, "launch of ewise_kernel");
+    }
+    if (idiv) {
+        int h = 0;
+        ampy_status s = ampy_cuda_memcpy(&h, -1, flag, device, sizeof(int));
+        ampy_cuda_free(flag, sizeof(int), device);
+        if (s != AMPY_OK)
+            return s;
+        if (h)
+            return ampy_error(AMPY_ERR_RUNTIME, "ZeroDivisionError");
+    }
+    return AMPY_OK;
+}

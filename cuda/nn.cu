@@ -1,0 +1,1049 @@
+/* nn.cu — the fused nn kernels on the device: the CUDA twins of ampy/nn.h
+ * (layer_norm, cross_entropy, nll_loss, embedding, dropout's mask-and-scale)
+ * and of ampy_fill_random (random.h), reached from _C.nn_* / _C.fill_random
+ * through the ampy_cuda_api table. Same arguments as the CPU functions plus
+ * the device; every pointer is device memory.
+ *
+ * Per-element math is the CPU's (csrc/nn_rows.inc, csrc/nn_misc.c,
+ * csrc/random.c): rows are read into float (float64 rows into double), the
+ * same expressions in the same order of operations, ampy_nn_expf (nn.h) for
+ * float exponentials, ampy_philox4x32 (random.h) for random bits, elem.h
+ * conversions for every rounding, and --fmad=false so nothing is contracted.
+ * What differs is the order of the double-precision row sums (a fixed block
+ * tree instead of 16 running lanes): means, variances, log-sum-exps and loss
+ * reductions agree to double rounding, so the float results match the CPU
+ * except when two double sums straddle a float rounding boundary. Exact
+ * matches: embedding forward/backward (the backward adds rows per column in
+ * index order, as the CPU, after a stable sort of the indices on the host),
+ * mask-and-scale, the dropout mask (Bernoulli
+ * draws), nll_loss with reduction='none'.
+ *
+ * Argument checks that depend on device data (targets in [0, C) or equal to
+ * ignore_index, embedding indices in [0, V)) run as a small kernel whose flag
+ * the host reads back (one sync) before anything is written, so a bad index
+ * raises the CPU's error and leaves the outputs untouched. The backward
+ * kernels of the losses skip the read-back (the forward checked the same
+ * targets) and give a bad target's row a zero gradient.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.cuh"
+#include "ampy/nn.h"
+#include "ampy/random.h"
+
+namespace {
+
+#define NN_THREADS 256
+
+/* ---- loads / stores ---------------------------------------------------------- */
+/* nn_load1: float32/float16/bfloat16 as float, float64 as double */
+__device__ __forceinline__ double load1(const void *p, int dt, int64_t i)
+{
+    switch (dt) {
+    case AMPY_FLOAT32: return ((const float *)p)[i];
+    case AMPY_FLOAT16: return ampy_f16_to_f32(((const uint16_t *)p)[i]);
+    case AMPY_BFLOAT16: return ampy_bf16_to_f32(((const uint16_t *)p)[i]);
+    default: return ((const double *)p)[i];
+    }
+}
+__device__ __forceinline__ void store1(void *p, int dt, int64_t i, double v)
+{
+    switch (dt) {
+    case AMPY_FLOAT32: ((float *)p)[i] = (float)v; break;
+    case AMPY_FLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_f16(v); break;
+    case AMPY_BFLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_bf16(v); break;
+    default: ((double *)p)[i] = v; break;
+    }
+}
+template <typename T> __device__ __forceinline__ T ldT(const void *p, int dt, int64_t i);
+template <> __device__ __forceinline__ float ldT<float>(const void *p, int dt, int64_t i)
+{
+    return ampy_ld_f(p, dt, i);
+}
+template <> __device__ __forceinline__ double ldT<double>(const void *p, int dt, int64_t i)
+{
+    return ((const double *)p)[i];
+}
+/* a row element rounded once into the row's dtype */
+__device__ __forceinline__ void stT(void *p, int dt, int64_t i, float v) { ampy_st_f(p, dt, i, v); }
+__device__ __forceinline__ void stT(void *p, int dt, int64_t i, double v) { ((double *)p)[i] = v; }
+/* a weight vector entry as the CPU's nn_vec makes it: float (double for f64 rows) */
+template <typename T> __device__ __forceinline__ T wvec(const void *w, int wdt, int64_t i, T fill)
+{
+    return w ? (T)load1(w, wdt, i) : fill;
+}
+__device__ __forceinline__ float nexp(float x) { return ampy_nn_expf(x); }
+__device__ __forceinline__ double nexp(double x) { return exp(x); }
+
+/* Block sum in double, fixed order; every thread gets the result. */
+__device__ double block_sum(double v, double *sh)
+{
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+        if ((int)threadIdx.x < w)
+            sh[threadIdx.x] += sh[threadIdx.x + w];
+        __syncthreads();
+    }
+    double r = sh[0];
+    __syncthreads();
+    return r;
+}
+template <typename T> __device__ T block_max(T v, T *sh)
+{
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+        if ((int)threadIdx.x < w) {
+            T o = sh[threadIdx.x + w];
+            sh[threadIdx.x] = o > sh[threadIdx.x] ? o : sh[threadIdx.x];
+        }
+        __syncthreads();
+    }
+    T r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+unsigned grid_rows(int64_t M) { return (unsigned)(M < 65535 * 8 ? (M < 1 ? 1 : M) : 65535 * 8); }
+
+/* ---- layer_norm --------------------------------------------------------------- */
+template <typename T>
+__device__ void ln_stats(const void *x, int dt, int64_t base, int64_t N, double eps, double *mean,
+                         double *rstd, double *sh)
+{
+    double s = 0.0;
+    for (int64_t i = threadIdx.x; i < N; i += blockDim.x)
+        s += (double)ldT<T>(x, dt, base + i);
+    const double m = block_sum(s, sh) / (double)N;
+    double q = 0.0;
+    for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
+        const double d = (double)ldT<T>(x, dt, base + i) - m;
+        q += d * d;
+    }
+    const double var = block_sum(q, sh) / (double)N;
+    *mean = m;
+    *rstd = 1.0 / sqrt((var > 0.0 ? var : 0.0) + eps);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(NN_THREADS)
+ln_fwd_kernel(int64_t M, int64_t N, const void *x, int dt, const void *w, const void *b, int wdt,
+              double eps, void *y, double *mean_out, double *rstd_out)
+{
+    __shared__ double sh[NN_THREADS];
+    for (int64_t r = blockIdx.x; r < M; r += gridDim.x) {
+        const int64_t base = r * N;
+        double mean, rstd;
+        ln_stats<T>(x, dt, base, N, eps, &mean, &rstd, sh);
+        if (threadIdx.x == 0 && mean_out)
+            mean_out[r] = mean, rstd_out[r] = rstd;
+        const T s = (T)rstd, o = -(s * (T)mean);
+        for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
+            const T wi = wvec<T>(w, wdt, i, (T)1), bi = wvec<T>(b, wdt, i, (T)0);
+            stT(y, dt, base + i, (T)((ldT<T>(x, dt, base + i) * s + o) * wi + bi));
+        }
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(NN_THREADS)
+ln_bwd_dx_kernel(int64_t M, int64_t N, const void *x, int dt, const void *w, int wdt,
+                 const void *dy, const double *cmean, const double *crstd, double eps, void *dx,
+                 double *mean_out, double *rstd_out)
+{
+    __shared__ double sh[NN_THREADS];
+    for (int64_t r = blockIdx.x; r < M; r += gridDim.x) {
+        const int64_t base = r * N;
+        double mean, rstd;
+        if (cmean)
+            mean = cmean[r], rstd = crstd[r];
+        else
+            ln_stats<T>(x, dt, base, N, eps, &mean, &rstd, sh);
+        if (threadIdx.x == 0 && mean_out)
+            mean_out[r] = mean, rstd_out[r] = rstd;
+        if (!dx)
+            continue;
+        const T m = (T)mean, rr = (T)rstd;
+        double sg = 0.0, sgx = 0.0;
+        for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
+            const T g = ldT<T>(dy, dt, base + i) * wvec<T>(w, wdt, i, (T)1);
+            sg += (double)g;
+            sgx += (double)(g * ((ldT<T>(x, dt, base + i) - m) * rr));
+        }
+        sg = block_sum(sg, sh);
+        sgx = block_sum(sgx, sh);
+        const T a = (T)(sg / (double)N), c = (T)(sgx / (double)N);
+        for (int64_t j = threadIdx.x; j < N; j += blockDim.x) {
+            const T dyj = ldT<T>(dy, dt, base + j), wj = wvec<T>(w, wdt, j, (T)1);
+            const T xh = (ldT<T>(x, dt, base + j) - m) * rr;
+            stT(dx, dt, base + j, (T)(rr * ((dyj * wj - a) - xh * c)));
+        }
+    }
+}
+
+/* dw[j] = sum_r dy * xhat, db[j] = sum_r dy, terms computed in T and summed
+ * in double: thread (j, g) sums the rows of chunk g of column j (coalesced
+ * across j) into part[g][j] (2 doubles); ln_bwd_dw_final adds the G
+ * partials of a column in chunk order (deterministic). */
+template <typename T>
+__global__ void ln_bwd_dw_kernel(int64_t M, int64_t N, const void *x, int dt, const void *dy,
+                                 const double *mean, const double *rstd, int64_t chunk,
+                                 double *part)
+{
+    const int64_t g = blockIdx.y;
+    const int64_t r0 = g * chunk, r1 = r0 + chunk < M ? r0 + chunk : M;
+    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < N;
+         j += (int64_t)blockDim.x * gridDim.x) {
+        double sw = 0.0, sb = 0.0;
+        for (int64_t r = r0; r < r1; r++) {
+            const T m = (T)mean[r], rr = (T)rstd[r];
+            const T d = ldT<T>(dy, dt, r * N + j);
+            sw += (double)(T)(d * ((ldT<T>(x, dt, r * N + j) - m) * rr));
+            sb += (double)d;
+        }
+        part[(g * N + j) * 2] = sw;
+        part[(g * N + j) * 2 + 1] = sb;
+    }
+}
+
+__global__ void ln_bwd_dw_final(int64_t N, int64_t G, const double *part, void *dw, void *db,
+                                int wdt)
+{
+    AMPY_GRID_STRIDE(j, N)
+    {
+        double sw = 0.0, sb = 0.0;
+        for (int64_t g = 0; g < G; g++) {
+            sw += part[(g * N + j) * 2];
+            sb += part[(g * N + j) * 2 + 1];
+        }
+        if (dw)
+            store1(dw, wdt, j, sw);
+        if (db)
+            store1(db, wdt, j, sb);
+    }
+}
+
+/* ---- class-index losses: checks, total weight, sum of weights ------------------- */
+/* out[0] = sum of w_t over rows not ignored, out[1] = sum of all C weights
+ * (C without weights); *bad = first bad target + 1 (0: none). One block. */
+__global__ void __launch_bounds__(NN_THREADS)
+targets_kernel(int64_t M, int64_t C, const int64_t *t, const void *w, int dt, int64_t ignore,
+               double *out, unsigned long long *bad)
+{
+    __shared__ double sh[NN_THREADS];
+    double s = 0.0;
+    for (int64_t i = threadIdx.x; i < M; i += blockDim.x) {
+        const int64_t ti = t[i];
+        if (ti == ignore)
+            continue;
+        if (ti < 0 || ti >= C) {
+            atomicMin(bad, (unsigned long long)i);
+            continue;
+        }
+        s += w ? load1(w, dt, ti) : 1.0;
+    }
+    s = block_sum(s, sh);
+    double W = 0.0;
+    for (int64_t j = threadIdx.x; w && j < C; j += blockDim.x)
+        W += (double)(dt == AMPY_FLOAT64 ? load1(w, dt, j) : (double)(float)load1(w, dt, j));
+    W = block_sum(W, sh);
+    if (threadIdx.x == 0) {
+        out[0] = s;
+        out[1] = w ? W : (double)C;
+    }
+}
+
+/* ---- cross_entropy ---------------------------------------------------------------- */
+template <typename T>
+__device__ double row_lse(const void *x, int dt, int64_t base, int64_t C, double *sh, T *shT)
+{
+    T m = ldT<T>(x, dt, base);
+    for (int64_t i = threadIdx.x; i < C; i += blockDim.x) {
+        const T v = ldT<T>(x, dt, base + i);
+        m = v > m ? v : m;
+    }
+    m = block_max<T>(m, shT);
+    if (m == (T)INFINITY || m == -(T)INFINITY)
+        return (double)m;
+    double s = 0.0;
+    for (int64_t i = threadIdx.x; i < C; i += blockDim.x)
+        s += (double)nexp(ldT<T>(x, dt, base + i) - m);
+    s = block_sum(s, sh);
+    return (double)m + log(s);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(NN_THREADS)
+ce_fwd_kernel(int64_t M, int64_t C, const void *x, int dt, const int64_t *t, const void *w,
+              int64_t ignore, double ls, const double *tot, double *loss, double *lse_out)
+{
+    __shared__ double sh[NN_THREADS];
+    __shared__ T shT[NN_THREADS];
+    for (int64_t r = blockIdx.x; r < M; r += gridDim.x) {
+        const int64_t tr = t[r];
+        if (tr == ignore) {
+            if (threadIdx.x == 0) {
+                loss[r] = 0.0;
+                if (lse_out)
+                    lse_out[r] = 0.0;
+            }
+            continue;
+        }
+        const int64_t base = r * C;
+        const double lse = row_lse<T>(x, dt, base, C, sh, shT);
+        double wx = 0.0;
+        if (ls > 0.0) {
+            for (int64_t i = threadIdx.x; i < C; i += blockDim.x)
+                wx += (double)ldT<T>(x, dt, base + i) * (w ? (double)wvec<T>(w, dt, i, (T)1) : 1.0);
+            wx = block_sum(wx, sh);
+        }
+        if (threadIdx.x == 0) {
+            const double xt = (double)ldT<T>(x, dt, base + tr);
+            const double wt = w ? (double)wvec<T>(w, dt, tr, (T)1) : 1.0;
+            double l = wt * (lse - xt);
+            if (ls > 0.0)
+                l = (1.0 - ls) * l + (ls / (double)C) * (tot[1] * lse - wx);
+            loss[r] = l;
+            if (lse_out)
+                lse_out[r] = lse;
+        }
+    }
+}
+
+/* Loss reduction: NONE stores each row, SUM/MEAN one value (MEAN divides by
+ * tot[0]). One block. */
+__global__ void __launch_bounds__(NN_THREADS)
+loss_reduce_kernel(int64_t M, const double *loss, int red, const double *tot, void *out, int dt,
+                   double denom = 0.0)
+{
+    __shared__ double sh[NN_THREADS];
+    if (red == AMPY_NN_REDUCTION_NONE) {
+        for (int64_t i = threadIdx.x; i < M; i += blockDim.x)
+            store1(out, dt, i, loss[i]);
+        return;
+    }
+    double s = 0.0;
+    for (int64_t i = threadIdx.x; i < M; i += blockDim.x)
+        s += loss[i];
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0)
+        store1(out, dt, 0, red == AMPY_NN_REDUCTION_MEAN ? s / (tot ? tot[0] : denom) : s);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(NN_THREADS)
+ce_bwd_kernel(int64_t M, int64_t C, const void *x, int dt, const int64_t *t, const void *w,
+              int64_t ignore, double ls, int red, const void *dout, const double *lse_in,
+              const double *tot, void *dx)
+{
+    __shared__ double sh[NN_THREADS];
+    __shared__ T shT[NN_THREADS];
+    const int none = red == AMPY_NN_REDUCTION_NONE;
+    const double denom = red == AMPY_NN_REDUCTION_MEAN ? tot[0] : 1.0, W = tot[1];
+    for (int64_t r = blockIdx.x; r < M; r += gridDim.x) {
+        const int64_t tr = t[r], base = r * C;
+        if (tr == ignore || tr < 0 || tr >= C) {
+            for (int64_t k = threadIdx.x; k < C; k += blockDim.x)
+                stT(dx, dt, base + k, (T)0);
+            continue;
+        }
+        const double g = load1(dout, dt, none ? r : 0);
+        const double wt = w ? (double)wvec<T>(w, dt, tr, (T)1) : 1.0;
+        const double cn = g * (1.0 - ls) * wt / denom, cs = g * ls / (double)C / denom;
+        const double a = cn + cs * W;
+        const double lse = lse_in ? lse_in[r] : row_lse<T>(x, dt, base, C, sh, shT);
+        const T aa = (T)a, cc = (T)cs, l0 = (T)lse;
+        for (int64_t k = threadIdx.x; k < C; k += blockDim.x) {
+            T v = w ? aa * nexp(ldT<T>(x, dt, base + k) - l0) - cc * wvec<T>(w, dt, k, (T)1)
+                    : aa * nexp(ldT<T>(x, dt, base + k) - l0) - cc;
+            if (k == tr)
+                v = (T)((double)v - cn);
+            stT(dx, dt, base + k, v);
+        }
+    }
+}
+
+/* ---- nll_loss ------------------------------------------------------------------- */
+__global__ void nll_rows_kernel(int64_t M, int64_t C, const void *x, int dt, const int64_t *t,
+                                const void *w, int64_t ignore, double *loss)
+{
+    AMPY_GRID_STRIDE(i, M)
+    {
+        const int64_t ti = t[i];
+        loss[i] = ti == ignore ? 0.0 : -(w ? load1(w, dt, ti) : 1.0) * load1(x, dt, i * C + ti);
+    }
+}
+
+__global__ void nll_bwd_kernel(int64_t M, int64_t C, int dt, const int64_t *t, const void *w,
+                               int64_t ignore, int red, const void *dout, const double *tot,
+                               void *dx)
+{
+    const double denom = red == AMPY_NN_REDUCTION_MEAN ? tot[0] : 1.0;
+    AMPY_GRID_STRIDE(i, M)
+    {
+        const int64_t ti = t[i];
+        if (ti == ignore || ti < 0 || ti >= C)
+            continue;
+        const double gi = load1(dout, dt, red == AMPY_NN_REDUCTION_NONE ? i : 0);
+        store1(dx, dt, i * C + ti, -(w ? load1(w, dt, ti) : 1.0) * gi / denom);
+    }
+}
+
+/* ---- mse_loss (csrc/nn_misc.c) --------------------------------------------------------- */
+__global__ void mse_elem_kernel(int64_t n, const void *x, const void *y, int dt, double *d)
+{
+    AMPY_GRID_STRIDE(i, n)
+    {
+        double v;
+        if (dt == AMPY_FLOAT64) {
+            v = ((const double *)x)[i] - ((const double *)y)[i];
+            v = v * v;
+        } else {
+            float f = (float)load1(x, dt, i) - (float)load1(y, dt, i);
+            v = f * f;
+            if (dt != AMPY_FLOAT32) /* the element loss is a tensor of dtype */
+                v = dt == AMPY_FLOAT16 ? ampy_f16_to_f32(ampy_f64_to_f16(v))
+                                       : ampy_bf16_to_f32(ampy_f64_to_bf16(v));
+        }
+        d[i] = v;
+    }
+}
+
+__global__ void mse_bwd_kernel(int64_t n, const void *x, const void *y, int dt, int red,
+                               const void *dout, void *dx, void *dy)
+{
+    const double norm = red == AMPY_NN_REDUCTION_MEAN ? 2.0 / (double)n : 2.0;
+    AMPY_GRID_STRIDE(i, n)
+    {
+        const double g = load1(dout, dt, red == AMPY_NN_REDUCTION_NONE ? i : 0);
+        double v;
+        if (dt == AMPY_FLOAT64)
+            v = norm * (((const double *)x)[i] - ((const double *)y)[i]) * g;
+        else
+            v = (float)((float)norm * ((float)load1(x, dt, i) - (float)load1(y, dt, i))) *
+                (float)g;
+        if (dx)
+            store1(dx, dt, i, v);
+        if (dy)
+            store1(dy, dt, i, -v);
+    }
+}
+
+/* ---- embedding -------------------------------------------------------------------- */
+__global__ void idx_check_kernel(int64_t P, const int64_t *idx, int64_t V,
+                                 unsigned long long *bad)
+{
+    AMPY_GRID_STRIDE(i, P)
+    {
+        if (idx[i] < 0 || idx[i] >= V)
+            atomicMin(bad, (unsigned long long)i);
+    }
+}
+
+template <typename E>
+__global__ void emb_fwd_kernel(int64_t P, const int64_t *idx, int64_t D, const E *w, E *out)
+{
+    AMPY_GRID_STRIDE(k, P * D)
+    {
+        const int64_t i = k / D, j = k - i * D;
+        out[k] = w[idx[i] * D + j];
+    }
+}
+
+/* Thread (segment s, column j): the rows of dy whose index is seg_row[s],
+ * in increasing position (perm is a stable sort of the indices), added from
+ * 0 in float (double for float64) and rounded once into dweight[seg_row[s]]:
+ * the CPU's order of additions for every element, so the same bits. */
+template <typename A>
+__global__ void emb_bwd_kernel(int64_t nseg, int64_t D, const int64_t *perm,
+                               const int64_t *seg_start, const int64_t *seg_row, const void *dy,
+                               int dt, void *dweight)
+{
+    AMPY_GRID_STRIDE(t, nseg * D)
+    {
+        const int64_t sg = t / D, j = t - sg * D;
+        A acc = (A)0;
+        for (int64_t k = seg_start[sg]; k < seg_start[sg + 1]; k++)
+            acc += (A)load1(dy, dt, perm[k] * D + j);
+        store1(dweight, dt, seg_row[sg] * D + j, (double)acc);
+    }
+}
+
+/* ---- dropout ------------------------------------------------------------------------ */
+__global__ void mask_scale_kernel(int64_t n, const void *x, int dt, const uint8_t *mask, double s,
+                                  void *out)
+{
+    AMPY_GRID_STRIDE(i, n)
+    {
+        if (dt == AMPY_FLOAT32)
+            ((float *)out)[i] = ((const float *)x)[i] * (mask[i] ? (float)s : 0.0f);
+        else if (dt == AMPY_FLOAT64)
+            ((double *)out)[i] = ((const double *)x)[i] * (mask[i] ? s : 0.0);
+        else
+            store1(out, dt, i, (double)((float)load1(x, dt, i) * (mask[i] ? (float)s : 0.0f)));
+    }
+}
+
+/* st_from_d of cast.cu: a double rounded once into any dtype */
+__device__ __forceinline__ void st_any(char *p, int dt, int64_t i, double v)
+{
+    switch (dt) {
+    case AMPY_FLOAT32: ((float *)p)[i] = (float)v; break;
+    case AMPY_FLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_f16(v); break;
+    case AMPY_BFLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_bf16(v); break;
+    case AMPY_FLOAT64: ((double *)p)[i] = v; break;
+    case AMPY_INT64: ((int64_t *)p)[i] = ampy_f64_to_i64(v); break;
+    case AMPY_INT32: ((int32_t *)p)[i] = (int32_t)(uint32_t)ampy_f64_to_i64(v); break;
+    case AMPY_UINT8: ((uint8_t *)p)[i] = (uint8_t)ampy_f64_to_i64(v); break;
+    default: ((uint8_t *)p)[i] = v != 0.0; break;
+    }
+}
+
+/* csrc/random.c's fill_range, element for element */
+__global__ void fill_random_kernel(char *dst, int dt, int64_t n, int kind, uint64_t seed,
+                                   uint64_t offset, double a, double b)
+{
+    AMPY_GRID_STRIDE(i, n)
+    {
+        uint32_t r[4];
+        ampy_philox4x32(offset + (uint64_t)i, seed, r);
+        double v;
+        switch (kind) {
+        case AMPY_RANDOM_UNIFORM: v = a + (b - a) * ampy_u32_to_unit(r[0]); break;
+        case AMPY_RANDOM_NORMAL: {
+            double u1 = ((double)r[0] + 1.0) / 4294967296.0;
+            double u2 = (double)r[1] / 4294967296.0;
+            v = a + b * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+            break;
+        }
+        case AMPY_RANDOM_INTEGER: {
+            uint64_t range = (uint64_t)(int64_t)(b - a);
+            uint64_t x = ((uint64_t)r[0] << 32) | r[1];
+            v = a + (double)(x % range);
+            break;
+        }
+        default: v = ampy_u32_to_unit(r[0]) < a ? 1.0 : 0.0; break;
+        }
+        st_any(dst, dt, i, v);
+        if (kind == AMPY_RANDOM_UNIFORM &&
+            (dt == AMPY_FLOAT32 || dt == AMPY_FLOAT16 || dt == AMPY_BFLOAT16 ||
+             dt == AMPY_FLOAT64)) {
+            double back = dt == AMPY_FLOAT64 ? ((double *)dst)[i] : (double)ampy_ld_f(dst, dt, i);
+            if (back >= b)
+                st_any(dst, dt, i, a);
+        }
+    }
+}
+
+bool nn_float(int dt)
+{
+    return dt == AMPY_FLOAT32 || dt == AMPY_FLOAT16 || dt == AMPY_BFLOAT16 || dt == AMPY_FLOAT64;
+}
+
+/* Device scratch that frees itself. */
+struct Scratch {
+    int device;
+    size_t n;
+    void *p;
+    Scratch(int d) : device(d), n(0), p(NULL) {}
+    ampy_status get(size_t bytes)
+    {
+        n = bytes;
+        return ampy_cuda_alloc(device, bytes ? bytes : 1, &p);
+    }
+    ~Scratch()
+    {
+        if (p)
+            ampy_cuda_free(p, n ? n : 1, device);
+    }
+};
+
+/* Run a check kernel writing the lowest bad position into a flag (ULLONG_MAX:
+ * none) and read it back: one sync. *bad_pos = -1 when all is well. */
+ampy_status read_flag(int device, cudaStream_t st, unsigned long long *flag, int64_t *bad_pos)
+{
+    unsigned long long h = 0;
+    ampy_status s = ampy_cuda_memcpy(&h, -1, flag, device, sizeof h);
+    if (s != AMPY_OK)
+        return s;
+    *bad_pos = h == ~0ull ? -1 : (int64_t)h;
+    return AMPY_OK;
+}
+
+/* Check targets and compute tot[0] (MEAN denominator), tot[1] (sum of w).
+ * tot must hold 2 doubles + 1 unsigned long long. */
+ampy_status check_targets(int device, cudaStream_t st, int64_t M, int64_t C, const int64_t *t,
+                          const void *w, int dt, int64_t ignore, int red, double *tot,
+                          const char *fn, bool read_back = true)
+{
+    if (M < 0 || C < 0)
+        return ampy_error(AMPY_ERR_VALUE, "%s: negative size", fn);
+    if (!nn_float(dt))
+        return ampy_error(AMPY_ERR_DTYPE, "%s: input must be a floating-point tensor", fn);
+    if (red < 0 || red > 2)
+        return ampy_error(AMPY_ERR_VALUE, "%s: %d is not a valid value for reduction", fn, red);
+    unsigned long long *flag = (unsigned long long *)(tot + 2);
+    AMPY_CUDA_TRY(cudaMemsetAsync(flag, 0xFF, sizeof *flag, st), "cudaMemsetAsync");
+    targets_kernel<<<1, NN_THREADS, 0, st>>>(M, C, t, w, dt, ignore, tot, flag);
+    AMPY_CUDA_LAUNCHED("targets_kernel");
+    if (!read_back)
+        return AMPY_OK;
+    int64_t bad;
+    ampy_status s = read_flag(device, st, flag, &bad);
+    if (s != AMPY_OK)
+        return s;
+    if (bad >= 0) {
+        int64_t v = 0;
+        s = ampy_cuda_memcpy(&v, -1, t + bad, device, sizeof v);
+        if (s != AMPY_OK)
+            return s;
+        return ampy_error(AMPY_ERR_INDEX, "Target %lld is out of bounds.", (long long)v);
+    }
+    return AMPY_OK;
+}
+
+} // namespace
+
+/* ---- entry points ---------------------------------------------------------------------- */
+extern "C" ampy_status ampy_nn_layer_norm_fwd_cuda(int device, int64_t M, int64_t N, const void *x,
+                                                   int x_dtype, const void *w, const void *b,
+                                                   int w_dtype, double eps, void *y, double *mean,
+                                                   double *rstd)
+{
+    if (M < 0 || N < 0 || !(eps >= 0.0) || !y)
+        return ampy_error(AMPY_ERR_VALUE, "layer_norm: bad size, eps or output");
+    if (!nn_float(x_dtype) || ((w || b) && !nn_float(w_dtype)) ||
+        ((w || b) && (x_dtype == AMPY_FLOAT64) != (w_dtype == AMPY_FLOAT64)))
+        return ampy_error(AMPY_ERR_DTYPE, "layer_norm: unsupported dtypes");
+    if (M == 0 || N == 0)
+        return AMPY_OK;
+    AMPY_CUDA_ENTER(device, st);
+    if (x_dtype == AMPY_FLOAT64)
+        ln_fwd_kernel<double><<<grid_rows(M), NN_THREADS, 0, st>>>(M, N, x, x_dtype, w, b, w_dtype,
+                                                                    eps, y, mean, rstd);
+    else
+        ln_fwd_kernel<float><<<grid_rows(M), NN_THREADS, 0, st>>>(M, N, x, x_dtype, w, b, w_dtype,
+                                                                   eps, y, mean, rstd);
+    AMPY_CUDA_LAUNCHED("ln_fwd_kernel");
+    return AMPY_OK;
+}
+
+extern "C" ampy_status ampy_nn_layer_norm_bwd_cuda(int device, int64_t M, int64_t N, const void *x,
+                                                   int x_dtype, const void *w, int w_dtype,
+                                                   const void *dy, const double *mean,
+                                                   const double *rstd, double eps, void *dx,
+                                                   void *dw, void *db)
+{
+    if (M < 0 || N < 0 || !(eps >= 0.0))
+        return ampy_error(AMPY_ERR_VALUE, "layer_norm_backward: bad size or eps");
+    if (!nn_float(x_dtype) || ((w || dw || db) && !nn_float(w_dtype)))
+        return ampy_error(AMPY_ERR_DTYPE, "layer_norm_backward: unsupported dtypes");
+    if (N == 0)
+        return AMPY_OK;
+    AMPY_CUDA_ENTER(device, st);
+    const bool want_w = dw || db;
+    if (M == 0) {
+        if (dw)
+            AMPY_CUDA_TRY(cudaMemsetAsync(dw, 0, (size_t)N * ampy_dtype_size((ampy_dtype)w_dtype), st),
+                          "cudaMemsetAsync");
+        if (db)
+            AMPY_CUDA_TRY(cudaMemsetAsync(db, 0, (size_t)N * ampy_dtype_size((ampy_dtype)w_dtype), st),
+                          "cudaMemsetAsync");
+        return AMPY_OK;
+    }
+    const bool have = mean && rstd;
+    Scratch stats(device);
+    double *sm = NULL, *sr = NULL;
+    if (want_w && !have) { /* the dw/db pass needs each row's statistics */
+        ampy_status s = stats.get((size_t)M * 2 * sizeof(double));
+        if (s != AMPY_OK)
+            return s;
+        sm = (double *)stats.p, sr = sm + M;
+    }
+    if (dx || sm) {
+        if (x_dtype == AMPY_FLOAT64)
+            ln_bwd_dx_kernel<double><<<grid_rows(M), NN_THREADS, 0, st>>>(
+                M, N, x, x_dtype, w, w_dtype, dy, have ? mean : NULL, have ? rstd : NULL, eps, dx,
+                sm, sr);
+        else
+            ln_bwd_dx_kernel<float><<<grid_rows(M), NN_THREADS, 0, st>>>(
+                M, N, x, x_dtype, w, w_dtype, dy, have ? mean : NULL, have ? rstd : NULL, eps, dx,
+                sm, sr);
+        AMPY_CUDA_LAUNCHED("ln_bwd_dx_kernel");
+    }
+    if (want_w) {
+        const double *pm = have ? mean : sm, *pr = have ? rstd : sr;
+        /* about 128K threads, at least 16 rows each, at most 1024 chunks */
+        int64_t G = (131072 + N - 1) / N;
+        G = G > M / 16 ? M / 16 : G;
+        G = G < 1 ? 1 : (G > 1024 ? 1024 : G);
+        const int64_t chunk = (M + G - 1) / G;
+        Scratch part(device);
+        ampy_status s = part.get((size_t)(G * N) * 2 * sizeof(double));
+        if (s != AMPY_OK)
+            return s;
+        const unsigned gx = ampy_cuda_blocks(N, 128) > 65535 ? 65535 : ampy_cuda_blocks(N, 128);
+        dim3 grid(gx, (unsigned)G);
+        if (x_dtype == AMPY_FLOAT64)
+            ln_bwd_dw_kernel<double><<<grid, 128, 0, st>>>(M, N, x, x_dtype, dy, pm, pr, chunk,
+                                                           (double *)part.p);
+        else
+            ln_bwd_dw_kernel<float><<<grid, 128, 0, st>>>(M, N, x, x_dtype, dy, pm, pr, chunk,
+                                                          (double *)part.p);
+        AMPY_CUDA_LAUNCHED("ln_bwd_dw_kernel");
+        ln_bwd_dw_final<<<ampy_cuda_blocks(N, 128), 128, 0, st>>>(N, G, (const double *)part.p,
+                                                                 dw, db, w_dtype);
+        AMPY_CUDA_LAUNCHED("ln_bwd_dw_final");
+    }
+    return AMPY_OK;
+}
+
+extern "C" ampy_status ampy_nn_cross_entropy_fwd_cuda(int device, int64_t M, int64_t C,
+                                                      const void *x, int x_dtype,
+                                                      const int64_t *target, const void *w,
+                                                      int64_t ignore_index, double ls,
+                                                      int reduction, void *out, double *lse)
+{
+    if (!(ls >= 0.0 && ls <= 1.0))
+        return ampy_error(AMPY_ERR_VALUE, "label_smoothing must be between 0.0 and 1.0. Got: %g",
+                          ls);
+    AMPY_CUDA_ENTER(device, st);
+    Scratch sc(device);
+    ampy_status s = sc.get(((size_t)(M > 0 ? M : 1) + 3) * sizeof(double));
+    if (s != AMPY_OK)
+        return s;
+    double *tot = (double *)sc.p, *loss = tot + 3;
+    s = check_targets(device, st, M, C, target, w, x_dtype, ignore_index, reduction, tot,
+                      "cross_entropy");
+    if (s != AMPY_OK)
+        return s;
+    if (M > 0) {
+        if (x_dtype == AMPY_FLOAT64)
+            ce_fwd_kernel<double><<<grid_rows(M), NN_THREADS, 0, st>>>(
+                M, C, x, x_dtype, target, w, ignore_index, ls, tot, loss, lse);
+        else
+            ce_fwd_kernel<float><<<grid_rows(M), NN_THREADS, 0, st>>>(
+                M, C, x, x_dtype, target, w, ignore_index, ls, tot, loss, lse);
+        AMPY_CUDA_LAUNCHED("ce_fwd_kernel");
+    }
+    loss_reduce_kernel<<<1, NN_THREADS, 0, st>>>(M, loss, reduction, tot, out, x_dtype);
+    AMPY_CUDA_LAUNCHED("loss_reduce_kernel");
+    return AMPY_OK;
+}
+
+extern "C" ampy_status ampy_nn_cross_entropy_bwd_cuda(int device, int64_t M, int64_t C,
+                                                      const void *x, int x_dtype,
+                                                      const int64_t *target, const void *w,
+                                                      int64_t ignore_index, double ls,
+                                                      int reduction, const void *dout,
+                                                      const double *lse, void *dx)
+{
+    if (!(ls >= 0.0 && ls <= 1.0))
+        return ampy_error(AMPY_ERR_VALUE, "label_smoothing must be between 0.0 and 1.0. Got: %g",
+                          ls);
+    AMPY_CUDA_ENTER(device, st);
+    Scratch sc(device);
+    ampy_status s = sc.get(3 * sizeof(double));
+    if (s != AMPY_OK)
+        return s;
+    double *tot = (double *)sc.p;
+    /* the forward checked these targets: no read-back (no sync) here; a bad
+     * target's row gets a zero gradient instead of an out-of-bounds access */
+    s = check_targets(device, st, M, C, target, w, x_dtype, ignore_index, reduction, tot,
+                      "cross_entropy_backward", false);
+    if (s != AMPY_OK || M == 0 || C == 0)
+        return s;
+    if (x_dtype == AMPY_FLOAT64)
+        ce_bwd_kernel<double><<<grid_rows(M), NN_THREADS, 0, st>>>(
+            M, C, x, x_dtype, target, w, ignore_index, ls, reduction, dout, lse, tot, dx);
+    else
+        ce_bwd_kernel<float><<<grid_rows(M), NN_THREADS, 0, st>>>(
+            M, C, x, x_dtype, target, w, ignore_index, ls, reduction, dout, lse, tot, dx);
+    AMPY_CUDA_LAUNCHED("ce_bwd_kernel");
+    return AMPY_OK;
+}
+
+extern "C" ampy_status ampy_nn_nll_loss_fwd_cuda(int device, int64_t M, int64_t C, const void *x,
+                                                 int x_dtype, const int64_t *target,
+                                                 const void *w, int64_t ignore_index,
+                                                 int reduction, void *out)
+{
+    AMPY_CUDA_ENTER(device, st);
+    Scratch sc(device);
+    ampy_status s = sc.get(((size_t)(M > 0 ? M : 1) + 3) * sizeof(double));
+    if (s != AMPY_OK)
+        return s;
+    double *tot = (double *)sc.p, *loss = tot + 3;
+    s = check_targets(device, st, M, C, target, w, x_dtype, ignore_index, reduction, tot,
+                      "nll_loss");
+    if (s != AMPY_OK)
+        return s;
+    if (M > 0) {
+        nll_rows_kernel<<<ampy_cuda_blocks(M, AMPY_CUDA_THREADS), AMPY_CUDA_THREADS, 0, st>>>(
+            M, C, x, x_dtype, target, w, ignore_index, loss);
+        AMPY_CUDA_LAUNCHED("nll_rows_kernel");
+    }
+    loss_reduce_kernel<<<1, NN_THREADS, 0, st>>>(M, loss, reduction, tot, out, x_dtype);
+    AMPY_CUDA_LAUNCHED("loss_reduce_kernel");
+    return AMPY_OK;
+}
+
+extern "C" ampy_status ampy_nn_nll_loss_bwd_cuda(int device, int64_t M, int64_t C, int x_dtype,
+                                                 const int64_t *target, const void *w,
+                                                 int64_t ignore_index, int reduction,
+                                                 const void *dout, void *dx)
+{
+    AMPY_CUDA_ENTER(device, st);
+    Scratch sc(device);
+    ampy_status s = sc.get(3 * sizeof(double));
+    if (s != AMPY_OK)
+        return s;
+    double *tot = (double *)sc.p;
+    s = check_targets(device, st, M, C, target, w, x_dtype, ignore_index, reduction, tot,
+                      "nll_loss_backward", false);
+    if (s != AMPY_OK)
+        return s;
+    if (M * C > 0)
+        AMPY_CUDA_TRY(cudaMemsetAsync(dx, 0, (size_t)(M * C) * ampy_dtype_size((ampy_dtype)x_dtype),
+                                      st),
+                      "cudaMemsetAsync");
+    if (M > 0) {
+        nll_bwd_kernel<<<ampy_cuda_blocks(M, AMPY_CUDA_THREADS), AMPY_CUDA_THREADS, 0, st>>>(
+            M, C, x_dtype, target, w, ignore_index, reduction, dout, tot, dx);
+        AMPY_CUDA_LAUNCHED("nll_bwd_kernel");
+    }
+    return AMPY_OK;
+}
+
+static ampy_status emb_check(int device, cudaStream_t st, int64_t P, const int64_t *idx, int64_t V,
+                             int64_t D, int dt, const char *fn)
+{
+    if (P < 0 || V < 0 || D < 0)
+        return ampy_error(AMPY_ERR_VALUE, "%s: negative size", fn);
+    if (!ampy_dtype_valid(dt))
+        return ampy_error(AMPY_ERR_DTYPE, "%s: invalid dtype", fn);
+    if (P == 0)
+        return AMPY_OK;
+    Scratch sc(device);
+    ampy_status s = sc.get(sizeof(unsigned long long));
+    if (s != AMPY_OK)
+        return s;
+    unsigned long long *flag = (unsigned long long *)sc.p;
+    AMPY_CUDA_TRY(cudaMemsetAsync(flag, 0xFF, sizeof *flag, st), "cudaMemsetAsync");
+    idx_check_kernel<<<ampy_cuda_blocks(P, AMPY_CUDA_THREADS), AMPY_CUDA_THREADS, 0, st>>>(P, idx,
+                                                                                        V, flag);
+    AMPY_CUDA_LAUNCHED("idx_check_kernel");
+    int64_t bad;
+    s = read_flag(device, st, flag, &bad);
+    if (s != AMPY_OK)
+        return s;
+    if (bad >= 0)
+        return ampy_error(AMPY_ERR_INDEX, "index out of range in self");
+    return AMPY_OK;
+}
+
+extern "C" ampy_status ampy_nn_embedding_fwd_cuda(int device, int64_t P, const int64_t *idx,
+                                                  int64_t V, int64_t D, const void *weight,
+                                                  int w_dtype, void *out)
+{
+    AMPY_CUDA_ENTER(device, st);
+    ampy_status s = emb_check(device, st, P, idx, V, D, w_dtype, "embedding");
+    if (s != AMPY_OK || P * D == 0)
+        return s;
+    const unsigned grid = ampy_cuda_blocks(P * D, AMPY_CUDA_THREADS);
+    switch (ampy_dtype_size((ampy_dtype)w_dtype)) {
+    case 1:
+        emb_fwd_kernel<uint8_t><<<grid, AMPY_CUDA_THREADS, 0, st>>>(
+            P, idx, D, (const uint8_t *)weight, (uint8_t *)out);
+        break;
+    case 2:
+        emb_fwd_kernel<uint16_t><<<grid, AMPY_CUDA_THREADS, 0, st>>>(
+            P, idx, D, (const uint16_t *)weight, (uint16_t *)out);
+        break;
+    case 4:
+        emb_fwd_kernel<uint32_t><<<grid, AMPY_CUDA_THREADS, 0, st>>>(
+            P, idx, D, (const uint32_t *)weight, (uint32_t *)out);
+        break;
+    default:
+        emb_fwd_kernel<uint64_t><<<grid, AMPY_CUDA_THREADS, 0, st>>>(
+            P, idx, D, (const uint64_t *)weight, (uint64_t *)out);
+        break;
+    }
+    AMPY_CUDA_LAUNCHED("emb_fwd_kernel");
+    return AMPY_OK;
+}
+
+extern "C" ampy_status ampy_nn_embedding_bwd_cuda(int device, int64_t P, const int64_t *idx,
+                                                  int64_t V, int64_t D, const void *dy,
+                                                  int w_dtype, int64_t padding_idx,
+                                                  void *dweight)
+{
+    if (P < 0 || V < 0 || D < 0)
+        return ampy_error(AMPY_ERR_VALUE, "embedding_backward: negative size");
+    if (!ampy_dtype_valid(w_dtype))
+        return ampy_error(AMPY_ERR_DTYPE, "embedding_backward: invalid dtype");
+    AMPY_CUDA_ENTER(device, st);
+    /* The indices come to the host (one sync, which also serves the bounds
+     * check) for a stable counting sort into per-row segments. */
+    int64_t *h = (int64_t *)malloc((size_t)(P > 0 ? P : 1) * sizeof(int64_t));
+    if (!h)
+        return ampy_error(AMPY_ERR_NOMEM, "embedding_backward: out of memory");
+    ampy_status s = P > 0 ? ampy_cuda_memcpy(h, -1, idx, device, (size_t)P * sizeof(int64_t))
+                          : AMPY_OK;
+    for (int64_t i = 0; s == AMPY_OK && i < P; i++)
+        if (h[i] < 0 || h[i] >= V)
+            s = ampy_error(AMPY_ERR_INDEX, "index out of range in self");
+    if (s == AMPY_OK && !nn_float(w_dtype))
+        s = ampy_error(AMPY_ERR_DTYPE, "embedding_backward: weight must be floating point");
+    if (s != AMPY_OK || V * D == 0) {
+        free(h);
+        return s;
+    }
+    AMPY_CUDA_TRY(cudaMemsetAsync(dweight, 0, (size_t)(V * D) * ampy_dtype_size((ampy_dtype)w_dtype),
+                                  st),
+                  "cudaMemsetAsync");
+    /* counts per row -> segment starts -> stable placement */
+    int64_t *cnt = (int64_t *)calloc((size_t)(V > 0 ? V : 1), sizeof(int64_t));
+    int64_t *buf = (int64_t *)malloc((size_t)(3 * P + 2) * sizeof(int64_t));
+    if (!cnt || !buf) {
+        free(h), free(cnt), free(buf);
+        return ampy_error(AMPY_ERR_NOMEM, "embedding_backward: out of memory");
+    }
+    int64_t kept = 0, nseg = 0;
+    for (int64_t i = 0; i < P; i++)
+        if (h[i] != padding_idx && cnt[h[i]]++ == 0)
+            nseg++;
+    /* buf: perm[kept] | seg_start[nseg + 1] | seg_row[nseg]; cnt becomes the
+     * running write position of each row */
+    int64_t *seg_start = buf + P, *seg_row = buf + P + nseg + 1;
+    int64_t pos = 0, sidx = 0;
+    for (int64_t r = 0; r < V; r++) {
+        if (!cnt[r])
+            continue;
+        seg_start[sidx] = pos, seg_row[sidx] = r, sidx++;
+        int64_t c = cnt[r];
+        cnt[r] = pos;
+        pos += c;
+    }
+    kept = pos;
+    seg_start[nseg] = kept;
+    for (int64_t i = 0; i < P; i++)
+        if (h[i] != padding_idx)
+            buf[cnt[h[i]]++] = i;
+    /* pack perm next to the segment arrays for one upload */
+    memmove(buf + kept, seg_start, (size_t)(2 * nseg + 1) * sizeof(int64_t));
+    const size_t nb = (size_t)(kept + 2 * nseg + 1) * sizeof(int64_t);
+    free(h), free(cnt);
+    if (nseg == 0) {
+        free(buf);
+        return AMPY_OK;
+    }
+    Scratch dev(device);
+    s = dev.get(nb);
+    if (s == AMPY_OK)
+        s = ampy_cuda_memcpy(dev.p, device, buf, -1, nb);
+    free(buf);
+    if (s != AMPY_OK)
+        return s;
+    const int64_t *dperm = (const int64_t *)dev.p, *dstart = dperm + kept,
+                  *drow = dstart + nseg + 1;
+    const unsigned grid = ampy_cuda_blocks(nseg * D, AMPY_CUDA_THREADS);
+    if (w_dtype == AMPY_FLOAT64)
+        emb_bwd_kernel<double><<<grid, AMPY_CUDA_THREADS, 0, st>>>(nseg, D, dperm, dstart, drow,
+                                                                    dy, w_dtype, dweight);
+    else
+        emb_bwd_kernel<float><<<grid, AMPY_CUDA_THREADS, 0, st>>>(nseg, D, dperm, dstart, drow,
+                                                                   dy, w_dtype, dweight);
+    AMPY_CUDA_LAUNCHED("emb_bwd_kernel");
+    return AMPY_OK;
+}
+
+extern "C" ampy_status ampy_nn_mask_scale_cuda(int device, int64_t n, const void *x, int dtype,
+                                               const uint8_t *mask, double scale, void *out)
+{
+    if (n < 0)
+        return ampy_error(AMPY_ERR_VALUE, "dropout: negative size");
+    if (!nn_float(dtype))
+        return ampy_error(AMPY_ERR_DTYPE, "dropout: input must be a floating-point tensor");
+    /* csrc/nn_misc.c: the scale is a tensor of the input's dtype in ATen */
+    double s = dtype == AMPY_FLOAT64 ? scale : (double)(float)scale;
+    if (dtype == AMPY_FLOAT16)
+        s = ampy_f16_to_f32(ampy_f64_to_f16(scale));
+    else if (dtype == AMPY_BFLOAT16)
+        s = ampy_bf16_to_f32(ampy_f64_to_bf16(scale));
+    if (n == 0)
+        return AMPY_OK;
+    AMPY_CUDA_ENTER(device, st);
+    mask_scale_kernel<<<ampy_cuda_blocks(n, AMPY_CUDA_THREADS), AMPY_CUDA_THREADS, 0, st>>>(
+        n, x, dtype, mask, s, out);
+    AMPY_CUDA_LAUNCHED("mask_scale_kernel");
+    return AMPY_OK;
+}
+
+extern "C" ampy_status ampy_nn_mse_fwd_cuda(int device, int64_t n, const void *x, const void *y,
+                                            int dtype, int reduction, void *out)
+{
+    if (n < 0)
+        return ampy_error(AMPY_ERR_VALUE, "mse_loss: negative size");
+    if (!nn_float(dtype))
+        return ampy_error(AMPY_ERR_DTYPE, "mse_loss: input must be a floating-point tensor");
+    if (reduction < 0 || reduction > 2)
+        return ampy_error(AMPY_ERR_VALUE, "mse_loss: %d is not a valid value for reduction",
+                          reduction);
+    AMPY_CUDA_ENTER(device, st);
+    Scratch sc(device);
+    ampy_status s = sc.get((size_t)(n > 0 ? n : 1) * sizeof(double));
+    if (s != AMPY_OK)
+        return s;
+    double *d = (double *)sc.p;
+    if (n > 0) {
+        mse_elem_kernel<<<ampy_cuda_blocks(n, AMPY_CUDA_THREADS), AMPY_CUDA_THREADS, 0, st>>>(
+            n, x, y, dtype, d);
+        AMPY_CUDA_LAUNCHED("mse_elem_kernel");
+    }
+    loss_reduce_kernel<<<1, NN_THREADS, 0, st>>>(n, d, reduction, NULL, out, dtype, (double)n);
+    AMPY_CUDA_LAUNCHED("loss_reduce_kernel");
+    return AMPY_OK;
+}
+
+extern "C" ampy_status ampy_nn_mse_bwd_cuda(int device, int64_t n, const void *x, const void *y,
+                                            int dtype, int reduction, const void *dout, void *dx,
+                                            void *dy)
+{
+    if (n < 0)
+        return ampy_error(AMPY_ERR_VALUE, "mse_loss_backward: negative size");
+    if (!nn_float(dtype))
+        return ampy_error(AMPY_ERR_DTYPE, "mse_loss_backward: bad dtype");
+    if (reduction < 0 || reduction > 2)
+        return ampy_error(AMPY_ERR_VALUE, "mse_loss_backward: bad reduction %d", reduction);
+    if (n == 0)
+        return AMPY_OK;
+    AMPY_CUDA_ENTER(device, st);
+    mse_bwd_kernel<<<ampy_cuda_blocks(n, AMPY_CUDA_THREADS), AMPY_CUDA_THREADS, 0, st>>>(
+        n, x, y, dtype, reduction, dout, dx, dy);
+    AMPY_CUDA_LAUNCHED("mse_bwd_kernel");
+    return AMPY_OK;
+}
+
+extern "C" ampy_status ampy_fill_random_cuda(int device, void *dst, ampy_dtype dtype, int64_t n,
+                                             int kind, uint64_t seed, uint64_t offset, double a,
+                                             double b)
+{
+    if (!ampy_dtype_valid(dtype))
+        return ampy_error(AMPY_ERR_DTYPE, "fill_random: invalid dtype %d", (int)dtype);
+    if (n < 0 || kind < 0 || kind > AMPY_RANDOM_BERNOULLI)
+        return ampy_error(AMPY_ERR_VALUE, "fill_random: bad kind %d or size %lld", kind,
+                          (long long)n);
+    if (kind == AMPY_RANDOM_INTEGER && !(b > a))
+        return ampy_error(AMPY_ERR_VALUE, "randint: empty range [%g, %g)", a, b);
+    if (n == 0)
+        return AMPY_OK;
+    AMPY_CUDA_ENTER(device, st);
+    fill_random_kernel<<<ampy_cuda_blocks(n, AMPY_CUDA_THREADS), AMPY_CUDA_THREADS, 0, st>>>(
+        (char *)dst, dtype, n, kind, seed, offset, a, b);
+    AMPY_CUDA_LAUNCHED("fill_random_kernel");
+    return AMPY_OK;
+}

@@ -299,6 +299,7 @@ def _kernels():
         "finite+unscale": lambda: af.non_finite_check_and_unscale_(grads, found, one),
         "sgd step": lambda: af.sgd_step_(params, grads, bufs, lr=0.0, momentum=0.9),
         "gather": lambda: a32[idx],
+        "scatter": lambda: b32.__setitem__(idx, a32[:N_BIG // 2]),
         "mask select": lambda: a32[mask],
         "gelu": lambda: ampy.nn.functional.gelu(a32),
     }
@@ -326,6 +327,24 @@ def _released_fraction(fn, tries=3, seconds=0.25):
         if best > 0.5:
             break
     return best
+
+
+def test_large_index_ops_match_numpy():
+    """The index bindings' GIL-released paths (>= 16384 elements) compute the
+    same as NumPy."""
+    rng = np.random.default_rng(3)
+    src = rng.standard_normal((300, 200)).astype(np.float32)
+    idx = rng.integers(0, 300, 500)
+    t = ampy.tensor(src)
+    assert np.array_equal(t[ampy.tensor(idx)].numpy(), src[idx])
+    mask = src > 0.3
+    assert np.array_equal(t[ampy.tensor(mask)].numpy(), src[mask])
+    dst, ref = ampy.tensor(src.copy()), src.copy()
+    vals = rng.standard_normal((120, 200)).astype(np.float32)
+    rows = rng.permutation(300)[:120]
+    dst[ampy.tensor(rows)] = ampy.tensor(vals)
+    ref[rows] = vals
+    assert np.array_equal(dst.numpy(), ref)
 
 
 def test_gil_negative_control():

@@ -368,8 +368,13 @@ def test_two_threads_speed_up(kernels):
     """Two threads running GEMMs at num_threads=1 finish 2x the work in well
     under 2x the time (best of several tries; skipped on a single core)."""
     import os
-    if (os.cpu_count() or 1) < 2:
+    cpus = os.cpu_count() or 1
+    if cpus < 2:
         pytest.skip("needs 2 cores")
+    if os.getloadavg()[0] > cpus - 0.5:
+        pytest.skip(f"machine busy (load {os.getloadavg()[0]:.1f} on {cpus} CPUs): no free "
+                    "core to measure a speed-up; test_long_kernel_releases_gil still checks "
+                    "that the GIL is released")
     fn = kernels["gemm f32"]
     reps = 6
 

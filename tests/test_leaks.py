@@ -194,7 +194,7 @@ def _traced_training(domain, steps, keep=None):
 
 
 def test_tracemalloc_training_loop_flat(traced):
-    steps = 100 if SHORT else 300
+    steps = 100 if SHORT else 200
     tensors, py = _traced_training(traced, steps)
     print(f"\ntracemalloc over {steps} steps: tensor domain {tensors:+d} bytes, "
           f"Python heap {py:+d} bytes")
@@ -205,7 +205,7 @@ def test_tracemalloc_training_loop_flat(traced):
 def test_tracemalloc_catches_a_deliberate_leak(traced):
     """The same loop keeping each step's loss alive: tracemalloc shows one
     tensor storage per step in the ampy domain (so the check above can fail)."""
-    steps = 50 if SHORT else 150
+    steps = 50 if SHORT else 80
     keep = []
     tensors, _ = _traced_training(traced, steps, keep)
     assert len(keep) == steps

@@ -80,32 +80,57 @@ def _reps_for(fn, target=0.08):
     return max(1, int(target / max(min(ts), 1e-6)))
 
 
-def _time_threads(fn, reps, nthreads):
-    barrier = threading.Barrier(nthreads + 1)
+class _Workers:
+    """Two persistent worker threads (so per-thread library start-up costs,
+    e.g. an OpenMP team or a BLAS buffer created on a thread's first call, are
+    paid once, in the warm-up, not in every timed run)."""
 
-    def work():
-        barrier.wait()
-        for _ in range(reps):
-            fn()
+    def __init__(self, fn, reps):
+        self.fn, self.reps = fn, reps
+        self.go = [threading.Semaphore(0), threading.Semaphore(0)]
+        self.done = threading.Semaphore(0)
+        self.stop = False
+        self.threads = [threading.Thread(target=self._loop, args=(k,), daemon=True)
+                        for k in range(2)]
+        for t in self.threads:
+            t.start()
 
-    ths = [threading.Thread(target=work) for _ in range(nthreads)]
-    for t in ths:
-        t.start()
-    barrier.wait()
-    t0 = time.perf_counter()
-    for t in ths:
-        t.join()
-    return time.perf_counter() - t0
+    def _loop(self, k):
+        while True:
+            self.go[k].acquire()
+            if self.stop:
+                return
+            for _ in range(self.reps):
+                self.fn()
+            self.done.release()
+
+    def run(self, nthreads):
+        t0 = time.perf_counter()
+        for k in range(nthreads):
+            self.go[k].release()
+        for _ in range(nthreads):
+            self.done.acquire()
+        return time.perf_counter() - t0
+
+    def close(self):
+        self.stop = True
+        for g in self.go:
+            g.release()
+        for t in self.threads:
+            t.join()
 
 
 def measure(fn, runs):
     reps = _reps_for(fn)
-    _time_threads(fn, reps, 1)
-    _time_threads(fn, reps, 2)
-    t1, t2 = [], []
-    for _ in range(runs):
-        t1.append(_time_threads(fn, reps, 1))
-        t2.append(_time_threads(fn, reps, 2))
+    w = _Workers(fn, reps)
+    try:
+        w.run(2)                      # warm both threads
+        t1, t2 = [], []
+        for _ in range(runs):
+            t1.append(w.run(1))
+            t2.append(w.run(2))
+    finally:
+        w.close()
     m1, m2 = statistics.median(t1), statistics.median(t2)
     return m1 / reps, m2 / reps, 2 * m1 / m2
 

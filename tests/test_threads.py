@@ -157,7 +157,7 @@ def _run_threads(fns):
 
 
 def test_autocast_threads_match_serial():
-    iters = 12
+    iters = 40
     w = _weights()
     serial = [_program(nest, iters, w) for nest in PROGRAMS]
     # the programs really differ (otherwise the comparison proves little)
@@ -183,7 +183,7 @@ def test_new_thread_does_not_inherit_autocast():
 
 
 def test_autocast_asyncio_tasks_match_serial():
-    iters = 6
+    iters = 15
     w = _weights()
 
     async def task(nest):
@@ -399,7 +399,7 @@ def test_two_threads_speed_up(kernels):
 
 # ------------------------------------------------------- (c) GradScalers
 
-def _scaler_run(seed, opt_name, forced, steps=40):
+def _scaler_run(seed, opt_name, forced, steps=60):
     w = _weights()
     model = _model(w)
     if opt_name == "sgd":

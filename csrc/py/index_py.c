@@ -1,4 +1,6 @@
-/* index_py.c — binding of advanced indexing (index.h). */
+/* index_py.c — binding of advanced indexing (index.h). Large gathers,
+ * scatters and nonzero scans run with the GIL released; the index list is
+ * copied to a tuple first so the index tensors stay alive meanwhile. */
 #include "pyampy.h"
 
 #include "ampy/index.h"
@@ -66,7 +68,20 @@ static PyObject *f_index_gather(PyObject *self, PyObject *const *args, Py_ssize_
     AmpyTensor *out = ampy_py_empty(t->dtype, 1 + s.rest_ndim, shape, t->device);
     if (!out)
         return NULL;
-    ampy_status st = ampy_index_gather(&s, t->data, out->data);
+    ampy_status st;
+    if (out->numel >= AMPY_PY_GIL_RELEASE_MIN) {
+        PyObject *keep = PySequence_Tuple(args[2]);
+        if (!keep) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        st = ampy_index_gather(&s, t->data, out->data);
+        Py_END_ALLOW_THREADS
+        Py_DECREF(keep);
+    } else {
+        st = ampy_index_gather(&s, t->data, out->data);
+    }
     if (st != AMPY_OK) {
         Py_DECREF(out);
         return ampy_py_raise(st);
@@ -95,7 +110,18 @@ static PyObject *f_index_scatter(PyObject *self, PyObject *const *args, Py_ssize
     }
     int64_t vstr[AMPY_MAX_DIMS];
     ampy_py_byte_strides(v, vstr);
-    ampy_status st = ampy_index_scatter(&s, t->data, v->data, vstr);
+    ampy_status st;
+    if (v->numel >= AMPY_PY_GIL_RELEASE_MIN) {
+        PyObject *keep = PySequence_Tuple(args[2]);
+        if (!keep)
+            return NULL;
+        Py_BEGIN_ALLOW_THREADS
+        st = ampy_index_scatter(&s, t->data, v->data, vstr);
+        Py_END_ALLOW_THREADS
+        Py_DECREF(keep);
+    } else {
+        st = ampy_index_scatter(&s, t->data, v->data, vstr);
+    }
     if (st != AMPY_OK)
         return ampy_py_raise(st);
     ampy_py_bump_version(t);
@@ -111,13 +137,28 @@ static PyObject *f_nonzero(PyObject *self, PyObject *arg)
         PyErr_SetString(PyExc_TypeError, "nonzero: expects a bool tensor");
         return NULL;
     }
-    int64_t count = ampy_nonzero_count(m->ndim, m->shape, m->strides, (const uint8_t *)m->data);
+    const int big = m->numel >= AMPY_PY_GIL_RELEASE_MIN;
+    int64_t count;
+    if (big) {
+        Py_BEGIN_ALLOW_THREADS
+        count = ampy_nonzero_count(m->ndim, m->shape, m->strides, (const uint8_t *)m->data);
+        Py_END_ALLOW_THREADS
+    } else {
+        count = ampy_nonzero_count(m->ndim, m->shape, m->strides, (const uint8_t *)m->data);
+    }
     int64_t shape[2] = {count, m->ndim};
     AmpyTensor *out = ampy_py_empty(AMPY_INT64, 2, shape, AMPY_DEV_CPU);
     if (!out)
         return NULL;
-    ampy_nonzero_fill(m->ndim, m->shape, m->strides, (const uint8_t *)m->data,
-                      (int64_t *)out->data);
+    if (big) {
+        Py_BEGIN_ALLOW_THREADS
+        ampy_nonzero_fill(m->ndim, m->shape, m->strides, (const uint8_t *)m->data,
+                          (int64_t *)out->data);
+        Py_END_ALLOW_THREADS
+    } else {
+        ampy_nonzero_fill(m->ndim, m->shape, m->strides, (const uint8_t *)m->data,
+                          (int64_t *)out->data);
+    }
     return (PyObject *)out;
 }
 

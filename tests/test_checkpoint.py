@@ -458,6 +458,8 @@ big = {f"w{i}": ampy.full((256, 1024), float(i)) for i in range(8)}
 print("saving", flush=True)
 ampy.save(big, path)
 print("saved", flush=True)
+if stage == "timer":
+    time.sleep(60)   # wait for the kill even when the save finished first
 '''
 
 

@@ -1,6 +1,9 @@
 /* fused.c — specialised hot-path kernels (see fused.h for the contract). */
+#include <math.h>
 #include <string.h>
 
+#include "ampy/cast.h"
+#include "ampy/dtype.h"
 #include "ampy/fused.h"
 #include "ampy/parallel.h"
 
@@ -106,5 +109,213 @@ ampy_status ampy_fused_mse_bwd_f32(int64_t n, const float *x, const float *y, in
     mse_bwd_ctx c = {x, y, dout, dx, dy, (float)norm, reduction == 0 ? 0.0f : dout[0],
                      reduction == 0};
     ampy_parallel_for(n, (int64_t)1 << 16, mse_bwd_range, &c);
+    return AMPY_OK;
+}
+
+/* ---- element-wise backward kernels: load a block to float, compute, store --- */
+#define BLK 512
+
+/* n elements of dtype dt at p (+ offset i) into float buf (or a pointer to p itself). */
+static const float *ld_block(const void *p, int dt, int64_t i, int64_t n, float *buf)
+{
+    switch (dt) {
+    case AMPY_FLOAT32: return (const float *)p + i;
+    case AMPY_FLOAT16: ampy_cast_f16_to_f32((const uint16_t *)p + i, buf, n); return buf;
+    default: ampy_cast_bf16_to_f32((const uint16_t *)p + i, buf, n); return buf;
+    }
+}
+
+static void st_block(void *p, int dt, int64_t i, int64_t n, const float *buf)
+{
+    switch (dt) {
+    case AMPY_FLOAT32:
+        if ((const float *)p + i != buf)
+            memcpy((float *)p + i, buf, (size_t)n * sizeof(float));
+        break;
+    case AMPY_FLOAT16: ampy_cast_f32_to_f16(buf, (uint16_t *)p + i, n); break;
+    default: ampy_cast_f32_to_bf16(buf, (uint16_t *)p + i, n); break;
+    }
+}
+
+static int half_or_f32(int dt)
+{
+    return dt == AMPY_FLOAT32 || dt == AMPY_FLOAT16 || dt == AMPY_BFLOAT16;
+}
+
+typedef struct {
+    const void *a, *g;
+    void *out;
+    int dt;
+} ew_ctx;
+
+/* erf and exp in straight-line float code that the compiler vectorises
+ * (libm's erff is a call per element and dominated the gelu backward).
+ * erf: the odd/even rational minimax approximation on [-4, 4] used by
+ * Eigen and XLA (outside, erf is +-1 in float); exp: Cephes' expf (range
+ * reduction by ln 2 in two parts, degree-6 polynomial), arguments clamped
+ * to [-87, 88] (exp(-87) ~ 1.6e-38: below it the result is that tiny value
+ * instead of 0 or a subnormal). Both within a few float ulps. */
+__attribute__((optimize("no-trapping-math"))) static inline float v_erf(float x)
+{
+    x = x < -4.0f ? -4.0f : (x > 4.0f ? 4.0f : x);
+    const float x2 = x * x;
+    float p = x2 * -2.72614225801306e-10f + 2.77068142495902e-08f;
+    p = x2 * p + -2.10102402082508e-06f;
+    p = x2 * p + -5.69250639462346e-05f;
+    p = x2 * p + -7.34990630326855e-04f;
+    p = x2 * p + -2.95459980854025e-03f;
+    p = x2 * p + -1.60960333262415e-02f;
+    float q = x2 * -1.45660718464996e-05f + -2.13374055278905e-04f;
+    q = x2 * q + -1.68282697438203e-03f;
+    q = x2 * q + -7.37332916720468e-03f;
+    q = x2 * q + -1.42647390514189e-02f;
+    return x * p / q;
+}
+
+__attribute__((optimize("no-trapping-math"))) static inline float v_exp(float x)
+{
+    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+    float fx = x * 1.44269504088896341f + 0.5f;
+    int32_t n = (int32_t)fx;
+    n -= (float)n > fx; /* floor */
+    const float fn = (float)n;
+    float r = x - fn * 0.693359375f;
+    r = r - fn * -2.12194440e-4f;
+    float y = 1.9875691500E-4f * r + 1.3981999507E-3f;
+    y = y * r + 8.3334519073E-3f;
+    y = y * r + 4.1665795894E-2f;
+    y = y * r + 1.6666665459E-1f;
+    y = y * r + 5.0000001201E-1f;
+    y = y * (r * r) + r + 1.0f;
+    union {
+        int32_t i;
+        float f;
+    } u;
+    u.i = (n + 127) << 23;
+    return y * u.f;
+}
+
+/* gelu (exact) backward: cdf = (erf(x * 2^-1/2) + 1) * 0.5,
+ * pdf = exp((x * x) * -0.5) * (2 pi)^-1/2, dx = g * (cdf + x * pdf)
+ * (ampy's composite rule, with the erf/exp above). */
+/* no-trapping-math lets GCC turn the clamps into vector selects (ampy does
+ * not enable FP exceptions; results are unchanged). */
+__attribute__((optimize("no-trapping-math"))) static void gelu_bwd_range(int64_t b, int64_t e,
+                                                                         void *ctx)
+{
+    const ew_ctx *c = (const ew_ctx *)ctx;
+    const float k1 = (float)0.70710678118654752440, k2 = (float)0.39894228040143267794;
+    float bx[BLK], bg[BLK], bo[BLK];
+    for (int64_t i = b; i < e; i += BLK) {
+        int64_t n = e - i < BLK ? e - i : BLK;
+        const float *x = ld_block(c->a, c->dt, i, n, bx);
+        const float *g = ld_block(c->g, c->dt, i, n, bg);
+        float *o = c->dt == AMPY_FLOAT32 ? (float *)c->out + i : bo;
+        for (int64_t k = 0; k < n; k++) {
+            float xv = x[k];
+            float cdf = (v_erf(xv * k1) + 1.0f) * 0.5f;
+            float pdf = v_exp((xv * xv) * -0.5f) * k2;
+            o[k] = g[k] * (cdf + xv * pdf);
+        }
+        /* x = +-inf or NaN: NaN, as the composite's inf * exp(-inf) = inf * 0
+         * (the clamps above would hide both) */
+        for (int64_t k = 0; k < n; k++)
+            if (!(x[k] - x[k] == 0.0f))
+                o[k] = x[k] - x[k];
+        st_block(c->out, c->dt, i, n, o);
+    }
+}
+
+ampy_status ampy_fused_gelu_bwd(int64_t n, const void *x, const void *g, int dtype, void *dx)
+{
+    if (n < 0)
+        return ampy_error(AMPY_ERR_VALUE, "gelu_backward: negative size");
+    if (!half_or_f32(dtype))
+        return ampy_error(AMPY_ERR_DTYPE, "gelu_backward: float32, float16 or bfloat16 only");
+    ew_ctx c = {x, g, dx, dtype};
+    ampy_parallel_for(n, 4096, gelu_bwd_range, &c);
+    return AMPY_OK;
+}
+
+/* relu backward from the output y: dx = y > 0 ? g : +0 (ampy's rule
+ * where(y > 0, g, 0)); operates on the bits, so it is exact for every dtype. */
+static void relu_bwd_range(int64_t b, int64_t e, void *ctx)
+{
+    const ew_ctx *c = (const ew_ctx *)ctx;
+    if (c->dt == AMPY_FLOAT32) {
+        const float *y = (const float *)c->a, *g = (const float *)c->g;
+        float *o = (float *)c->out;
+        for (int64_t i = b; i < e; i++)
+            o[i] = y[i] > 0.0f ? g[i] : 0.0f;
+        return;
+    }
+    const uint16_t *y = (const uint16_t *)c->a, *g = (const uint16_t *)c->g;
+    uint16_t *o = (uint16_t *)c->out;
+    /* a half value is > 0 when its sign bit is clear and it is neither +0 nor NaN */
+    const uint16_t inf = c->dt == AMPY_FLOAT16 ? 0x7C00u : 0x7F80u;
+    for (int64_t i = b; i < e; i++) {
+        uint16_t v = y[i];
+        o[i] = (v != 0 && v <= inf) ? g[i] : 0;
+    }
+}
+
+ampy_status ampy_fused_relu_bwd(int64_t n, const void *y, const void *g, int dtype, void *dx)
+{
+    if (n < 0)
+        return ampy_error(AMPY_ERR_VALUE, "relu_backward: negative size");
+    if (!half_or_f32(dtype))
+        return ampy_error(AMPY_ERR_DTYPE, "relu_backward: float32, float16 or bfloat16 only");
+    ew_ctx c = {y, g, dx, dtype};
+    ampy_parallel_for(n, 32768, relu_bwd_range, &c);
+    return AMPY_OK;
+}
+
+/* softmax backward over rows of N: s = sum_j float(g_j * y_j) accumulated in
+ * double and rounded to float (ampy's sum), dx_j = y_j * (g_j - s) in float. */
+typedef struct {
+    const void *y, *g;
+    void *out;
+    int64_t N;
+    int dt;
+} sm_ctx;
+
+static void softmax_bwd_range(int64_t b, int64_t e, void *ctx)
+{
+    const sm_ctx *c = (const sm_ctx *)ctx;
+    const int64_t N = c->N;
+    float by[BLK], bg[BLK], bo[BLK];
+    for (int64_t r = b; r < e; r++) {
+        double acc = 0.0;
+        for (int64_t j = 0; j < N; j += BLK) {
+            int64_t n = N - j < BLK ? N - j : BLK;
+            const float *y = ld_block(c->y, c->dt, r * N + j, n, by);
+            const float *g = ld_block(c->g, c->dt, r * N + j, n, bg);
+            for (int64_t k = 0; k < n; k++)
+                acc += (double)(g[k] * y[k]);
+        }
+        const float s = (float)acc;
+        for (int64_t j = 0; j < N; j += BLK) {
+            int64_t n = N - j < BLK ? N - j : BLK;
+            const float *y = ld_block(c->y, c->dt, r * N + j, n, by);
+            const float *g = ld_block(c->g, c->dt, r * N + j, n, bg);
+            float *o = c->dt == AMPY_FLOAT32 ? (float *)c->out + r * N + j : bo;
+            for (int64_t k = 0; k < n; k++)
+                o[k] = y[k] * (g[k] - s);
+            st_block(c->out, c->dt, r * N + j, n, o);
+        }
+    }
+}
+
+ampy_status ampy_fused_softmax_bwd(int64_t M, int64_t N, const void *y, const void *g,
+                                   int dtype, void *dx)
+{
+    if (M < 0 || N < 0)
+        return ampy_error(AMPY_ERR_VALUE, "softmax_backward: negative size");
+    if (!half_or_f32(dtype))
+        return ampy_error(AMPY_ERR_DTYPE, "softmax_backward: float32, float16 or bfloat16 only");
+    if (N == 0)
+        return AMPY_OK;
+    sm_ctx c = {y, g, dx, N, dtype};
+    ampy_parallel_for(M, 32768 / N + 1, softmax_bwd_range, &c);
     return AMPY_OK;
 }

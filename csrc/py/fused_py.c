@@ -132,7 +132,94 @@ static PyObject *f_mse_bwd(PyObject *self, PyObject *args)
     return Py_BuildValue("NN", (PyObject *)dx, (PyObject *)dy);
 }
 
+/* Two contiguous CPU tensors of one shape and one dtype (float32/16, bfloat16). */
+static int same_pair(PyObject *oa, PyObject *og, AmpyTensor **a, AmpyTensor **g, const char *fn,
+                     const char *aname)
+{
+    if (!(*a = cpu_contig(oa, fn, aname, 0)) || !(*g = cpu_contig(og, fn, "grad_output", 0)))
+        return -1;
+    int dt = (*a)->dtype;
+    if (dt != AMPY_FLOAT32 && dt != AMPY_FLOAT16 && dt != AMPY_BFLOAT16) {
+        PyErr_Format(PyExc_TypeError, "%s: argument '%s' must be float32, float16 or bfloat16",
+                     fn, aname);
+        return -1;
+    }
+    if ((*g)->dtype != dt) {
+        PyErr_Format(PyExc_TypeError, "%s: argument 'grad_output' must have %s's dtype", fn,
+                     aname);
+        return -1;
+    }
+    int same = (*a)->ndim == (*g)->ndim;
+    for (int d = 0; same && d < (*a)->ndim; d++)
+        same = (*a)->shape[d] == (*g)->shape[d];
+    if (!same) {
+        PyErr_Format(PyExc_ValueError, "%s: argument 'grad_output' must have %s's shape", fn,
+                     aname);
+        return -1;
+    }
+    return 0;
+}
+
+typedef ampy_status (*ew_bwd_fn)(int64_t, const void *, const void *, int, void *);
+
+static PyObject *ew_bwd(PyObject *args, const char *fn, const char *aname, ew_bwd_fn kernel)
+{
+    PyObject *oa, *og;
+    AmpyTensor *a, *g;
+    if (!PyArg_UnpackTuple(args, fn, 2, 2, &oa, &og) || same_pair(oa, og, &a, &g, fn, aname) < 0)
+        return NULL;
+    AmpyTensor *dx = ampy_py_empty(a->dtype, a->ndim, a->shape, AMPY_DEV_CPU);
+    if (!dx)
+        return NULL;
+    ampy_status s;
+    RUN(a->numel, kernel(a->numel, a->data, g->data, a->dtype, dx->data));
+    if (s != AMPY_OK) {
+        Py_DECREF(dx);
+        return ampy_py_raise(s);
+    }
+    return (PyObject *)dx;
+}
+
+/* fused_gelu_bwd(x, grad_output) -> dx ; fused_relu_bwd(y, grad_output) -> dx */
+static PyObject *f_gelu_bwd(PyObject *self, PyObject *args)
+{
+    return ew_bwd(args, "fused_gelu_bwd", "input", ampy_fused_gelu_bwd);
+}
+
+static PyObject *f_relu_bwd(PyObject *self, PyObject *args)
+{
+    return ew_bwd(args, "fused_relu_bwd", "output", ampy_fused_relu_bwd);
+}
+
+/* fused_softmax_bwd(y, grad_output) -> dx, softmax over the last dim */
+static PyObject *f_softmax_bwd(PyObject *self, PyObject *args)
+{
+    PyObject *oy, *og;
+    AmpyTensor *y, *g;
+    const char *fn = "fused_softmax_bwd";
+    if (!PyArg_UnpackTuple(args, fn, 2, 2, &oy, &og) || same_pair(oy, og, &y, &g, fn, "output") < 0)
+        return NULL;
+    int64_t N = y->ndim ? y->shape[y->ndim - 1] : 1;
+    int64_t M = N ? y->numel / N : 0;
+    AmpyTensor *dx = ampy_py_empty(y->dtype, y->ndim, y->shape, AMPY_DEV_CPU);
+    if (!dx)
+        return NULL;
+    ampy_status s;
+    RUN(y->numel, ampy_fused_softmax_bwd(M, N, y->data, g->data, y->dtype, dx->data));
+    if (s != AMPY_OK) {
+        Py_DECREF(dx);
+        return ampy_py_raise(s);
+    }
+    return (PyObject *)dx;
+}
+
 PyMethodDef ampy_py_fused_methods[] = {
+    {"fused_gelu_bwd", f_gelu_bwd, METH_VARARGS,
+     "fused_gelu_bwd(x, grad_output)\n--\n\nInternal: exact-gelu backward in one pass."},
+    {"fused_relu_bwd", f_relu_bwd, METH_VARARGS,
+     "fused_relu_bwd(y, grad_output)\n--\n\nInternal: relu backward from its output."},
+    {"fused_softmax_bwd", f_softmax_bwd, METH_VARARGS,
+     "fused_softmax_bwd(y, grad_output)\n--\n\nInternal: softmax backward over the last dim."},
     {"fused_zeros", f_zeros, METH_VARARGS,
      "fused_zeros(size, dtype)\n--\n\nInternal: a new zero-filled CPU tensor (memset)."},
     {"fused_mse_fwd", f_mse_fwd, METH_VARARGS,

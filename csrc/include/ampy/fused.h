@@ -29,6 +29,19 @@ ampy_status ampy_fused_mse_fwd_f32(int64_t n, const float *x, const float *y, in
 ampy_status ampy_fused_mse_bwd_f32(int64_t n, const float *x, const float *y, int reduction,
                                    const float *dout, float *dx, float *dy);
 
+/* Backward rules of ampy/autograd/_rules_math.py in one pass, for
+ * contiguous operands of one dtype (float32, float16 or bfloat16; halves
+ * computed in float32 and rounded once into dx of the same dtype):
+ *   gelu (approximate="none"): dx = g * (Phi(x) + x * phi(x)), the rule's
+ *     float operations in its order (erff/expf);
+ *   relu, from the output y: dx = y > 0 ? g : +0 (exact);
+ *   softmax over the last dim, rows of N from the output y:
+ *     dx = y * (g - sum(g * y)), the sum accumulated in double. */
+ampy_status ampy_fused_gelu_bwd(int64_t n, const void *x, const void *g, int dtype, void *dx);
+ampy_status ampy_fused_relu_bwd(int64_t n, const void *y, const void *g, int dtype, void *dx);
+ampy_status ampy_fused_softmax_bwd(int64_t M, int64_t N, const void *y, const void *g,
+                                   int dtype, void *dx);
+
 #ifdef __cplusplus
 }
 #endif

@@ -431,17 +431,17 @@ def _needed(nodes, targets):
 def run_backward(roots, grads, retain_graph, create_graph, capture=None, accumulate=True):
     """roots: list of (node, output_nr); grads: one tensor per root.
     capture: {(node, output_nr): [slot, ...]} -> returns {slot: grad}."""
-    nodes, _ = _collect(roots)
+    nodes, deps = _collect(roots)
     if capture is not None:
         targets = {n for n, _ in capture}
         active = _needed(nodes, targets)
+        deps = {}
+        for n in active:
+            for nxt, _ in n.next_functions:
+                if nxt is not None and nxt in active:
+                    deps[nxt] = deps.get(nxt, 0) + 1
     else:
-        active = nodes
-    deps = {}
-    for n in active:
-        for nxt, _ in n.next_functions:
-            if nxt is not None and nxt in active:
-                deps[nxt] = deps.get(nxt, 0) + 1
+        active = nodes  # every collected node: _collect's in-degrees are the ones needed
     buffers = {}
     for (n, nr), g in zip(roots, grads):
         if n is None or n not in active:

@@ -1,7 +1,7 @@
 """Time per training step, ampy vs torch on the same CPU, same model and data.
 
     python benchmarks/bench_train.py [--repeat 10] [--quick] [--models mlp,block]
-                                     [--modes float32,bfloat16,float16]
+                                     [--modes float32,bfloat16,float16] [--threads N]
 
 Models (issue 4): an MLP (batch 256, 784-1024-1024-10, cross-entropy) and a
 transformer block (batch 32, seq 128, d 256, 4 heads: layer_norm, linear,
@@ -45,7 +45,7 @@ def median_time(fn, repeat, warmup=2):
     return statistics.median(ts)
 
 
-def paired_times(fa, fb, repeat, warmup=2):
+def paired_times(fa, fb, repeat, warmup=2, clock=time.perf_counter):
     """Median seconds of fa and fb and the median of the per-pair ratios
     fa/fb, timing them alternately (a, b, a, b, ...) so that both see the
     same background load on a shared machine."""
@@ -54,11 +54,11 @@ def paired_times(fa, fb, repeat, warmup=2):
         fb()
     ta, tb, r = [], [], []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = clock()
         fa()
-        t1 = time.perf_counter()
+        t1 = clock()
         fb()
-        t2 = time.perf_counter()
+        t2 = clock()
         ta.append(t1 - t0)
         tb.append(t2 - t1)
         r.append((t1 - t0) / (t2 - t1))
@@ -183,7 +183,8 @@ DISPATCH_CASES = [
 def bench_dispatch(repeat):
     n = 1000
     print(f"\nDispatch overhead on 8-element tensors, µs per op (median of {repeat} x {n}, "
-          f"interleaved)\n")
+          f"interleaved; CPU time of the calling thread, which excludes time spent waiting "
+          f"for a core on a loaded machine)\n")
     rows = []
     for region in (False, True):
         for label, fn in DISPATCH_CASES:
@@ -202,11 +203,12 @@ def bench_dispatch(repeat):
             name = label + (" [autocast fp16]" if region else "")
             try:
                 if len(loops) == 2:
-                    ta, tt, r = paired_times(loops[0], loops[1], repeat, warmup=1)
+                    ta, tt, r = paired_times(loops[0], loops[1], repeat, warmup=1,
+                                             clock=time.thread_time)
                     rows.append([name, "", f"{ta / n * 1e6:.2f}", f"{tt / n * 1e6:.2f}",
                                  f"{r:.2f}x"])
                 else:
-                    ta = median_time(loops[0], repeat, warmup=1)
+                    ta = median_time(loops[0], repeat, warmup=1)  # wall clock
                     rows.append([name, "", f"{ta / n * 1e6:.2f}", "-", "-"])
             except Exception as e:  # noqa: BLE001
                 rows.append([name, "", "n/a", "-", f"({type(e).__name__})"])
@@ -222,7 +224,13 @@ def main(argv=None):
                     help="comma list of float32, bfloat16, float16")
     ap.add_argument("--no-dispatch", action="store_true", help="skip the per-op overhead table")
     ap.add_argument("--no-models", action="store_true", help="skip the training-step table")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="intra-op threads for both libraries (0: leave their defaults)")
     args = ap.parse_args(argv)
+    if args.threads > 0:
+        ampy.set_num_threads(args.threads)
+        if torch is not None:
+            torch.set_num_threads(args.threads)
     repeat = 3 if args.quick else args.repeat
     modes = ["float32"] if args.quick else args.modes.split(",")
     for m in modes:

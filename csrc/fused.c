@@ -3,7 +3,9 @@
 #include <string.h>
 
 #include "ampy/cast.h"
+#include "ampy/cpu.h"
 #include "ampy/dtype.h"
+#include "ampy/elem.h"
 #include "ampy/fused.h"
 #include "ampy/parallel.h"
 
@@ -115,26 +117,57 @@ ampy_status ampy_fused_mse_bwd_f32(int64_t n, const float *x, const float *y, in
 /* ---- element-wise backward kernels: load a block to float, compute, store --- */
 #define BLK 512
 
-/* n elements of dtype dt at p (+ offset i) into float buf (or a pointer to p itself). */
-static const float *ld_block(const void *p, int dt, int64_t i, int64_t n, float *buf)
+/* Block conversions between a half dtype and float, through the SIMD cast
+ * kernels of cast_x86.c looked up once per range (ampy_cast_f16_to_f32 and
+ * friends re-dispatch on every call, which cost more than the work for
+ * 128-element softmax rows); plain C from elem.h when there is none. Same
+ * bits either way. */
+typedef struct {
+    int dt;
+    ampy_cast_kernel to_f32, from_f32;
+} conv;
+
+static void conv_init(conv *c, int dt)
 {
-    switch (dt) {
-    case AMPY_FLOAT32: return (const float *)p + i;
-    case AMPY_FLOAT16: ampy_cast_f16_to_f32((const uint16_t *)p + i, buf, n); return buf;
-    default: ampy_cast_bf16_to_f32((const uint16_t *)p + i, buf, n); return buf;
-    }
+    int level = ampy_cpu_level_get();
+    c->dt = dt;
+    c->to_f32 = dt == AMPY_FLOAT32 ? NULL : ampy_cast_simd_kernel(level, dt, AMPY_FLOAT32);
+    c->from_f32 = dt == AMPY_FLOAT32 ? NULL : ampy_cast_simd_kernel(level, AMPY_FLOAT32, dt);
 }
 
-static void st_block(void *p, int dt, int64_t i, int64_t n, const float *buf)
+/* n elements at p (+ offset i) as floats: p itself for float32, else buf. */
+static const float *ld_block(const conv *c, const void *p, int64_t i, int64_t n, float *buf)
 {
-    switch (dt) {
-    case AMPY_FLOAT32:
+    if (c->dt == AMPY_FLOAT32)
+        return (const float *)p + i;
+    const uint16_t *s = (const uint16_t *)p + i;
+    if (c->to_f32)
+        c->to_f32(s, buf, n);
+    else if (c->dt == AMPY_BFLOAT16)
+        for (int64_t k = 0; k < n; k++)
+            buf[k] = ampy_bf16_to_f32(s[k]);
+    else
+        for (int64_t k = 0; k < n; k++)
+            buf[k] = ampy_f16_to_f32(s[k]);
+    return buf;
+}
+
+static void st_block(const conv *c, void *p, int64_t i, int64_t n, const float *buf)
+{
+    if (c->dt == AMPY_FLOAT32) {
         if ((const float *)p + i != buf)
             memcpy((float *)p + i, buf, (size_t)n * sizeof(float));
-        break;
-    case AMPY_FLOAT16: ampy_cast_f32_to_f16(buf, (uint16_t *)p + i, n); break;
-    default: ampy_cast_f32_to_bf16(buf, (uint16_t *)p + i, n); break;
+        return;
     }
+    uint16_t *d = (uint16_t *)p + i;
+    if (c->from_f32)
+        c->from_f32(buf, d, n);
+    else if (c->dt == AMPY_BFLOAT16)
+        for (int64_t k = 0; k < n; k++)
+            d[k] = ampy_f32_to_bf16(buf[k]);
+    else
+        for (int64_t k = 0; k < n; k++)
+            d[k] = ampy_f32_to_f16(buf[k]);
 }
 
 static int half_or_f32(int dt)
@@ -206,23 +239,24 @@ __attribute__((optimize("no-trapping-math"))) static void gelu_bwd_range(int64_t
     const ew_ctx *c = (const ew_ctx *)ctx;
     const float k1 = (float)0.70710678118654752440, k2 = (float)0.39894228040143267794;
     float bx[BLK], bg[BLK], bo[BLK];
+    conv cv;
+    conv_init(&cv, c->dt);
     for (int64_t i = b; i < e; i += BLK) {
         int64_t n = e - i < BLK ? e - i : BLK;
-        const float *x = ld_block(c->a, c->dt, i, n, bx);
-        const float *g = ld_block(c->g, c->dt, i, n, bg);
+        const float *x = ld_block(&cv, c->a, i, n, bx);
+        const float *g = ld_block(&cv, c->g, i, n, bg);
         float *o = c->dt == AMPY_FLOAT32 ? (float *)c->out + i : bo;
         for (int64_t k = 0; k < n; k++) {
             float xv = x[k];
             float cdf = (v_erf(xv * k1) + 1.0f) * 0.5f;
             float pdf = v_exp((xv * xv) * -0.5f) * k2;
-            o[k] = g[k] * (cdf + xv * pdf);
+            float r = g[k] * (cdf + xv * pdf);
+            /* x = +-inf or NaN: NaN, as the composite's inf * exp(-inf) = inf * 0
+             * (the clamps above would hide both); bad is 0 for finite x */
+            float bad = xv - xv;
+            o[k] = bad == 0.0f ? r : bad;
         }
-        /* x = +-inf or NaN: NaN, as the composite's inf * exp(-inf) = inf * 0
-         * (the clamps above would hide both) */
-        for (int64_t k = 0; k < n; k++)
-            if (!(x[k] - x[k] == 0.0f))
-                o[k] = x[k] - x[k];
-        st_block(c->out, c->dt, i, n, o);
+        st_block(&cv, c->out, i, n, o);
     }
 }
 
@@ -242,20 +276,23 @@ ampy_status ampy_fused_gelu_bwd(int64_t n, const void *x, const void *g, int dty
 static void relu_bwd_range(int64_t b, int64_t e, void *ctx)
 {
     const ew_ctx *c = (const ew_ctx *)ctx;
+    /* a float value is > 0 when its bits are in [1, +inf]: sign clear, not
+     * +0, not NaN; (v - 1) mod 2^bits < inf tests that without branches */
     if (c->dt == AMPY_FLOAT32) {
-        const float *y = (const float *)c->a, *g = (const float *)c->g;
-        float *o = (float *)c->out;
-        for (int64_t i = b; i < e; i++)
-            o[i] = y[i] > 0.0f ? g[i] : 0.0f;
+        const uint32_t *y = (const uint32_t *)c->a, *g = (const uint32_t *)c->g;
+        uint32_t *o = (uint32_t *)c->out;
+        for (int64_t i = b; i < e; i++) {
+            uint32_t keep = (uint32_t)(y[i] - 1u) < 0x7F800000u;
+            o[i] = g[i] & (uint32_t)-keep;
+        }
         return;
     }
     const uint16_t *y = (const uint16_t *)c->a, *g = (const uint16_t *)c->g;
     uint16_t *o = (uint16_t *)c->out;
-    /* a half value is > 0 when its sign bit is clear and it is neither +0 nor NaN */
     const uint16_t inf = c->dt == AMPY_FLOAT16 ? 0x7C00u : 0x7F80u;
     for (int64_t i = b; i < e; i++) {
-        uint16_t v = y[i];
-        o[i] = (v != 0 && v <= inf) ? g[i] : 0;
+        uint16_t keep = (uint16_t)(y[i] - 1u) < inf;
+        o[i] = g[i] & (uint16_t)-keep;
     }
 }
 
@@ -284,24 +321,26 @@ static void softmax_bwd_range(int64_t b, int64_t e, void *ctx)
     const sm_ctx *c = (const sm_ctx *)ctx;
     const int64_t N = c->N;
     float by[BLK], bg[BLK], bo[BLK];
+    conv cv;
+    conv_init(&cv, c->dt);
     for (int64_t r = b; r < e; r++) {
         double acc = 0.0;
         for (int64_t j = 0; j < N; j += BLK) {
             int64_t n = N - j < BLK ? N - j : BLK;
-            const float *y = ld_block(c->y, c->dt, r * N + j, n, by);
-            const float *g = ld_block(c->g, c->dt, r * N + j, n, bg);
+            const float *y = ld_block(&cv, c->y, r * N + j, n, by);
+            const float *g = ld_block(&cv, c->g, r * N + j, n, bg);
             for (int64_t k = 0; k < n; k++)
                 acc += (double)(g[k] * y[k]);
         }
         const float s = (float)acc;
         for (int64_t j = 0; j < N; j += BLK) {
             int64_t n = N - j < BLK ? N - j : BLK;
-            const float *y = ld_block(c->y, c->dt, r * N + j, n, by);
-            const float *g = ld_block(c->g, c->dt, r * N + j, n, bg);
+            const float *y = ld_block(&cv, c->y, r * N + j, n, by);
+            const float *g = ld_block(&cv, c->g, r * N + j, n, bg);
             float *o = c->dt == AMPY_FLOAT32 ? (float *)c->out + r * N + j : bo;
             for (int64_t k = 0; k < n; k++)
                 o[k] = y[k] * (g[k] - s);
-            st_block(c->out, c->dt, r * N + j, n, o);
+            st_block(&cv, c->out, r * N + j, n, o);
         }
     }
 }

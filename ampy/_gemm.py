@@ -173,17 +173,19 @@ def _linear_fwd(input, weight, bias=None):
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied "
                            f"({'x'.join(map(str, input.shape[:-1] or (1,)))}x{K} and "
                            f"{weight.shape[1]}x{weight.shape[0]})")
-    x2 = V.reshape(input, -1, K)
-    wt = V.transpose(weight, 0, 1)
+    flat = input.ndim == 2
+    x2 = input if flat else V.reshape(input, -1, K)
+    wt = V.transpose(weight, 0, 1)  # read in place through its strides
     if bias is None:
         out = _gemm(x2, wt)
     else:
         if bias.dtype is not input.dtype:
             raise TypeError(f"linear: bias dtype {bias.dtype} differs from input dtype "
                             f"{input.dtype}")
+        # bias broadcast into the output, then C = x2 @ W^T + C in the GEMM (beta = 1)
         out = _scaled_into(bias, (x2.shape[0], weight.shape[0]), input.dtype, 1)
         out = _gemm(x2, wt, out=out, beta=1.0)
-    return V.reshape(out, tuple(input.shape[:-1]) + (weight.shape[0],))
+    return out if flat else V.reshape(out, tuple(input.shape[:-1]) + (weight.shape[0],))
 
 
 _MATMUL, _MM, _BMM = get_op("matmul"), get_op("mm"), get_op("bmm")

@@ -1,12 +1,15 @@
 """Time per training step, ampy vs torch on the same CPU, same model and data.
 
-    python benchmarks/bench_train.py [--repeat 10] [--quick]
+    python benchmarks/bench_train.py [--repeat 10] [--quick] [--models mlp,block]
+                                     [--modes float32,bfloat16,float16] [--threads N]
 
 Models (issue 4): an MLP (batch 256, 784-1024-1024-10, cross-entropy) and a
 transformer block (batch 32, seq 128, d 256, 4 heads: layer_norm, linear,
 matmul, softmax, gelu; MSE loss), each trained with AdamW in three modes:
-float32, autocast bfloat16, autocast float16 + GradScaler. Prints medians and
-the ratio ampy / torch (< 1: ampy is faster). Also the dispatch overhead on
+float32, autocast bfloat16, autocast float16 + GradScaler. ampy's and torch's
+steps run alternately, so both see the same background load; prints a
+Markdown table of medians and the median per-pair ratio ampy / torch
+(< 1: ampy is faster). Also the dispatch overhead on
 tiny tensors (µs per op), outside and inside an autocast region.
 
 Not a test: nothing here asserts. A mode ampy cannot run yet prints the
@@ -40,6 +43,26 @@ def median_time(fn, repeat, warmup=2):
         fn()
         ts.append(time.perf_counter() - t0)
     return statistics.median(ts)
+
+
+def paired_times(fa, fb, repeat, warmup=2, clock=time.perf_counter):
+    """Median seconds of fa and fb and the median of the per-pair ratios
+    fa/fb, timing them alternately (a, b, a, b, ...) so that both see the
+    same background load on a shared machine."""
+    for _ in range(warmup):
+        fa()
+        fb()
+    ta, tb, r = [], [], []
+    for _ in range(repeat):
+        t0 = clock()
+        fa()
+        t1 = clock()
+        fb()
+        t2 = clock()
+        ta.append(t1 - t0)
+        tb.append(t2 - t1)
+        r.append((t1 - t0) / (t2 - t1))
+    return statistics.median(ta), statistics.median(tb), statistics.median(r)
 
 
 # ------------------------------------------------------------------ models
@@ -107,68 +130,120 @@ def make_step(lib, name, mode):
     return step
 
 
-def bench_models(repeat, quick):
-    print(f"\nTraining step, median of {repeat} (AdamW; threads: ampy "
-          f"{ampy.get_num_threads()}, torch {torch.get_num_threads() if torch else '-'})")
-    print(f"{'model':<12}{'mode':<18}{'ampy ms':>10}{'torch ms':>10}{'ampy/torch':>12}")
-    for name in ("mlp", "block"):
-        for mode in ("float32", "bfloat16", "float16"):
-            label = {"float32": "float32", "bfloat16": "bf16 autocast",
-                     "float16": "fp16 + scaler"}[mode]
-            tt = median_time(make_step(torch, name, mode), repeat) if torch else float("nan")
+MODES = {"float32": "float32", "bfloat16": "bf16 autocast", "float16": "fp16 + GradScaler"}
+
+
+def _row(cells, widths):
+    return "| " + " | ".join(str(c).ljust(w) if i < 2 else str(c).rjust(w)
+                             for i, (c, w) in enumerate(zip(cells, widths))) + " |"
+
+
+def _table(head, rows):
+    widths = [max(len(str(r[i])) for r in [head] + rows) for i in range(len(head))]
+    print(_row(head, widths))
+    print("|" + "|".join(("-" * (w + 1) + ":") if i >= 2 else ("-" * (w + 2))
+                         for i, w in enumerate(widths)) + "|")
+    for r in rows:
+        print(_row(r, widths))
+
+
+def bench_models(repeat, models, modes):
+    print(f"\nTraining step, median of {repeat} (AdamW; ampy and torch steps interleaved; "
+          f"threads: ampy {ampy.get_num_threads()}, torch "
+          f"{torch.get_num_threads() if torch else '-'}; ratio = median of per-pair ratios)\n")
+    rows = []
+    for name in models:
+        for mode in modes:
             try:
-                ta = median_time(make_step(ampy, name, mode), repeat)
-                ratio = f"{ta / tt:10.2f}x"
-                ta_s = f"{ta * 1e3:10.1f}"
+                fa = make_step(ampy, name, mode)
+                if torch is not None:
+                    ta, tt, ratio = paired_times(fa, make_step(torch, name, mode), repeat)
+                    cells = [f"{ta * 1e3:.1f}", f"{tt * 1e3:.1f}", f"{ratio:.2f}x"]
+                else:
+                    cells = [f"{median_time(fa, repeat) * 1e3:.1f}", "-", "-"]
             except Exception as e:  # noqa: BLE001 (report what ampy lacks, keep going)
-                ta_s, ratio = "       n/a", f"  ({type(e).__name__}: {str(e)[:60]})"
-            print(f"{name:<12}{label:<18}{ta_s}{tt * 1e3:10.1f}{ratio}")
-            if quick:
-                break
+                cells = ["n/a", "-", f"({type(e).__name__}: {str(e)[:60]})"]
+            rows.append([name, MODES[mode]] + cells)
+            print(f"  {name} {MODES[mode]}: " + " / ".join(cells), file=sys.stderr, flush=True)
+    _table(["model", "mode", "ampy ms", "torch ms", "ampy/torch"], rows)
 
 
 # ---------------------------------------------------------- dispatch overhead
+DISPATCH_CASES = [
+    ("x.to(float16) (cast)", lambda m, a, w: a.to(m.float16)),
+    ("a + b", lambda m, a, w: a + a),
+    ("a + b, requires_grad", lambda m, a, w: w + w),
+    ("matmul(2x4, 4x2)", lambda m, a, w: m.matmul(a.reshape(2, 4), a.reshape(4, 2))),
+    ("linear(2x4, W 2x4, b), requires_grad",
+     lambda m, a, w: m.nn.functional.linear(a.reshape(2, 4), w.reshape(2, 4), w[:2])),
+    ("relu + sum + backward (3 ops)", lambda m, a, w: m.relu(w).sum().backward()),
+]
+
+
 def bench_dispatch(repeat):
-    n = 2000
-    print(f"\nDispatch overhead on 8-element tensors, µs per op (median of {repeat} x {n})")
-    print(f"{'op':<34}{'ampy':>8}{'torch':>8}{'ratio':>8}")
-    cases = [
-        ("x.to(float16) (cast)", lambda m, a, w: a.to(m.float16)),
-        ("a + b", lambda m, a, w: a + a),
-        ("a + b, requires_grad", lambda m, a, w: w + w),
-        ("matmul(2x4, 4x2)", lambda m, a, w: m.matmul(a.reshape(2, 4), a.reshape(4, 2))),
-    ]
+    n = 1000
+    print(f"\nDispatch overhead on 8-element tensors, µs per op (median of {repeat} x {n}, "
+          f"interleaved; CPU time of the calling thread, which excludes time spent waiting "
+          f"for a core on a loaded machine)\n")
+    rows = []
     for region in (False, True):
-        for label, fn in cases:
-            res = []
+        for label, fn in DISPATCH_CASES:
+            loops = []
             for m in (ampy, torch):
                 if m is None:
-                    res.append(float("nan"))
                     continue
                 a = m.ones(8)
                 w = m.ones(8).requires_grad_()
-                try:
-                    with m.autocast("cpu", dtype=m.float16, enabled=region):
-                        fn(m, a, w)
 
-                        def loop():
-                            for _ in range(n):
-                                fn(m, a, w)
-                        res.append(median_time(loop, repeat, warmup=1) / n * 1e6)
-                except Exception:  # noqa: BLE001
-                    res.append(float("nan"))
+                def loop(m=m, a=a, w=w):
+                    with m.autocast("cpu", dtype=m.float16, enabled=region):
+                        for _ in range(n):
+                            fn(m, a, w)
+                loops.append(loop)
             name = label + (" [autocast fp16]" if region else "")
-            print(f"{name:<34}{res[0]:8.2f}{res[1]:8.2f}{res[0] / res[1]:8.2f}")
+            try:
+                if len(loops) == 2:
+                    ta, tt, r = paired_times(loops[0], loops[1], repeat, warmup=1,
+                                             clock=time.thread_time)
+                    rows.append([name, "", f"{ta / n * 1e6:.2f}", f"{tt / n * 1e6:.2f}",
+                                 f"{r:.2f}x"])
+                else:
+                    ta = median_time(loops[0], repeat, warmup=1)  # wall clock
+                    rows.append([name, "", f"{ta / n * 1e6:.2f}", "-", "-"])
+            except Exception as e:  # noqa: BLE001
+                rows.append([name, "", "n/a", "-", f"({type(e).__name__})"])
+    _table(["op", "", "ampy µs", "torch µs", "ampy/torch"], rows)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=10)
-    ap.add_argument("--quick", action="store_true", help="float32 only, fewer repeats")
+    ap.add_argument("--quick", action="store_true", help="float32 only, 3 repeats")
+    ap.add_argument("--models", default="mlp,block", help="comma list of mlp, block")
+    ap.add_argument("--modes", default="float32,bfloat16,float16",
+                    help="comma list of float32, bfloat16, float16")
+    ap.add_argument("--no-dispatch", action="store_true", help="skip the per-op overhead table")
+    ap.add_argument("--no-models", action="store_true", help="skip the training-step table")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="intra-op threads for both libraries (0: leave their defaults)")
     args = ap.parse_args(argv)
+    if args.threads > 0:
+        ampy.set_num_threads(args.threads)
+        if torch is not None:
+            torch.set_num_threads(args.threads)
     repeat = 3 if args.quick else args.repeat
-    bench_dispatch(repeat)
-    bench_models(repeat, args.quick)
+    modes = ["float32"] if args.quick else args.modes.split(",")
+    for m in modes:
+        if m not in MODES:
+            ap.error(f"--modes: unknown mode {m!r}")
+    models = args.models.split(",")
+    for m in models:
+        if m not in ("mlp", "block"):
+            ap.error(f"--models: unknown model {m!r}")
+    if not args.no_dispatch:
+        bench_dispatch(repeat)
+    if not args.no_models:
+        bench_models(repeat, models, modes)
 
 
 if __name__ == "__main__":

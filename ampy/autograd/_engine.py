@@ -116,14 +116,35 @@ def _missing_rule(op):
     return rule
 
 
+# op -> (rule, save, inplace, save_out, is_view, Node class), rebuilt when
+# op.backward changes; recording reads it instead of the rule's attributes.
+_INFO = {}
+_NO_EDGE = (None, 0)
+
+
+def _op_info(op):
+    rule = op.backward
+    info = _INFO.get(op)
+    if info is not None and info[0] is rule:
+        return info
+    if rule is None:
+        rule = install_one(op)
+        if rule is None:  # not cached: a rule may be registered later
+            rule = _missing_rule(op)
+            return (rule, getattr(rule, "save", None), op.name.endswith("_"), False, False,
+                    node_class(op.name, rule, NAMES.get(op.name)))
+    info = (rule, getattr(rule, "save", None),
+            bool(getattr(rule, "inplace", False) or op.name.endswith("_")),
+            bool(getattr(rule, "save_out", False)), bool(getattr(rule, "is_view", False)),
+            node_class(op.name, rule, NAMES.get(op.name)))
+    _INFO[op] = info
+    return info
+
+
 def _record(op, args, kwargs):
     if kwargs:
         args, kwargs = _bind_tensor_kwargs(op, args, kwargs)
-    rule = op.backward
-    if rule is None:
-        rule = install_one(op) or _missing_rule(op)
-    save = getattr(rule, "save", None)  # positions the rule reads; None: all
-    inplace = getattr(rule, "inplace", False) or op.name.endswith("_")
+    rule, save, inplace, save_out, is_view, cls = _op_info(op)
     if inplace:
         target = args[0]
         if target.grad_fn is None and target._requires_grad:
@@ -139,8 +160,28 @@ def _record(op, args, kwargs):
     saved = []
     needs = []
     for i, a in enumerate(args):
-        keep = save is None or i in save
-        if a.__class__ in _SEQ_TYPES and any(_is_tensor(b) for b in a):
+        rg = getattr(a, "_requires_grad", None)
+        if rg is not None:  # a tensor (the common case, inlined edge_of/_save)
+            g = a.grad_fn
+            if g is not None:
+                e = (g, getattr(a, "_output_nr", 0))
+            elif rg:
+                e = (accumulator(a), 0)
+            else:
+                e = _NO_EDGE
+            edges.append(e)
+            if not a.dtype.is_floating_point:
+                saved_args.append(a)
+            elif save is None or i in save:
+                if inplace and i == 0:
+                    a = O.clone(a)
+                saved.append((a, a._version))
+                saved_args.append(a)
+            else:
+                saved_args.append(Meta(a))
+            needs.append(e[0] is not None)
+        elif a.__class__ in _SEQ_TYPES and any(_is_tensor(b) for b in a):
+            keep = save is None or i in save
             items = []
             n0 = len(edges)
             for b in a:
@@ -151,27 +192,31 @@ def _record(op, args, kwargs):
                     items.append(b)
             saved_args.append(type(a)(items) if a.__class__ is list else tuple(items))
             needs.append(any(e[0] is not None for e in edges[n0:]))
-        elif _is_tensor(a):
-            e = edge_of(a)
-            edges.append(e)
-            saved_args.append(_save(a, keep, saved, inplace and i == 0))
-            needs.append(e[0] is not None)
         else:
             saved_args.append(a)
             needs.append(False)
 
-    prev = _state.enabled
-    _set(False)
+    st = _state
+    prev = st.enabled
+    if prev:
+        _set(False)
     try:
-        out = forward_for(op, args, kwargs)(*args, **kwargs)
+        dev = _hooks.device
+        fwd = op.forward if dev is None else dev(op, args, kwargs)
+        out = fwd(*args, **kwargs) if kwargs else fwd(*args)
     finally:
-        _set(prev)
+        if prev:
+            _set(True)
 
-    outs = out if out.__class__ in _SEQ_TYPES or isinstance(out, tuple) else (out,)
-    diff = [o for o in outs if _is_tensor(o) and o.dtype.is_floating_point]
-    if not diff:
-        return out
-    node = node_class(op.name, rule, NAMES.get(op.name))()
+    if out.__class__ in _SEQ_TYPES or isinstance(out, tuple):
+        outs = out
+        if not any(_is_tensor(o) and o.dtype.is_floating_point for o in outs):
+            return out
+    else:
+        if getattr(out, "_requires_grad", None) is None or not out.dtype.is_floating_point:
+            return out
+        outs = (out,)
+    node = cls()
     node.args = tuple(saved_args)
     if kwargs:
         node.kwargs = kwargs
@@ -181,11 +226,11 @@ def _record(op, args, kwargs):
         node._saved = tuple(saved)
     if len(outs) > 1:
         node._out_meta = tuple((o.shape, o.dtype) if _is_tensor(o) else None for o in outs)
-    if getattr(rule, "save_out", False):
+    if save_out:
         node.out = tuple(detached(o) if _is_tensor(o) else o for o in outs)
         node._saved = node._saved + tuple((o, o._version) for o in node.out
                                           if _is_tensor(o))
-    view = getattr(rule, "is_view", False) and _is_tensor(args[0])
+    view = is_view and _is_tensor(args[0])
     for i, o in enumerate(outs):
         if _is_tensor(o) and o.dtype.is_floating_point:
             o.grad_fn = node
@@ -386,17 +431,17 @@ def _needed(nodes, targets):
 def run_backward(roots, grads, retain_graph, create_graph, capture=None, accumulate=True):
     """roots: list of (node, output_nr); grads: one tensor per root.
     capture: {(node, output_nr): [slot, ...]} -> returns {slot: grad}."""
-    nodes, _ = _collect(roots)
+    nodes, deps = _collect(roots)
     if capture is not None:
         targets = {n for n, _ in capture}
         active = _needed(nodes, targets)
+        deps = {}
+        for n in active:
+            for nxt, _ in n.next_functions:
+                if nxt is not None and nxt in active:
+                    deps[nxt] = deps.get(nxt, 0) + 1
     else:
-        active = nodes
-    deps = {}
-    for n in active:
-        for nxt, _ in n.next_functions:
-            if nxt is not None and nxt in active:
-                deps[nxt] = deps.get(nxt, 0) + 1
+        active = nodes  # every collected node: _collect's in-degrees are the ones needed
     buffers = {}
     for (n, nr), g in zip(roots, grads):
         if n is None or n not in active:

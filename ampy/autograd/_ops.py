@@ -5,6 +5,7 @@ forward directly (no autocast, no recording: backward runs in the dtype the
 forward used); under `create_graph=True` it goes through `dispatch`, so the
 backward computation is itself recorded and can be differentiated again.
 """
+from .. import _C
 from .. import _dtype as D
 from .._dispatch import dispatch, forward_for, get_op
 from ._grad_mode import _state
@@ -70,6 +71,9 @@ def sum_to(g, shape):
 
 
 def zeros(shape, dtype, like=None):
+    if like is None or like._device_index < 0:
+        # one memset (same bits as filling with +0.0 for every dtype)
+        return _C.fused_zeros(tuple(shape), dtype)
     from .._creation import zeros as _zeros
     z = _zeros(tuple(shape), dtype=dtype)
     if like is not None and like._device_index >= 0:

@@ -97,11 +97,17 @@ def _linear(ctx, g):
         gx = O.matmul(g, w)
     out_f = w.shape[0] if w.ndim == 2 else 1
     if n[1] or (len(n) > 2 and n[2]):
-        g2 = O.reshape(g, (-1, out_f)) if w.ndim == 2 else O.reshape(g, (-1, 1))
+        if w.ndim == 2 and g.ndim == 2:  # already (rows, out_features): no reshape ops
+            g2 = g
+        else:
+            g2 = O.reshape(g, (-1, out_f)) if w.ndim == 2 else O.reshape(g, (-1, 1))
         if n[1]:
-            x2 = O.reshape(x, (-1, x.shape[-1]))
+            x2 = x if x.ndim == 2 else O.reshape(x, (-1, x.shape[-1]))
             gw = O.mm(_mt(g2), x2)
-            gw = O.reshape(gw, tuple(w.shape))
+            if gw.shape != w.shape:
+                gw = O.reshape(gw, tuple(w.shape))
         if len(n) > 2 and n[2]:
-            gb = O.reshape(O.sum(g2, 0), tuple(ctx.args[2].shape))
+            gb = O.sum(g2, 0)
+            if gb.shape != ctx.args[2].shape:
+                gb = O.reshape(gb, tuple(ctx.args[2].shape))
     return gx, gw, gb

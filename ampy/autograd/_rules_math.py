@@ -9,7 +9,9 @@ fp32 and round once (`upcast`), as those kernels do.
 """
 import math
 
+from .. import _C
 from .. import _dtype as D
+from ._grad_mode import _state
 from ._ops import O, upcast, wrap_dim, zeros
 from ._registry import rule
 
@@ -158,9 +160,24 @@ def _sigmoid(ctx, g):
     return (O.mul(O.mul(upcast(g), O.sub(1, y)), y),)
 
 
+_FUSED_DTYPES = (D.float32, D.float16, D.bfloat16)
+
+
+def _fusable(a, g):
+    """True when the one-pass kernels of ampy._C.fused_* take (a, g): CPU,
+    contiguous, one shape and dtype (float32/float16/bfloat16), and the
+    backward is not itself being recorded (create_graph needs the composite)."""
+    return (not _state.create_graph and a._device_index < 0 and g._device_index < 0 and
+            a.dtype is g.dtype and a.dtype in _FUSED_DTYPES and a.shape == g.shape and
+            a.is_contiguous() and g.is_contiguous())
+
+
 @rule("relu", save=(), save_out=True)
 def _relu(ctx, g):
-    return (_masked(O.gt(ctx.out[0], 0), g),)
+    y = ctx.out[0]
+    if _fusable(y, g):  # same bits as the where() below, one pass
+        return (_C.fused_relu_bwd(y, g),)
+    return (_masked(O.gt(y, 0), g),)
 
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
@@ -169,9 +186,13 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 @rule("gelu", save=(0,))
 def _gelu(ctx, g):
+    approximate = _arg(ctx, 1, "approximate", "none")
+    if approximate != "tanh" and _fusable(ctx.args[0], g):
+        # the formula below in one pass (float32 math, halves rounded once)
+        return _C.fused_gelu_bwd(ctx.args[0], g), None
     x = upcast(ctx.args[0])
     gu = upcast(g)
-    if _arg(ctx, 1, "approximate", "none") == "tanh":
+    if approximate == "tanh":
         beta, kappa = math.sqrt(2.0 / math.pi), 0.044715
         x2 = O.mul(x, x)
         t = O.tanh(O.mul(O.add(x, O.mul(O.mul(x2, x), kappa)), beta))
@@ -405,9 +426,12 @@ def _prod(ctx, g):
 
 @rule("softmax", save=(), save_out=True)
 def _softmax(ctx, g):
-    y = upcast(ctx.out[0])
-    gu = upcast(g)
     d = _arg(ctx, 1, "dim")
+    y = ctx.out[0]
+    if _fusable(y, g) and d is not None and y.ndim and wrap_dim(d, y.ndim) == y.ndim - 1:
+        return _C.fused_softmax_bwd(y, g), None  # rows: one pass each for sum and dx
+    y = upcast(y)
+    gu = upcast(g)
     return O.mul(y, O.sub(gu, O.sum(O.mul(gu, y), d, keepdim=True))), None
 
 

@@ -15,12 +15,14 @@ mse_loss run in float32 on CPU and CUDA, layer_norm in float32 on CUDA only
 (torch's CPU list leaves it out), embedding and dropout run as they come.
 """
 from .. import _C
+from .. import _dtype as D
 from .._dispatch import defop, get_op
 
 __all__ = ["Saved", "REDUCTIONS"]
 
 REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 _FP32 = {"cpu": "fp32", "cuda": "fp32"}
+_F32 = D.float32
 
 
 class Saved:
@@ -169,15 +171,19 @@ def dropout_bwd(ctx, g):
 @defop("mse_loss", policy=_FP32)
 def mse_loss_fwd(input, target, reduction=1):
     """(input - target)^2, reduced; input and target of one shape and dtype."""
-    return _C.nn_mse_fwd(_c(input) or input, _c(target) or target, int(reduction))
+    x, y = _c(input) or input, _c(target) or target
+    if x.dtype is _F32 and x._device_index < 0:  # same bits, no per-element dtype switch
+        return _C.fused_mse_fwd(x, y, int(reduction))
+    return _C.nn_mse_fwd(x, y, int(reduction))
 
 
 @_rule(save=(0, 1))
 def mse_loss_bwd(ctx, g):
     x, y, red = ctx.args
     need = ctx.needs_input_grad
-    dx, dy = _C.nn_mse_bwd(_c(x) or x, _c(y) or y, int(red), _as(g, x.dtype), bool(need[0]),
-                           bool(need[1]))
+    x, y = _c(x) or x, _c(y) or y
+    fn = _C.fused_mse_bwd if x.dtype is _F32 and x._device_index < 0 else _C.nn_mse_bwd
+    dx, dy = fn(x, y, int(red), _as(g, x.dtype), bool(need[0]), bool(need[1]))
     return dx, dy, None
 
 

@@ -1,0 +1,360 @@
+/* fused.c — specialised hot-path kernels (see fused.h for the contract). */
+#include <math.h>
+#include <string.h>
+
+#include "ampy/cast.h"
+#include "ampy/cpu.h"
+#include "ampy/dtype.h"
+#include "ampy/elem.h"
+#include "ampy/fused.h"
+#include "ampy/parallel.h"
+
+/* ---- zero fill --------------------------------------------------------------- */
+typedef struct {
+    char *p;
+} zero_ctx;
+
+static void zero_range(int64_t b, int64_t e, void *ctx)
+{
+    memset(((zero_ctx *)ctx)->p + b, 0, (size_t)(e - b));
+}
+
+ampy_status ampy_fused_zero(void *p, int64_t nbytes)
+{
+    if (nbytes < 0)
+        return ampy_error(AMPY_ERR_VALUE, "fused_zero: negative size");
+    if (nbytes == 0)
+        return AMPY_OK;
+    zero_ctx c = {(char *)p};
+    ampy_parallel_for(nbytes, (int64_t)1 << 20, zero_range, &c);
+    return AMPY_OK;
+}
+
+/* ---- mse_loss, float32 ------------------------------------------------------- *
+ * The element loss is the float product f * f of f = x - y (float), widened
+ * exactly to double; mean/sum add those doubles left to right as
+ * ampy_nn_mse_fwd does, so the result has the same bits. */
+ampy_status ampy_fused_mse_fwd_f32(int64_t n, const float *x, const float *y, int reduction,
+                                   float *out)
+{
+    if (n < 0)
+        return ampy_error(AMPY_ERR_VALUE, "mse_loss: negative size");
+    if (reduction < 0 || reduction > 2)
+        return ampy_error(AMPY_ERR_VALUE, "mse_loss: %d is not a valid value for reduction",
+                          reduction);
+    if (reduction == 0) {
+        for (int64_t i = 0; i < n; i++) {
+            float f = x[i] - y[i];
+            out[i] = f * f;
+        }
+        return AMPY_OK;
+    }
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        float f = x[i] - y[i];
+        sum += (double)(f * f);
+    }
+    if (reduction == 1)
+        sum /= (double)n;
+    out[0] = (float)sum;
+    return AMPY_OK;
+}
+
+typedef struct {
+    const float *x, *y, *dout;
+    float *dx, *dy;
+    float norm, g0;
+    int per_elem;
+} mse_bwd_ctx;
+
+static void mse_bwd_range(int64_t b, int64_t e, void *ctx)
+{
+    const mse_bwd_ctx *c = (const mse_bwd_ctx *)ctx;
+    const float *x = c->x, *y = c->y, *d = c->dout;
+    float *dx = c->dx, *dy = c->dy;
+    const float norm = c->norm, g0 = c->g0;
+    if (c->per_elem) {
+        for (int64_t i = b; i < e; i++) {
+            float v = (norm * (x[i] - y[i])) * d[i];
+            if (dx)
+                dx[i] = v;
+            if (dy)
+                dy[i] = -v;
+        }
+    } else if (dx && dy) {
+        for (int64_t i = b; i < e; i++) {
+            float v = (norm * (x[i] - y[i])) * g0;
+            dx[i] = v;
+            dy[i] = -v;
+        }
+    } else if (dx) {
+        for (int64_t i = b; i < e; i++)
+            dx[i] = (norm * (x[i] - y[i])) * g0;
+    } else {
+        for (int64_t i = b; i < e; i++)
+            dy[i] = -((norm * (x[i] - y[i])) * g0);
+    }
+}
+
+/* v = (float)((float)norm * (x - y)) * (float)g, norm = 2/n (mean) or 2 — the
+ * float operations of ampy_nn_mse_bwd, element by element. */
+ampy_status ampy_fused_mse_bwd_f32(int64_t n, const float *x, const float *y, int reduction,
+                                   const float *dout, float *dx, float *dy)
+{
+    if (n < 0)
+        return ampy_error(AMPY_ERR_VALUE, "mse_loss_backward: negative size");
+    if (reduction < 0 || reduction > 2)
+        return ampy_error(AMPY_ERR_VALUE, "mse_loss_backward: bad reduction %d", reduction);
+    if (n == 0 || (!dx && !dy))
+        return AMPY_OK;
+    double norm = reduction == 1 ? 2.0 / (double)n : 2.0;
+    mse_bwd_ctx c = {x, y, dout, dx, dy, (float)norm, reduction == 0 ? 0.0f : dout[0],
+                     reduction == 0};
+    ampy_parallel_for(n, (int64_t)1 << 16, mse_bwd_range, &c);
+    return AMPY_OK;
+}
+
+/* ---- element-wise backward kernels: load a block to float, compute, store --- */
+#define BLK 512
+
+/* Block conversions between a half dtype and float, through the SIMD cast
+ * kernels of cast_x86.c looked up once per range (ampy_cast_f16_to_f32 and
+ * friends re-dispatch on every call, which cost more than the work for
+ * 128-element softmax rows); plain C from elem.h when there is none. Same
+ * bits either way. */
+typedef struct {
+    int dt;
+    ampy_cast_kernel to_f32, from_f32;
+} conv;
+
+static void conv_init(conv *c, int dt)
+{
+    int level = ampy_cpu_level_get();
+    c->dt = dt;
+    c->to_f32 = dt == AMPY_FLOAT32 ? NULL : ampy_cast_simd_kernel(level, dt, AMPY_FLOAT32);
+    c->from_f32 = dt == AMPY_FLOAT32 ? NULL : ampy_cast_simd_kernel(level, AMPY_FLOAT32, dt);
+}
+
+/* n elements at p (+ offset i) as floats: p itself for float32, else buf. */
+static const float *ld_block(const conv *c, const void *p, int64_t i, int64_t n, float *buf)
+{
+    if (c->dt == AMPY_FLOAT32)
+        return (const float *)p + i;
+    const uint16_t *s = (const uint16_t *)p + i;
+    if (c->to_f32)
+        c->to_f32(s, buf, n);
+    else if (c->dt == AMPY_BFLOAT16)
+        for (int64_t k = 0; k < n; k++)
+            buf[k] = ampy_bf16_to_f32(s[k]);
+    else
+        for (int64_t k = 0; k < n; k++)
+            buf[k] = ampy_f16_to_f32(s[k]);
+    return buf;
+}
+
+static void st_block(const conv *c, void *p, int64_t i, int64_t n, const float *buf)
+{
+    if (c->dt == AMPY_FLOAT32) {
+        if ((const float *)p + i != buf)
+            memcpy((float *)p + i, buf, (size_t)n * sizeof(float));
+        return;
+    }
+    uint16_t *d = (uint16_t *)p + i;
+    if (c->from_f32)
+        c->from_f32(buf, d, n);
+    else if (c->dt == AMPY_BFLOAT16)
+        for (int64_t k = 0; k < n; k++)
+            d[k] = ampy_f32_to_bf16(buf[k]);
+    else
+        for (int64_t k = 0; k < n; k++)
+            d[k] = ampy_f32_to_f16(buf[k]);
+}
+
+static int half_or_f32(int dt)
+{
+    return dt == AMPY_FLOAT32 || dt == AMPY_FLOAT16 || dt == AMPY_BFLOAT16;
+}
+
+typedef struct {
+    const void *a, *g;
+    void *out;
+    int dt;
+} ew_ctx;
+
+/* erf and exp in straight-line float code that the compiler vectorises
+ * (libm's erff is a call per element and dominated the gelu backward).
+ * erf: the odd/even rational minimax approximation on [-4, 4] used by
+ * Eigen and XLA (outside, erf is +-1 in float); exp: Cephes' expf (range
+ * reduction by ln 2 in two parts, degree-6 polynomial), arguments clamped
+ * to [-87, 88] (exp(-87) ~ 1.6e-38: below it the result is that tiny value
+ * instead of 0 or a subnormal). Both within a few float ulps. */
+__attribute__((optimize("no-trapping-math"))) static inline float v_erf(float x)
+{
+    x = x < -4.0f ? -4.0f : (x > 4.0f ? 4.0f : x);
+    const float x2 = x * x;
+    float p = x2 * -2.72614225801306e-10f + 2.77068142495902e-08f;
+    p = x2 * p + -2.10102402082508e-06f;
+    p = x2 * p + -5.69250639462346e-05f;
+    p = x2 * p + -7.34990630326855e-04f;
+    p = x2 * p + -2.95459980854025e-03f;
+    p = x2 * p + -1.60960333262415e-02f;
+    float q = x2 * -1.45660718464996e-05f + -2.13374055278905e-04f;
+    q = x2 * q + -1.68282697438203e-03f;
+    q = x2 * q + -7.37332916720468e-03f;
+    q = x2 * q + -1.42647390514189e-02f;
+    return x * p / q;
+}
+
+__attribute__((optimize("no-trapping-math"))) static inline float v_exp(float x)
+{
+    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+    float fx = x * 1.44269504088896341f + 0.5f;
+    int32_t n = (int32_t)fx;
+    n -= (float)n > fx; /* floor */
+    const float fn = (float)n;
+    float r = x - fn * 0.693359375f;
+    r = r - fn * -2.12194440e-4f;
+    float y = 1.9875691500E-4f * r + 1.3981999507E-3f;
+    y = y * r + 8.3334519073E-3f;
+    y = y * r + 4.1665795894E-2f;
+    y = y * r + 1.6666665459E-1f;
+    y = y * r + 5.0000001201E-1f;
+    y = y * (r * r) + r + 1.0f;
+    union {
+        int32_t i;
+        float f;
+    } u;
+    u.i = (n + 127) << 23;
+    return y * u.f;
+}
+
+/* gelu (exact) backward: cdf = (erf(x * 2^-1/2) + 1) * 0.5,
+ * pdf = exp((x * x) * -0.5) * (2 pi)^-1/2, dx = g * (cdf + x * pdf)
+ * (ampy's composite rule, with the erf/exp above). */
+/* no-trapping-math lets GCC turn the clamps into vector selects (ampy does
+ * not enable FP exceptions; results are unchanged). */
+__attribute__((optimize("no-trapping-math"))) static void gelu_bwd_range(int64_t b, int64_t e,
+                                                                         void *ctx)
+{
+    const ew_ctx *c = (const ew_ctx *)ctx;
+    const float k1 = (float)0.70710678118654752440, k2 = (float)0.39894228040143267794;
+    float bx[BLK], bg[BLK], bo[BLK];
+    conv cv;
+    conv_init(&cv, c->dt);
+    for (int64_t i = b; i < e; i += BLK) {
+        int64_t n = e - i < BLK ? e - i : BLK;
+        const float *x = ld_block(&cv, c->a, i, n, bx);
+        const float *g = ld_block(&cv, c->g, i, n, bg);
+        float *o = c->dt == AMPY_FLOAT32 ? (float *)c->out + i : bo;
+        for (int64_t k = 0; k < n; k++) {
+            float xv = x[k];
+            float cdf = (v_erf(xv * k1) + 1.0f) * 0.5f;
+            float pdf = v_exp((xv * xv) * -0.5f) * k2;
+            float r = g[k] * (cdf + xv * pdf);
+            /* x = +-inf or NaN: NaN, as the composite's inf * exp(-inf) = inf * 0
+             * (the clamps above would hide both); bad is 0 for finite x */
+            float bad = xv - xv;
+            o[k] = bad == 0.0f ? r : bad;
+        }
+        st_block(&cv, c->out, i, n, o);
+    }
+}
+
+ampy_status ampy_fused_gelu_bwd(int64_t n, const void *x, const void *g, int dtype, void *dx)
+{
+    if (n < 0)
+        return ampy_error(AMPY_ERR_VALUE, "gelu_backward: negative size");
+    if (!half_or_f32(dtype))
+        return ampy_error(AMPY_ERR_DTYPE, "gelu_backward: float32, float16 or bfloat16 only");
+    ew_ctx c = {x, g, dx, dtype};
+    ampy_parallel_for(n, 4096, gelu_bwd_range, &c);
+    return AMPY_OK;
+}
+
+/* relu backward from the output y: dx = y > 0 ? g : +0 (ampy's rule
+ * where(y > 0, g, 0)); operates on the bits, so it is exact for every dtype. */
+static void relu_bwd_range(int64_t b, int64_t e, void *ctx)
+{
+    const ew_ctx *c = (const ew_ctx *)ctx;
+    /* a float value is > 0 when its bits are in [1, +inf]: sign clear, not
+     * +0, not NaN; (v - 1) mod 2^bits < inf tests that without branches */
+    if (c->dt == AMPY_FLOAT32) {
+        const uint32_t *y = (const uint32_t *)c->a, *g = (const uint32_t *)c->g;
+        uint32_t *o = (uint32_t *)c->out;
+        for (int64_t i = b; i < e; i++) {
+            uint32_t keep = (uint32_t)(y[i] - 1u) < 0x7F800000u;
+            o[i] = g[i] & (uint32_t)-keep;
+        }
+        return;
+    }
+    const uint16_t *y = (const uint16_t *)c->a, *g = (const uint16_t *)c->g;
+    uint16_t *o = (uint16_t *)c->out;
+    const uint16_t inf = c->dt == AMPY_FLOAT16 ? 0x7C00u : 0x7F80u;
+    for (int64_t i = b; i < e; i++) {
+        uint16_t keep = (uint16_t)(y[i] - 1u) < inf;
+        o[i] = g[i] & (uint16_t)-keep;
+    }
+}
+
+ampy_status ampy_fused_relu_bwd(int64_t n, const void *y, const void *g, int dtype, void *dx)
+{
+    if (n < 0)
+        return ampy_error(AMPY_ERR_VALUE, "relu_backward: negative size");
+    if (!half_or_f32(dtype))
+        return ampy_error(AMPY_ERR_DTYPE, "relu_backward: float32, float16 or bfloat16 only");
+    ew_ctx c = {y, g, dx, dtype};
+    ampy_parallel_for(n, 32768, relu_bwd_range, &c);
+    return AMPY_OK;
+}
+
+/* softmax backward over rows of N: s = sum_j float(g_j * y_j) accumulated in
+ * double and rounded to float (ampy's sum), dx_j = y_j * (g_j - s) in float. */
+typedef struct {
+    const void *y, *g;
+    void *out;
+    int64_t N;
+    int dt;
+} sm_ctx;
+
+static void softmax_bwd_range(int64_t b, int64_t e, void *ctx)
+{
+    const sm_ctx *c = (const sm_ctx *)ctx;
+    const int64_t N = c->N;
+    float by[BLK], bg[BLK], bo[BLK];
+    conv cv;
+    conv_init(&cv, c->dt);
+    for (int64_t r = b; r < e; r++) {
+        double acc = 0.0;
+        for (int64_t j = 0; j < N; j += BLK) {
+            int64_t n = N - j < BLK ? N - j : BLK;
+            const float *y = ld_block(&cv, c->y, r * N + j, n, by);
+            const float *g = ld_block(&cv, c->g, r * N + j, n, bg);
+            for (int64_t k = 0; k < n; k++)
+                acc += (double)(g[k] * y[k]);
+        }
+        const float s = (float)acc;
+        for (int64_t j = 0; j < N; j += BLK) {
+            int64_t n = N - j < BLK ? N - j : BLK;
+            const float *y = ld_block(&cv, c->y, r * N + j, n, by);
+            const float *g = ld_block(&cv, c->g, r * N + j, n, bg);
+            float *o = c->dt == AMPY_FLOAT32 ? (float *)c->out + r * N + j : bo;
+            for (int64_t k = 0; k < n; k++)
+                o[k] = y[k] * (g[k] - s);
+            st_block(&cv, c->out, r * N + j, n, o);
+        }
+    }
+}
+
+ampy_status ampy_fused_softmax_bwd(int64_t M, int64_t N, const void *y, const void *g,
+                                   int dtype, void *dx)
+{
+    if (M < 0 || N < 0)
+        return ampy_error(AMPY_ERR_VALUE, "softmax_backward: negative size");
+    if (!half_or_f32(dtype))
+        return ampy_error(AMPY_ERR_DTYPE, "softmax_backward: float32, float16 or bfloat16 only");
+    if (N == 0)
+        return AMPY_OK;
+    sm_ctx c = {y, g, dx, N, dtype};
+    ampy_parallel_for(M, 32768 / N + 1, softmax_bwd_range, &c);
+    return AMPY_OK;
+}

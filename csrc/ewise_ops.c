@@ -17,6 +17,7 @@
 #include <tgmath.h>
 
 #include "ampy/ewise.h"
+#include "vmath.h"
 
 #define KSIG(name) \
     static int name(void *out, const void *const *in, int64_t n, const ampy_ewise_params *p)
@@ -75,6 +76,16 @@ typedef uint64_t U64;
 #define PF1 ((R)p->f[1])
 
 /* ---- unary ---------------------------------------------------------------- */
+/* float32 exp, log, tanh, sigmoid, erf, gelu, gelu_tanh, silu: the
+ * vectorized kernels of vmath.h (within 2 ulp of the correctly rounded
+ * result; AVX-512 or portable by CPU level). float64 stays on libm. */
+#define VM_K(name, ID)                                                        \
+    KSIG(name##_f32)                                                          \
+    {                                                                         \
+        (void)p;                                                              \
+        ampy_vm()->op[ID]((const float *)in[0], (float *)out, n);             \
+        return 0;                                                             \
+    }
 U_F(abs, fabs(x))
 U_K(abs_i64, int64_t, x < 0 ? (int64_t)(0 - (U64)x) : x)
 U_F(neg, -x)
@@ -83,10 +94,12 @@ U_F(reciprocal, (R)1 / x)
 U_F(square, x * x)
 U_K(square_i64, int64_t, (int64_t)((U64)x * (U64)x))
 U_ALL(sign, (R)((R)0 < x) - (R)(x < (R)0))
-U_F(exp, exp(x))
+VM_K(exp, AMPY_VM_EXP)
+U_K(exp_f64, double, exp(x))
 U_F(expm1, expm1(x))
 U_F(exp2, exp2(x))
-U_F(log, log(x))
+VM_K(log, AMPY_VM_LOG)
+U_K(log_f64, double, log(x))
 U_F(log1p, log1p(x))
 U_F(log2, log2(x))
 U_F(log10, log10(x))
@@ -95,21 +108,27 @@ U_F(rsqrt, (R)1 / sqrt(x))
 U_F(sin, sin(x))
 U_F(cos, cos(x))
 U_F(tan, tan(x))
-U_F(tanh, tanh(x))
+VM_K(tanh, AMPY_VM_TANH)
+U_K(tanh_f64, double, tanh(x))
 U_F(atan, atan(x))
 U_F(asin, asin(x))
 U_F(acos, acos(x))
 U_F(sinh, sinh(x))
 U_F(cosh, cosh(x))
-U_F(sigmoid, (R)1 / ((R)1 + exp(-x)))
+VM_K(sigmoid, AMPY_VM_SIGMOID)
+U_K(sigmoid_f64, double, (R)1 / ((R)1 + exp(-x)))
 U_F(logsigmoid, (x < (R)0 ? x : (R)0) - log1p(exp(-fabs(x))))
 /* relu keeps NaN (torch: clamp_min(x, 0)) */
 U_ALL(relu, x < (R)0 ? (R)0 : x)
-U_F(gelu, x * (R)0.5 * ((R)1 + erf(x * (R)0.70710678118654752440)))
-U_F(gelu_tanh, (R)0.5 * x *
+VM_K(gelu, AMPY_VM_GELU)
+U_K(gelu_f64, double, x * (R)0.5 * ((R)1 + erf(x * (R)0.70710678118654752440)))
+VM_K(gelu_tanh, AMPY_VM_GELU_TANH)
+U_K(gelu_tanh_f64, double, (R)0.5 * x *
                    ((R)1 + tanh((R)0.79788456080286535588 * (x + (R)0.044715 * x * x * x))))
-U_F(erf, erf(x))
-U_F(silu, x / ((R)1 + exp(-x)))
+VM_K(erf, AMPY_VM_ERF)
+U_K(erf_f64, double, erf(x))
+VM_K(silu, AMPY_VM_SILU)
+U_K(silu_f64, double, x / ((R)1 + exp(-x)))
 U_F(softplus, x * PF > PF1 ? x : log1p(exp(x * PF)) / PF)
 U_F(leaky_relu, x > (R)0 ? x : x * PF)
 U_F(elu, x > (R)0 ? x : expm1(x) * PF)

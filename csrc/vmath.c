@@ -12,10 +12,12 @@
 #define VM_SFX portable
 #define VM_ATTR __attribute__((optimize("no-trapping-math")))
 #define VM_MADD(a, b, c) ((a) * (b) + (c))
+#define VM_DMADD(a, b, c) ((a) * (b) + (c))
 #include "vmath_impl.inc"
 #undef VM_SFX
 #undef VM_ATTR
 #undef VM_MADD
+#undef VM_DMADD
 
 const ampy_vm_table *ampy_vm(void)
 {

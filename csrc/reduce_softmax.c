@@ -60,7 +60,9 @@ SOFTMAX_LINE(softmax_line_d, double)
  * passes with the vectorized row helpers of vmath.h. A contiguous float32
  * input is read in place; a contiguous float32 output receives e^(x-max) in
  * the sum pass and is divided in place, so the exponentials are computed
- * once. */
+ * once. Lines of other dtypes or strides up to SM_LINE elements are
+ * converted once into a float line buffer and handled there. */
+#define SM_LINE 4096 /* floats: 16 KiB of stack */
 static void softmax_line_f(const line_ctx *c, const char *in, char *out)
 {
     _Alignas(64) float buf[AMPY_EWISE_BLOCK];
@@ -68,6 +70,24 @@ static void softmax_line_f(const line_ctx *c, const char *in, char *out)
     const int64_t L = c->len, B = AMPY_EWISE_BLOCK;
     const int din = c->in_dt == AMPY_FLOAT32 && c->sin == 4;
     const int dout = c->out_dt == AMPY_FLOAT32 && c->sout == 4;
+    if (!(din && dout) && L <= SM_LINE) {
+        /* converted or strided data, short line: one conversion in, the
+         * exponentials computed once in a float line buffer, one rounding out */
+        _Alignas(64) float line[SM_LINE];
+        const float *x = din ? (const float *)in : line;
+        if (!din)
+            ampy_ewise_load(in, c->sin, c->in_dt, AMPY_KIND_F32, line, L);
+        const float m = vm->rowmax(x, L);
+        if (c->log) {
+            const double sum = vm->expsum(x, L, m, NULL);
+            vm->subsub(x, L, m, (float)log(sum), line);
+        } else {
+            const double sum = vm->expsum(x, L, m, line);
+            vm->divs(line, L, (float)sum);
+        }
+        ampy_ewise_store(line, AMPY_KIND_F32, out, c->sout, c->out_dt, L);
+        return;
+    }
 #define SM_BLOCK(off, k) \
     (din ? (const float *)in + (off) \
          : (ampy_ewise_load(in + (off) * c->sin, c->sin, c->in_dt, AMPY_KIND_F32, buf, k), buf))

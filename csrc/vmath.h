@@ -4,8 +4,9 @@
  * (vmath.c) and under an AVX-512 + FMA target attribute (vmath_x86.c).
  * ampy_vm() returns the table for the current ampy_cpu_level_get(), so
  * AMPY_FORCE_PORTABLE=1 / _C._set_cpu_level("portable") select the portable
- * build. Accuracy: within 2 ulp of the correctly rounded float32 result over
- * the whole float range (see vmath_impl.inc). float64 stays on libm.
+ * build (AVX2-only CPUs use it too). Accuracy: within 1-3 ulp of the
+ * correctly rounded float32 result over the whole float range (per op in
+ * vmath_impl.inc). float64 stays on libm.
  */
 #ifndef AMPY_VMATH_H
 #define AMPY_VMATH_H

@@ -6,6 +6,12 @@ copyto into a reused buffer) is measured in the same run as the ceiling for
 memory-bound ops. Not a test: timings on a shared VM are noisy.
 
     python benchmarks/bench_elementwise.py [--threads N]
+    python benchmarks/bench_elementwise.py --vecmath [--sizes 4M,16M]
+
+--vecmath prints only the transcendental table (exp, log, tanh, sigmoid, silu,
+gelu, gelu tanh, softmax, log_softmax, layer_norm; float32 and bfloat16): GB/s
+of each library (bytes read + written per call / median time) and the ratio
+torch time / ampy time (>= 1: ampy at least as fast).
 """
 import argparse
 import statistics
@@ -47,12 +53,56 @@ def row(name, ta, tt, tn, nbytes=None):
     print(f"{name:34s} {fmt(ta)} {fmt(tt)} {tn_s} {tt / ta:6.2f}x  {bw}")
 
 
+def vecmath_table(sizes):
+    """Transcendental element-wise ops and softmax/layer_norm rows, large arrays."""
+    tf, af = torch.nn.functional, ampy.nn.functional
+    print(f"{'op':16s} {'dtype':8s} {'n':>5s} {'ampy GB/s':>10s} {'torch GB/s':>10s} "
+          f"{'torch/ampy':>10s}")
+    rng = np.random.default_rng(1)
+    for n in sizes:
+        x32 = (rng.standard_normal(n) * 3).astype(np.float32)
+        for dt in ("float32", "bfloat16"):
+            tx = torch.from_numpy(x32).to(getattr(torch, dt))
+            ax = ampy.tensor(x32).to(dt)
+            tpos, apos = tx.abs() + 0.01, ampy.abs(ax) + 0.01
+            tm, am = tx.view(-1, 1024), ax.view(-1, 1024)
+            w32 = rng.standard_normal(1024).astype(np.float32)
+            tw, aw = torch.from_numpy(w32).to(tx.dtype), ampy.tensor(w32).to(dt)
+            cases = [
+                ("exp", lambda: ampy.exp(ax), lambda: torch.exp(tx)),
+                ("log", lambda: ampy.log(apos), lambda: torch.log(tpos)),
+                ("tanh", lambda: ampy.tanh(ax), lambda: torch.tanh(tx)),
+                ("sigmoid", lambda: ampy.sigmoid(ax), lambda: torch.sigmoid(tx)),
+                ("silu", lambda: af.silu(ax), lambda: tf.silu(tx)),
+                ("gelu", lambda: af.gelu(ax), lambda: tf.gelu(tx)),
+                ("gelu tanh", lambda: af.gelu(ax, approximate="tanh"),
+                 lambda: tf.gelu(tx, approximate="tanh")),
+                ("softmax -1", lambda: ampy.softmax(am, -1), lambda: torch.softmax(tm, -1)),
+                ("log_softmax -1", lambda: ampy.log_softmax(am, -1),
+                 lambda: torch.log_softmax(tm, -1)),
+                ("layer_norm 1024", lambda: af.layer_norm(am, (1024,), aw, aw),
+                 lambda: tf.layer_norm(tm, (1024,), tw, tw)),
+            ]
+            nbytes = 2 * n * tx.element_size()
+            for name, fa, ft in cases:
+                ta, tt = median_time(fa, min_time=0.1), median_time(ft, min_time=0.1)
+                print(f"{name:16s} {dt:8s} {n >> 20:4d}M {nbytes / ta / 1e9:10.2f} "
+                      f"{nbytes / tt / 1e9:10.2f} {tt / ta:10.2f}x", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--vecmath", action="store_true", help="only the transcendental table")
+    ap.add_argument("--sizes", default="4M,16M", help="element counts for --vecmath")
     args = ap.parse_args()
     ampy.set_num_threads(args.threads)
     torch.set_num_threads(args.threads)
+    if args.vecmath:
+        print(f"threads={args.threads}")
+        vecmath_table([int(v[:-1]) << 20 if v.endswith("M") else int(v)
+                       for v in args.sizes.split(",")])
+        return
     rng = np.random.default_rng(0)
 
     big = 1 << 24

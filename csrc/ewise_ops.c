@@ -19,6 +19,7 @@
 
 #include "ampy/ewise.h"
 #include "ampy/ewise_expr.h"
+#include "vmath.h"
 
 #define KSIG(name) \
     static int name(void *out, const void *const *in, int64_t n, const ampy_ewise_params *p)
@@ -77,6 +78,16 @@ typedef uint64_t U64;
 #define PF1 ((R)p->f[1])
 
 /* ---- unary ---------------------------------------------------------------- */
+/* float32 exp, log, tanh, sigmoid, erf, gelu, gelu_tanh, silu: the
+ * vectorized kernels of vmath.h (within 2 ulp of the correctly rounded
+ * result; AVX-512 or portable by CPU level). float64 stays on libm. */
+#define VM_K(name, ID)                                                        \
+    KSIG(name##_f32)                                                          \
+    {                                                                         \
+        (void)p;                                                              \
+        ampy_vm()->op[ID]((const float *)in[0], (float *)out, n);             \
+        return 0;                                                             \
+    }
 U_F(abs, fabs(x))
 U_K(abs_i64, int64_t, x < 0 ? (int64_t)(0 - (U64)x) : x)
 U_F(neg, -x)
@@ -85,10 +96,12 @@ U_F(reciprocal, AMPY_EX_RECIPROCAL(R, x))
 U_F(square, AMPY_EX_SQUARE(R, x))
 U_K(square_i64, int64_t, (int64_t)((U64)x * (U64)x))
 U_ALL(sign, AMPY_EX_SIGN(R, x))
-U_F(exp, exp(x))
+VM_K(exp, AMPY_VM_EXP)
+U_K(exp_f64, double, exp(x))
 U_F(expm1, expm1(x))
 U_F(exp2, exp2(x))
-U_F(log, log(x))
+VM_K(log, AMPY_VM_LOG)
+U_K(log_f64, double, log(x))
 U_F(log1p, log1p(x))
 U_F(log2, log2(x))
 U_F(log10, log10(x))
@@ -97,20 +110,26 @@ U_F(rsqrt, AMPY_EX_RSQRT(R, x))
 U_F(sin, sin(x))
 U_F(cos, cos(x))
 U_F(tan, tan(x))
-U_F(tanh, tanh(x))
+VM_K(tanh, AMPY_VM_TANH)
+U_K(tanh_f64, double, tanh(x))
 U_F(atan, atan(x))
 U_F(asin, asin(x))
 U_F(acos, acos(x))
 U_F(sinh, sinh(x))
 U_F(cosh, cosh(x))
-U_F(sigmoid, AMPY_EX_SIGMOID(R, x))
+VM_K(sigmoid, AMPY_VM_SIGMOID)
+U_K(sigmoid_f64, double, AMPY_EX_SIGMOID(R, x))
 U_F(logsigmoid, AMPY_EX_LOGSIGMOID(R, x))
 /* relu keeps NaN (torch: clamp_min(x, 0)) */
 U_ALL(relu, AMPY_EX_RELU(R, x))
-U_F(gelu, AMPY_EX_GELU(R, x))
-U_F(gelu_tanh, AMPY_EX_GELU_TANH(R, x))
-U_F(erf, erf(x))
-U_F(silu, AMPY_EX_SILU(R, x))
+VM_K(gelu, AMPY_VM_GELU)
+U_K(gelu_f64, double, AMPY_EX_GELU(R, x))
+VM_K(gelu_tanh, AMPY_VM_GELU_TANH)
+U_K(gelu_tanh_f64, double, AMPY_EX_GELU_TANH(R, x))
+VM_K(erf, AMPY_VM_ERF)
+U_K(erf_f64, double, erf(x))
+VM_K(silu, AMPY_VM_SILU)
+U_K(silu_f64, double, AMPY_EX_SILU(R, x))
 U_F(softplus, AMPY_EX_SOFTPLUS(R, x, PF, PF1))
 U_F(leaky_relu, AMPY_EX_LEAKY_RELU(R, x, PF))
 U_F(elu, AMPY_EX_ELU(R, x, PF))

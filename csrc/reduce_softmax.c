@@ -15,6 +15,7 @@
 #include "ampy/ewise.h"
 #include "ampy/iter.h"
 #include "ampy/reduce.h"
+#include "vmath.h"
 
 typedef struct {
     int64_t len, sin, sout; /* line length (elements), byte strides along it */
@@ -53,8 +54,73 @@ typedef struct {
             ampy_ewise_store(buf, c->kind, out + off * c->sout, c->sout, c->out_dt, k); \
         }                                                                         \
     }
-SOFTMAX_LINE(softmax_line_f, float)
 SOFTMAX_LINE(softmax_line_d, double)
+
+/* A float32-computed line (float32/float16/bfloat16 data): the same three
+ * passes with the vectorized row helpers of vmath.h. A contiguous float32
+ * input is read in place; a contiguous float32 output receives e^(x-max) in
+ * the sum pass and is divided in place, so the exponentials are computed
+ * once. Lines of other dtypes or strides up to SM_LINE elements are
+ * converted once into a float line buffer and handled there. */
+#define SM_LINE 4096 /* floats: 16 KiB of stack */
+static void softmax_line_f(const line_ctx *c, const char *in, char *out)
+{
+    _Alignas(64) float buf[AMPY_EWISE_BLOCK];
+    const ampy_vm_table *vm = ampy_vm();
+    const int64_t L = c->len, B = AMPY_EWISE_BLOCK;
+    const int din = c->in_dt == AMPY_FLOAT32 && c->sin == 4;
+    const int dout = c->out_dt == AMPY_FLOAT32 && c->sout == 4;
+    if (!(din && dout) && L <= SM_LINE) {
+        /* converted or strided data, short line: one conversion in, the
+         * exponentials computed once in a float line buffer, one rounding out */
+        _Alignas(64) float line[SM_LINE];
+        const float *x = din ? (const float *)in : line;
+        if (!din)
+            ampy_ewise_load(in, c->sin, c->in_dt, AMPY_KIND_F32, line, L);
+        const float m = vm->rowmax(x, L);
+        if (c->log) {
+            const double sum = vm->expsum(x, L, m, NULL);
+            vm->subsub(x, L, m, (float)log(sum), line);
+        } else {
+            const double sum = vm->expsum(x, L, m, line);
+            vm->divs(line, L, (float)sum);
+        }
+        ampy_ewise_store(line, AMPY_KIND_F32, out, c->sout, c->out_dt, L);
+        return;
+    }
+#define SM_BLOCK(off, k) \
+    (din ? (const float *)in + (off) \
+         : (ampy_ewise_load(in + (off) * c->sin, c->sin, c->in_dt, AMPY_KIND_F32, buf, k), buf))
+    float m = -INFINITY;
+    for (int64_t off = 0; off < L; off += B) {
+        const int64_t k = L - off < B ? L - off : B;
+        const float bm = vm->rowmax(SM_BLOCK(off, k), k);
+        m = (bm > m || bm != bm) ? bm : m; /* NaN sticks */
+    }
+    double sum = 0.0;
+    const int keep = dout && !c->log;
+    for (int64_t off = 0; off < L; off += B) {
+        const int64_t k = L - off < B ? L - off : B;
+        sum += vm->expsum(SM_BLOCK(off, k), k, m, keep ? (float *)out + off : NULL);
+    }
+    const float rs = (float)sum, ls = (float)log(sum);
+    if (keep) {
+        vm->divs((float *)out, L, rs);
+        return;
+    }
+    for (int64_t off = 0; off < L; off += B) {
+        const int64_t k = L - off < B ? L - off : B;
+        const float *x = SM_BLOCK(off, k);
+        float *y = dout ? (float *)out + off : buf;
+        if (c->log)
+            vm->subsub(x, k, m, ls, y);
+        else
+            vm->expdiv(x, k, m, rs, y);
+        if (!dout)
+            ampy_ewise_store(y, AMPY_KIND_F32, out + off * c->sout, c->sout, c->out_dt, k);
+    }
+#undef SM_BLOCK
+}
 
 static void softmax_inner(char **ptrs, const int64_t *s, int64_t n, void *arg)
 {

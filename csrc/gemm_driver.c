@@ -35,6 +35,7 @@ typedef struct gemm_ctx {
     int64_t jc, nc, ncp;  /* current column block and its padded width */
     char *bp;             /* packed B of the block                      */
     int64_t mc, n_ic, n_js, js_cols;
+    int64_t next;         /* next unclaimed panel / task (atomic)       */
     int failed;           /* a task could not get its workspace         */
 } gemm_ctx;
 
@@ -103,17 +104,31 @@ static int64_t bp_offset(const gemm_ctx *x, int64_t k0, int64_t q, int64_t kcp)
     return k0 * x->ncp + q * x->im->nr * kcp;
 }
 
-static void pack_b_range(int64_t q0, int64_t q1, void *vctx)
+static void pack_b_panel(gemm_ctx *x, int64_t q)
 {
-    gemm_ctx *x = vctx;
     const gemm_impl *im = x->im;
-    int64_t j0 = q0 * im->nr, cols = (q1 * im->nr < x->nc ? q1 * im->nr : x->nc) - j0;
+    int64_t j0 = q * im->nr, cols = x->nc - j0 < im->nr ? x->nc - j0 : im->nr;
     for (int64_t k0 = 0; k0 < x->K; k0 += im->kc) {
         int64_t kc = x->K - k0 < im->kc ? x->K - k0 : im->kc;
         int64_t kcp = round_up(kc, im->kunit);
         im->pack_b(&x->b, k0, kc, kcp, x->jc + j0, cols,
-                   x->bp + bp_offset(x, k0, q0, kcp) * (int64_t)im->pelem);
+                   x->bp + bp_offset(x, k0, q, kcp) * (int64_t)im->pelem);
     }
+}
+
+/* Work items (B panels, then tasks) are claimed one at a time from a shared
+ * counter rather than split statically: when a thread is descheduled (2 cores
+ * shared with other processes) the others take its share, and the last item
+ * finishes no later than one item after the rest. */
+static int64_t claim(gemm_ctx *x) { return __atomic_fetch_add(&x->next, 1, __ATOMIC_RELAXED); }
+
+static void pack_b_range(int64_t t0, int64_t t1, void *vctx)
+{
+    (void)t0, (void)t1;
+    gemm_ctx *x = vctx;
+    int64_t npan = x->ncp / x->im->nr;
+    for (int64_t q; (q = claim(x)) < npan;)
+        pack_b_panel(x, q);
 }
 
 /* One task: rows [i0, i0+rows) x block columns [j0, j0+cols). */
@@ -142,6 +157,7 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
 
 static void task_range(int64_t t0, int64_t t1, void *vctx)
 {
+    (void)t0, (void)t1;
     gemm_ctx *x = vctx;
     const gemm_impl *im = x->im;
     int64_t mcp = round_up(x->mc, im->mr);
@@ -155,7 +171,7 @@ static void task_range(int64_t t0, int64_t t1, void *vctx)
     } else {
         if (im->thread_begin)
             im->thread_begin();
-        for (int64_t t = t0; t < t1; t++) {
+        for (int64_t t; (t = claim(x)) < x->n_ic * x->n_js;) {
             int64_t ic = t / x->n_js, js = t % x->n_js;
             int64_t i0 = ic * x->mc, j0 = js * x->js_cols;
             int64_t rows = x->M - i0 < x->mc ? x->M - i0 : x->mc;
@@ -202,10 +218,12 @@ static ampy_status run_one(gemm_ctx *x, int nthreads)
         x->nc = x->N - x->jc < nc_max ? x->N - x->jc : nc_max;
         x->ncp = round_up(x->nc, im->nr);
         int64_t npan = x->ncp / im->nr;
-        ampy_parallel_for(npan, nthreads > 1 ? 1 : npan, pack_b_range, x);
+        x->next = 0;
+        ampy_parallel_for(npan < nthreads ? npan : nthreads, 1, pack_b_range, x);
         plan_tasks(x, nthreads);
         int64_t ntasks = x->n_ic * x->n_js;
-        ampy_parallel_for(ntasks, nthreads > 1 ? 1 : ntasks, task_range, x);
+        x->next = 0;
+        ampy_parallel_for(ntasks < nthreads ? ntasks : nthreads, 1, task_range, x);
     }
     ws_put(WS_B, x->bp);
     x->bp = NULL;

@@ -15,8 +15,8 @@ of them see the same machine load. Reported: the median over rounds of each libr
 GFLOP/s and, for each ratio, the median over rounds of the per-round ratio (a ratio of
 two calls made back to back, the fairest comparison on a shared, noisy machine).
 GFLOP = 2*M*N*K / 1e9. Idle pool threads are told to sleep rather than spin
-(OMP_WAIT_POLICY=PASSIVE, OPENBLAS_THREAD_TIMEOUT=4) so one library's idle threads do
-not slow the next call. --clock cpu times 1-thread rounds with the thread's CPU time
+after a short spin (GOMP_SPINCOUNT=20000, OPENBLAS_THREAD_TIMEOUT=16: ~2^16 cycles) so
+one library's idle threads do not slow the next call. --clock cpu times 1-thread rounds with the thread's CPU time
 (time.thread_time: every library computes on the calling thread then), which removes
 the time the process spends descheduled; 2-thread rounds always use wall time.
 """
@@ -77,14 +77,17 @@ static void *amx_run(void *out){
   for(long it=0;it<AIT;it++){_tile_dpbf16ps(0,4,6);_tile_dpbf16ps(1,4,7);_tile_dpbf16ps(2,5,6);_tile_dpbf16ps(3,5,7);}
   _tile_release(); *(float*)out=0; return 0;
 }
+static int cpu_clock;
+static double cpu_now(void){struct timespec t;clock_gettime(CLOCK_THREAD_CPUTIME_ID,&t);return t.tv_sec+1e-9*t.tv_nsec;}
 static double run(void*(*f)(void*), int nt, double flop_per_thread){
-  pthread_t th[64]; float o[64]; double t=now();
+  pthread_t th[64]; float o[64]; double t=now(), c=cpu_now();
   for(int i=1;i<nt;i++) pthread_create(&th[i],0,f,&o[i]);
   f(&o[0]); for(int i=1;i<nt;i++) pthread_join(th[i],0);
-  return flop_per_thread*nt/(now()-t)/1e9;
+  double dt = (cpu_clock && nt==1) ? cpu_now()-c : now()-t;
+  return flop_per_thread*nt/dt/1e9;
 }
 int main(int argc,char**argv){
-  int nt=atoi(argv[1]);
+  int nt=atoi(argv[1]); cpu_clock = argc>2 && argv[2][0]=='c';
   double fma=run(fma_run,nt,16.0*16*2*IT);
   double amx=0;
   if(__builtin_cpu_supports("amx-bf16") && syscall(SYS_arch_prctl,0x1023,18)==0)
@@ -94,9 +97,10 @@ int main(int argc,char**argv){
 """
 
 
-def measure_peaks(threads):
-    """{'fma': GFLOP/s, 'amx': GFLOP/s or 0} per thread count, median of 3 probe runs;
-    None when there is no gcc / no AVX-512."""
+def measure_peaks(threads, clock="wall"):
+    """{'fma': GFLOP/s, 'amx': GFLOP/s or 0} per thread count, best of 3 probe runs (a
+    ceiling: noise only lowers it); None when there is no gcc / no AVX-512. clock="cpu"
+    times the 1-thread probe with the thread's CPU time, like the GEMM rounds."""
     cc = shutil.which("gcc") or shutil.which("cc")
     if not cc:
         return None
@@ -110,11 +114,10 @@ def measure_peaks(threads):
             return None
         out = {}
         for t in threads:
-            runs = [list(map(float, subprocess.run([exe, str(t)], capture_output=True,
+            runs = [list(map(float, subprocess.run([exe, str(t), clock], capture_output=True,
                                                    text=True, check=True).stdout.split()))
                     for _ in range(3)]
-            out[t] = {"fma": statistics.median(r[0] for r in runs),
-                      "amx": statistics.median(r[1] for r in runs)}
+            out[t] = {"fma": max(r[0] for r in runs), "amx": max(r[1] for r in runs)}
         return out
 
 
@@ -168,7 +171,7 @@ def worker(libs, shapes, threads, clock, rounds, min_time):
 def run_worker(libs, threads, shapes, clock, rounds, min_time):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
                MKL_NUM_THREADS=str(threads), AMPY_NUM_THREADS=str(threads),
-               OMP_WAIT_POLICY="PASSIVE", OPENBLAS_THREAD_TIMEOUT="4")
+               GOMP_SPINCOUNT="20000", OPENBLAS_THREAD_TIMEOUT="16")
     spec = ";".join(f"{m},{n},{k}" for m, n, k in shapes)
     r = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", ",".join(libs),
                         "--threads", str(threads), "--shapes", spec, "--clock", clock,
@@ -234,9 +237,9 @@ def main():
         hdr += f" | {'ampy_' + name:>10} {'%pk':>5} {'r_np':>5} {'torch':>7} {'r_t':>5}"
     print(hdr)
     for t in threads:
-        p0 = measure_peaks([t])
+        p0 = measure_peaks([t], args.clock)
         res = run_worker(libs, t, shapes, args.clock, args.rounds, args.min_time)
-        p1 = measure_peaks([t])
+        p1 = measure_peaks([t], args.clock)
         peak = None
         if p0 and p1:
             peak = {kk: max(p0[t][kk], p1[t][kk]) for kk in ("fma", "amx")}

@@ -23,6 +23,7 @@
 #define B_PACK_BUDGET ((int64_t)16 << 20) /* bytes of packed B per jc block */
 #define SERIAL_FLOPS ((int64_t)1 << 21)    /* below: one thread            */
 #define MAX_DIM ((int64_t)1 << 40)
+#define GEMM_MAX_TILE 1024 /* floats: the largest mr * nr (AMX 32 x 32) */
 
 typedef struct gemm_ctx {
     const gemm_impl *im;
@@ -138,6 +139,28 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
     const gemm_impl *im = x->im;
     int64_t pe = (int64_t)im->pelem, q0 = j0 / im->nr, q1 = (j0 + cols + im->nr - 1) / im->nr;
     int64_t npanels = (rows + im->mr - 1) / im->mr;
+    int64_t csz = (int64_t)ampy_dtype_size(x->cdt);
+    if (x->K <= im->kc) {
+        /* One K block: each micro-tile is complete after one kernel call, so
+         * it goes through a tile-sized scratch that stays in L1 and is rounded
+         * into C at once. A full-width W would be written and read back from
+         * L2/L3 and evict the packed A block that every B panel reuses. */
+        float tile[GEMM_MAX_TILE] __attribute__((aligned(64)));
+        int64_t kcp = round_up(x->K, im->kunit);
+        im->pack_a(&x->a, i0, rows, 0, x->K, kcp, ap);
+        for (int64_t q = q0; q < q1; q++) {
+            const char *bq = x->bp + bp_offset(x, 0, q, kcp) * pe;
+            int64_t jq = q * im->nr, tc = j0 + cols - jq < im->nr ? j0 + cols - jq : im->nr;
+            for (int64_t p = 0; p < npanels; p++) {
+                int64_t ip = p * im->mr, tr = rows - ip < im->mr ? rows - ip : im->mr;
+                im->kernel(kcp, ap + ip * kcp * pe, bq, tile, im->nr, 0);
+                im->epilogue(tile, im->nr, tr, tc, x->alpha, x->beta,
+                             x->c + ((i0 + ip) * x->crs + (x->jc + jq) * x->ccs) * csz,
+                             x->cdt, x->crs, x->ccs);
+            }
+        }
+        return;
+    }
     for (int64_t k0 = 0; k0 < x->K; k0 += im->kc) {
         int64_t kc = x->K - k0 < im->kc ? x->K - k0 : im->kc;
         int64_t kcp = round_up(kc, im->kunit);
@@ -150,7 +173,6 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
                            k0 > 0);
         }
     }
-    int64_t csz = (int64_t)ampy_dtype_size(x->cdt);
     im->epilogue(w, ldw, rows, cols, x->alpha, x->beta,
                  x->c + (i0 * x->crs + (x->jc + j0) * x->ccs) * csz, x->cdt, x->crs, x->ccs);
 }

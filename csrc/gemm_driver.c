@@ -9,6 +9,8 @@
  *      block: pack A's mc x kc block, then run the micro-kernel over every
  *      (nr panel, mr panel) pair, accumulating into a float32 block W;
  *   3. the epilogue writes alpha * W + beta * C, rounded once to C's dtype.
+ * When K fits in one K block, W is skipped: each micro-tile goes through an
+ * L1-sized scratch tile and is rounded into C right after its kernel call.
  * Keeping all of K inside one task (the loop order jc -> ic -> pc) is what
  * lets W hold the complete fp32 sum before the single rounding.
  */
@@ -187,8 +189,9 @@ static void task_range(int64_t t0, int64_t t1, void *vctx)
     if (ldw % 256 == 0) /* avoid 4 KiB-aliased rows of W */
         ldw += 16;
     char *ap = ws_get(WS_A, mcp * round_up(im->kc, im->kunit) * (int64_t)im->pelem);
-    float *w = ws_get(WS_W, mcp * ldw * 4);
-    if (!ap || !w) {
+    int need_w = x->K > im->kc; /* a single K block needs no W (run_task) */
+    float *w = need_w ? ws_get(WS_W, mcp * ldw * 4) : NULL;
+    if (!ap || (need_w && !w)) {
         x->failed = 1;
     } else {
         if (im->thread_begin)
@@ -205,7 +208,8 @@ static void task_range(int64_t t0, int64_t t1, void *vctx)
             im->thread_end();
     }
     ws_put(WS_A, ap);
-    ws_put(WS_W, w);
+    if (w)
+        ws_put(WS_W, w);
 }
 
 /* Split the M x nc block into n_ic row blocks x n_js column slices. */

@@ -115,7 +115,6 @@ def main():
         print(f"{'  torch _amp_foreach_non_finite_check_and_unscale_':<44} {gt:7.1f} "
               f"{gt / (bw / 1e9):5.2f}")
         print(f"{'  copy bandwidth':<44} {bw / 1e9:7.1f}")
-        del ag, tg
 
     # ---- Adam / AdamW ---------------------------------------------------
     for decoupled in (False, True):
@@ -164,7 +163,6 @@ def main():
             print(f"{'  ' + k + ' fp32 (36 B/param)':<44} {gt:7.1f} {gt / (bw / 1e9):5.2f} "
                   f"{ratio(t, 'ampy', k):8.2f}x")
         print(f"{'  copy bandwidth':<44} {bw / 1e9:7.1f}")
-        del params, masters, grads, m, v, tparams
 
 
 if __name__ == "__main__":

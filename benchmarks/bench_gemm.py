@@ -9,11 +9,16 @@ Ceilings: a small C probe (compiled with gcc on the fly) times independent
 TDPBF16PS on registers only (16x16x32 multiply-adds per instruction); "% peak" is
 ampy's rate over the FMA peak for float32/float16 and over the AMX peak for bfloat16.
 Shapes are M x N x K (C is M x N); 8192x3072x768 is a transformer MLP up-projection.
-Times are wall-clock medians after a warm-up; GFLOP = 2*M*N*K / 1e9. Each library
-runs in its own process per thread count (idle spinning OpenMP/OpenBLAS threads
-would otherwise steal cores from the next library), the processes are repeated
---rounds times interleaved, and the best of the per-round medians is shown (on a
-shared, noisy machine this is the least disturbed measurement of each).
+Interleaved timing: one worker process per thread count holds every library; each
+round calls ampy, NumPy and torch once each (the order rotates between rounds), so all
+of them see the same machine load. Reported: the median over rounds of each library's
+GFLOP/s and, for each ratio, the median over rounds of the per-round ratio (a ratio of
+two calls made back to back, the fairest comparison on a shared, noisy machine).
+GFLOP = 2*M*N*K / 1e9. Idle pool threads are told to sleep rather than spin
+after a short spin (GOMP_SPINCOUNT=20000, OPENBLAS_THREAD_TIMEOUT=16: ~2^16 cycles) so
+one library's idle threads do not slow the next call. --clock cpu times 1-thread rounds with the thread's CPU time
+(time.thread_time: every library computes on the calling thread then), which removes
+the time the process spends descheduled; 2-thread rounds always use wall time.
 """
 import argparse
 import importlib.util
@@ -72,14 +77,17 @@ static void *amx_run(void *out){
   for(long it=0;it<AIT;it++){_tile_dpbf16ps(0,4,6);_tile_dpbf16ps(1,4,7);_tile_dpbf16ps(2,5,6);_tile_dpbf16ps(3,5,7);}
   _tile_release(); *(float*)out=0; return 0;
 }
+static int cpu_clock;
+static double cpu_now(void){struct timespec t;clock_gettime(CLOCK_THREAD_CPUTIME_ID,&t);return t.tv_sec+1e-9*t.tv_nsec;}
 static double run(void*(*f)(void*), int nt, double flop_per_thread){
-  pthread_t th[64]; float o[64]; double t=now();
+  pthread_t th[64]; float o[64]; double t=now(), c=cpu_now();
   for(int i=1;i<nt;i++) pthread_create(&th[i],0,f,&o[i]);
   f(&o[0]); for(int i=1;i<nt;i++) pthread_join(th[i],0);
-  return flop_per_thread*nt/(now()-t)/1e9;
+  double dt = (cpu_clock && nt==1) ? cpu_now()-c : now()-t;
+  return flop_per_thread*nt/dt/1e9;
 }
 int main(int argc,char**argv){
-  int nt=atoi(argv[1]);
+  int nt=atoi(argv[1]); cpu_clock = argc>2 && argv[2][0]=='c';
   double fma=run(fma_run,nt,16.0*16*2*IT);
   double amx=0;
   if(__builtin_cpu_supports("amx-bf16") && syscall(SYS_arch_prctl,0x1023,18)==0)
@@ -89,9 +97,10 @@ int main(int argc,char**argv){
 """
 
 
-def measure_peaks(threads):
-    """{'fma': GFLOP/s, 'amx': GFLOP/s or 0} per thread count, median of 3 probe runs;
-    None when there is no gcc / no AVX-512."""
+def measure_peaks(threads, clock="wall"):
+    """{'fma': GFLOP/s, 'amx': GFLOP/s or 0} per thread count, best of 3 probe runs (a
+    ceiling: noise only lowers it); None when there is no gcc / no AVX-512. clock="cpu"
+    times the 1-thread probe with the thread's CPU time, like the GEMM rounds."""
     cc = shutil.which("gcc") or shutil.which("cc")
     if not cc:
         return None
@@ -105,123 +114,153 @@ def measure_peaks(threads):
             return None
         out = {}
         for t in threads:
-            runs = [list(map(float, subprocess.run([exe, str(t)], capture_output=True,
+            runs = [list(map(float, subprocess.run([exe, str(t), clock], capture_output=True,
                                                    text=True, check=True).stdout.split()))
                     for _ in range(3)]
-            out[t] = {"fma": statistics.median(r[0] for r in runs),
-                      "amx": statistics.median(r[1] for r in runs)}
+            out[t] = {"fma": max(r[0] for r in runs), "amx": max(r[1] for r in runs)}
         return out
-
-
-def time_median(fn, min_reps=5, min_time=0.6):
-    fn()  # warm-up (workspace, page faults, thread pool)
-    times = []
-    t_start = time.perf_counter()
-    while len(times) < min_reps or (time.perf_counter() - t_start < min_time and
-                                    len(times) < 50):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 DTYPES = ["f32", "f16", "bf16"]
 
 
-def worker(lib, shapes):
-    """Runs in a child process (one per library and thread count, so idle spinning
-    threads of one library never compete with another). Returns {(shape, dtype): GFLOP/s}."""
+def make_calls(m, n, k, libs):
+    """{name: zero-argument callable} for one shape: numpy f32, ampy_<dt>, torch_<dt>."""
+    rng = np.random.default_rng(0)
+    a32 = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    b32 = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    calls = {"numpy_f32": lambda: a32 @ b32}
+    from ampy import _gemm
+    for name in DTYPES:
+        dt = {"f32": ampy.float32, "f16": ampy.float16, "bf16": ampy.bfloat16}[name]
+        a, b = ampy.from_numpy(a32).to(dt), ampy.from_numpy(b32).to(dt)
+        calls["ampy_" + name] = lambda a=a, b=b: _gemm.matmul(a, b)
+    if "torch" in libs:
+        import torch
+        for name in DTYPES:
+            dt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[name]
+            ta, tb = torch.from_numpy(a32).to(dt), torch.from_numpy(b32).to(dt)
+            calls["torch_" + name] = lambda ta=ta, tb=tb: ta @ tb
+    return calls
+
+
+def worker(libs, shapes, threads, clock, rounds, min_time):
+    """Runs in a child process with the thread-count environment set. For each shape,
+    returns {call name: [seconds per round]} with every round's calls interleaved."""
+    timer = time.thread_time if (clock == "cpu" and threads == 1) else time.perf_counter
     out = {}
     for (m, n, k) in shapes:
-        flop = 2.0 * m * n * k
-        rng = np.random.default_rng(0)
-        a32 = rng.uniform(-1, 1, (m, k)).astype(np.float32)
-        b32 = rng.uniform(-1, 1, (k, n)).astype(np.float32)
-        if lib == "numpy":
-            out[f"{m}x{n}x{k}/f32"] = flop / time_median(lambda: a32 @ b32) / 1e9
-            continue
-        for name in DTYPES:
-            if lib == "ampy":
-                import ampy
-                from ampy import _gemm
-                dt = {"f32": ampy.float32, "f16": ampy.float16, "bf16": ampy.bfloat16}[name]
-                a, b = ampy.from_numpy(a32).to(dt), ampy.from_numpy(b32).to(dt)
-                fn = lambda: _gemm.matmul(a, b)  # noqa: E731
-            else:
-                import torch
-                dt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[name]
-                ta, tb = torch.from_numpy(a32).to(dt), torch.from_numpy(b32).to(dt)
-                fn = lambda: ta @ tb  # noqa: E731
-            out[f"{m}x{n}x{k}/{name}"] = flop / time_median(fn) / 1e9
+        calls = make_calls(m, n, k, libs)
+        names = list(calls)
+        for f in calls.values():  # warm-up: workspaces, page faults, thread pools
+            f()
+        times = {nm: [] for nm in names}
+        t_start = time.perf_counter()
+        r = 0
+        while r < rounds or (time.perf_counter() - t_start < min_time and r < 4 * rounds):
+            order = names[r % len(names):] + names[:r % len(names)]
+            for nm in order:
+                t = timer()
+                calls[nm]()
+                times[nm].append(timer() - t)
+            r += 1
+        out[f"{m}x{n}x{k}"] = times
     return out
 
 
-def run_worker(lib, threads, shapes):
+def run_worker(libs, threads, shapes, clock, rounds, min_time):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
-               MKL_NUM_THREADS=str(threads), AMPY_NUM_THREADS=str(threads))
+               MKL_NUM_THREADS=str(threads), AMPY_NUM_THREADS=str(threads),
+               GOMP_SPINCOUNT="20000", OPENBLAS_THREAD_TIMEOUT="16")
     spec = ";".join(f"{m},{n},{k}" for m, n, k in shapes)
-    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", lib,
-                        "--threads", str(threads), "--shapes", spec], env=env,
+    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", ",".join(libs),
+                        "--threads", str(threads), "--shapes", spec, "--clock", clock,
+                        "--rounds", str(rounds), "--min-time", str(min_time)], env=env,
                        capture_output=True, text=True)
     if r.returncode != 0:
-        print(f"warning: {lib} worker failed: {r.stderr.strip()[-300:]}", file=sys.stderr)
+        print(f"warning: worker failed: {r.stderr.strip()[-300:]}", file=sys.stderr)
         return {}
     return json.loads(r.stdout)
+
+
+def summarize(times, flop, num, den):
+    """(median GFLOP/s of `num`, median over rounds of time(den) / time(num))."""
+    if num not in times:
+        return float("nan"), float("nan")
+    g = flop / statistics.median(times[num]) / 1e9
+    if den not in times:
+        return g, float("nan")
+    return g, statistics.median(d / a for a, d in zip(times[num], times[den]))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer shapes (a smoke run)")
-    ap.add_argument("--rounds", type=int, default=2,
-                    help="repeat every worker; report the best median (default 2)")
+    ap.add_argument("--rounds", type=int, default=7,
+                    help="interleaved rounds per shape, at least (default 7)")
+    ap.add_argument("--min-time", type=float, default=3.0,
+                    help="keep adding rounds (up to 4x --rounds) until a shape has run "
+                         "this many seconds (default 3)")
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="cpu: time 1-thread rounds with thread CPU time (default wall)")
+    ap.add_argument("--threads-list", default="1,2", help="thread counts (default 1,2)")
+    ap.add_argument("--shapes", help="M,N,K;M,N,K... (default: the standard set)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
-    ap.add_argument("--shapes", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        if args.worker == "torch":
+        libs = args.worker.split(",")
+        if "torch" in libs:
             import torch
             torch.set_num_threads(args.threads)
         shapes = [tuple(map(int, x.split(","))) for x in args.shapes.split(";")]
-        print(json.dumps(worker(args.worker, shapes)))
+        print(json.dumps(worker(libs, shapes, args.threads, args.clock, args.rounds,
+                                args.min_time)))
         return
-    threads = [1, 2]
-    squares = [256, 512, 1024] if args.quick else [256, 512, 1024, 1536, 2048]
-    shapes = [(s, s, s) for s in squares] + ([] if args.quick else
-                                              [(4096, 1024, 1024), (8192, 3072, 768)])
+    threads = [int(t) for t in args.threads_list.split(",")]
+    if args.shapes:
+        shapes = [tuple(map(int, x.split(","))) for x in args.shapes.split(";")]
+    else:
+        squares = [256, 512, 1024] if args.quick else [256, 512, 1024, 1536, 2048]
+        shapes = [(s, s, s) for s in squares] + ([] if args.quick else
+                                                  [(4096, 1024, 1024), (8192, 3072, 768)])
     libs = ["numpy", "ampy"] + (["torch"] if importlib.util.find_spec("torch") else [])
-    peaks = measure_peaks(threads)
     print(f"ampy gemm implementations: f32={_C.gemm_impl_name(ampy.float32)} "
           f"f16={_C.gemm_impl_name(ampy.float16)} bf16={_C.gemm_impl_name(ampy.bfloat16)}")
-    for t in threads:
-        if peaks:
-            print(f"ceiling, {t} thread(s): fp32 FMA {peaks[t]['fma']:.1f} GFLOP/s, "
-                  f"AMX bf16 {peaks[t]['amx']:.1f} GFLOP/s")
-    print("\nGFLOP/s (median). r_np = ampy / NumPy float32; r_t = ampy / torch same dtype; "
-          "%pk = % of the FMA (f32, f16) or AMX (bf16) ceiling")
+    print(f"clock: {args.clock} (1 thread), wall (2 threads); >= {args.rounds} interleaved "
+          "rounds per shape")
+    print("\nGFLOP/s = median over rounds. r_np = ampy / NumPy float32 and r_t = ampy / "
+          "torch same dtype, each the median of per-round ratios; %pk = % of the FMA (f32, "
+          "f16) or AMX (bf16) ceiling, probed before and after each thread count (best kept)")
     hdr = f"{'M x N x K':>16} {'thr':>3} {'numpy32':>8}"
     for name in DTYPES:
         hdr += f" | {'ampy_' + name:>10} {'%pk':>5} {'r_np':>5} {'torch':>7} {'r_t':>5}"
     print(hdr)
     for t in threads:
-        res = {lib: {} for lib in libs}
-        for _ in range(args.rounds):  # libraries interleaved, best median kept
-            for lib in libs:
-                for key, v in run_worker(lib, t, shapes).items():
-                    res[lib][key] = max(v, res[lib].get(key, 0.0))
+        p0 = measure_peaks([t], args.clock)
+        res = run_worker(libs, t, shapes, args.clock, args.rounds, args.min_time)
+        p1 = measure_peaks([t], args.clock)
+        peak = None
+        if p0 and p1:
+            peak = {kk: max(p0[t][kk], p1[t][kk]) for kk in ("fma", "amx")}
         for (m, n, k) in shapes:
             key = f"{m}x{n}x{k}"
-            npv = res["numpy"].get(key + "/f32", float("nan"))
+            times = res.get(key, {})
+            flop = 2.0 * m * n * k
+            npv, _ = summarize(times, flop, "numpy_f32", "numpy_f32")
             line = f"{key:>16} {t:>3} {npv:8.1f}"
             for name in DTYPES:
-                v = res["ampy"].get(f"{key}/{name}", float("nan"))
-                ceil = (peaks[t]["amx"] if name == "bf16" and peaks[t]["amx"] else
-                        peaks[t]["fma"]) if peaks else 0
+                v, r_np = summarize(times, flop, "ampy_" + name, "numpy_f32")
+                tv, _ = summarize(times, flop, "torch_" + name, "torch_" + name)
+                _, r_t = summarize(times, flop, "ampy_" + name, "torch_" + name)
+                ceil = (peak["amx"] if name == "bf16" and peak["amx"] else peak["fma"]) \
+                    if peak else 0
                 pk = f"{100 * v / ceil:5.1f}" if ceil else "  n/a"
-                tv = res.get("torch", {}).get(f"{key}/{name}")
-                line += (f" | {v:10.1f} {pk} {v / npv:5.2f} "
-                         + (f"{tv:7.1f} {v / tv:5.2f}" if tv else f"{'n/a':>7} {'':>5}"))
+                line += (f" | {v:10.1f} {pk} {r_np:5.2f} {tv:7.1f} {r_t:5.2f}")
             print(line, flush=True)
+        if peak:
+            print(f"{'':>16} ceiling, {t} thread(s): fp32 FMA {peak['fma']:.1f} GFLOP/s, "
+                  f"AMX bf16 {peak['amx']:.1f} GFLOP/s", flush=True)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@
  *      block: pack A's mc x kc block, then run the micro-kernel over every
  *      (nr panel, mr panel) pair, accumulating into a float32 block W;
  *   3. the epilogue writes alpha * W + beta * C, rounded once to C's dtype.
+ * When K fits in one K block, W is skipped: each micro-tile goes through an
+ * L1-sized scratch tile and is rounded into C right after its kernel call.
  * Keeping all of K inside one task (the loop order jc -> ic -> pc) is what
  * lets W hold the complete fp32 sum before the single rounding.
  */
@@ -23,6 +25,7 @@
 #define B_PACK_BUDGET ((int64_t)16 << 20) /* bytes of packed B per jc block */
 #define SERIAL_FLOPS ((int64_t)1 << 21)    /* below: one thread            */
 #define MAX_DIM ((int64_t)1 << 40)
+#define GEMM_MAX_TILE 1024 /* floats: the largest mr * nr (AMX 32 x 32) */
 
 typedef struct gemm_ctx {
     const gemm_impl *im;
@@ -35,6 +38,7 @@ typedef struct gemm_ctx {
     int64_t jc, nc, ncp;  /* current column block and its padded width */
     char *bp;             /* packed B of the block                      */
     int64_t mc, n_ic, n_js, js_cols;
+    int64_t next;         /* next unclaimed panel / task (atomic)       */
     int failed;           /* a task could not get its workspace         */
 } gemm_ctx;
 
@@ -103,17 +107,31 @@ static int64_t bp_offset(const gemm_ctx *x, int64_t k0, int64_t q, int64_t kcp)
     return k0 * x->ncp + q * x->im->nr * kcp;
 }
 
-static void pack_b_range(int64_t q0, int64_t q1, void *vctx)
+static void pack_b_panel(gemm_ctx *x, int64_t q)
 {
-    gemm_ctx *x = vctx;
     const gemm_impl *im = x->im;
-    int64_t j0 = q0 * im->nr, cols = (q1 * im->nr < x->nc ? q1 * im->nr : x->nc) - j0;
+    int64_t j0 = q * im->nr, cols = x->nc - j0 < im->nr ? x->nc - j0 : im->nr;
     for (int64_t k0 = 0; k0 < x->K; k0 += im->kc) {
         int64_t kc = x->K - k0 < im->kc ? x->K - k0 : im->kc;
         int64_t kcp = round_up(kc, im->kunit);
         im->pack_b(&x->b, k0, kc, kcp, x->jc + j0, cols,
-                   x->bp + bp_offset(x, k0, q0, kcp) * (int64_t)im->pelem);
+                   x->bp + bp_offset(x, k0, q, kcp) * (int64_t)im->pelem);
     }
+}
+
+/* Work items (B panels, then tasks) are claimed one at a time from a shared
+ * counter rather than split statically: when a thread is descheduled (2 cores
+ * shared with other processes) the others take its share, and the last item
+ * finishes no later than one item after the rest. */
+static int64_t claim(gemm_ctx *x) { return __atomic_fetch_add(&x->next, 1, __ATOMIC_RELAXED); }
+
+static void pack_b_range(int64_t t0, int64_t t1, void *vctx)
+{
+    (void)t0, (void)t1;
+    gemm_ctx *x = vctx;
+    int64_t npan = x->ncp / x->im->nr;
+    for (int64_t q; (q = claim(x)) < npan;)
+        pack_b_panel(x, q);
 }
 
 /* One task: rows [i0, i0+rows) x block columns [j0, j0+cols). */
@@ -123,6 +141,28 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
     const gemm_impl *im = x->im;
     int64_t pe = (int64_t)im->pelem, q0 = j0 / im->nr, q1 = (j0 + cols + im->nr - 1) / im->nr;
     int64_t npanels = (rows + im->mr - 1) / im->mr;
+    int64_t csz = (int64_t)ampy_dtype_size(x->cdt);
+    if (x->K <= im->kc) {
+        /* One K block: each micro-tile is complete after one kernel call, so
+         * it goes through a tile-sized scratch that stays in L1 and is rounded
+         * into C at once. A full-width W would be written and read back from
+         * L2/L3 and evict the packed A block that every B panel reuses. */
+        float tile[GEMM_MAX_TILE] __attribute__((aligned(64)));
+        int64_t kcp = round_up(x->K, im->kunit);
+        im->pack_a(&x->a, i0, rows, 0, x->K, kcp, ap);
+        for (int64_t q = q0; q < q1; q++) {
+            const char *bq = x->bp + bp_offset(x, 0, q, kcp) * pe;
+            int64_t jq = q * im->nr, tc = j0 + cols - jq < im->nr ? j0 + cols - jq : im->nr;
+            for (int64_t p = 0; p < npanels; p++) {
+                int64_t ip = p * im->mr, tr = rows - ip < im->mr ? rows - ip : im->mr;
+                im->kernel(kcp, ap + ip * kcp * pe, bq, tile, im->nr, 0);
+                im->epilogue(tile, im->nr, tr, tc, x->alpha, x->beta,
+                             x->c + ((i0 + ip) * x->crs + (x->jc + jq) * x->ccs) * csz,
+                             x->cdt, x->crs, x->ccs);
+            }
+        }
+        return;
+    }
     for (int64_t k0 = 0; k0 < x->K; k0 += im->kc) {
         int64_t kc = x->K - k0 < im->kc ? x->K - k0 : im->kc;
         int64_t kcp = round_up(kc, im->kunit);
@@ -135,13 +175,13 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
                            k0 > 0);
         }
     }
-    int64_t csz = (int64_t)ampy_dtype_size(x->cdt);
     im->epilogue(w, ldw, rows, cols, x->alpha, x->beta,
                  x->c + (i0 * x->crs + (x->jc + j0) * x->ccs) * csz, x->cdt, x->crs, x->ccs);
 }
 
 static void task_range(int64_t t0, int64_t t1, void *vctx)
 {
+    (void)t0, (void)t1;
     gemm_ctx *x = vctx;
     const gemm_impl *im = x->im;
     int64_t mcp = round_up(x->mc, im->mr);
@@ -149,13 +189,14 @@ static void task_range(int64_t t0, int64_t t1, void *vctx)
     if (ldw % 256 == 0) /* avoid 4 KiB-aliased rows of W */
         ldw += 16;
     char *ap = ws_get(WS_A, mcp * round_up(im->kc, im->kunit) * (int64_t)im->pelem);
-    float *w = ws_get(WS_W, mcp * ldw * 4);
-    if (!ap || !w) {
+    int need_w = x->K > im->kc; /* a single K block needs no W (run_task) */
+    float *w = need_w ? ws_get(WS_W, mcp * ldw * 4) : NULL;
+    if (!ap || (need_w && !w)) {
         x->failed = 1;
     } else {
         if (im->thread_begin)
             im->thread_begin();
-        for (int64_t t = t0; t < t1; t++) {
+        for (int64_t t; (t = claim(x)) < x->n_ic * x->n_js;) {
             int64_t ic = t / x->n_js, js = t % x->n_js;
             int64_t i0 = ic * x->mc, j0 = js * x->js_cols;
             int64_t rows = x->M - i0 < x->mc ? x->M - i0 : x->mc;
@@ -167,7 +208,8 @@ static void task_range(int64_t t0, int64_t t1, void *vctx)
             im->thread_end();
     }
     ws_put(WS_A, ap);
-    ws_put(WS_W, w);
+    if (w)
+        ws_put(WS_W, w);
 }
 
 /* Split the M x nc block into n_ic row blocks x n_js column slices. */
@@ -202,10 +244,12 @@ static ampy_status run_one(gemm_ctx *x, int nthreads)
         x->nc = x->N - x->jc < nc_max ? x->N - x->jc : nc_max;
         x->ncp = round_up(x->nc, im->nr);
         int64_t npan = x->ncp / im->nr;
-        ampy_parallel_for(npan, nthreads > 1 ? 1 : npan, pack_b_range, x);
+        x->next = 0;
+        ampy_parallel_for(npan < nthreads ? npan : nthreads, 1, pack_b_range, x);
         plan_tasks(x, nthreads);
         int64_t ntasks = x->n_ic * x->n_js;
-        ampy_parallel_for(ntasks, nthreads > 1 ? 1 : ntasks, task_range, x);
+        x->next = 0;
+        ampy_parallel_for(ntasks < nthreads ? ntasks : nthreads, 1, task_range, x);
     }
     ws_put(WS_B, x->bp);
     x->bp = NULL;

@@ -56,6 +56,12 @@ AVX512_T static inline __m512 max_nan(__m512 a, __m512 b)
     return _mm512_mask_blend_ps(take_a, b, a);
 }
 
+/* Prefetch distance, in elements, for the Adam streams (up to five of them):
+ * with 16 elements per iteration the out-of-order window keeps too few lines
+ * of each stream in flight for DRAM/L3; measured +10-20 % on 16M params. A
+ * prefetch past the end of a buffer is harmless (it never faults). */
+#define PF_EL 256
+
 AVX512_T void ampy_optim_adam_run_avx512(const ampy_adam_tensor *t, int64_t b, int64_t e, const void *sv)
 {
     const ampy_adam_scalars *s = (const ampy_adam_scalars *)sv;
@@ -68,7 +74,14 @@ AVX512_T void ampy_optim_adam_run_avx512(const ampy_adam_tensor *t, int64_t b, i
     const __m512 bc2 = _mm512_set1_ps(s->bc2_sqrt), eps = _mm512_set1_ps(s->eps);
     const __m512 nss = _mm512_set1_ps(s->neg_step_size);
     const int half = t->master != 0, l2 = !s->decoupled && s->wd != 0.0f;
+    const int64_t gsz = t->grad_dtype == AMPY_FLOAT32 ? 4 : 2;
     for (int64_t i = b; i < e; i += 16) {
+        _mm_prefetch((const char *)(W + i + PF_EL), _MM_HINT_T0);
+        _mm_prefetch((const char *)(M + i + PF_EL), _MM_HINT_T0);
+        _mm_prefetch((const char *)(V + i + PF_EL), _MM_HINT_T0);
+        _mm_prefetch((const char *)t->grad + (i + PF_EL) * gsz, _MM_HINT_T0);
+        if (half)
+            _mm_prefetch((const char *)t->param + (i + PF_EL) * 2, _MM_HINT_T0);
         __mmask16 k = lanes(i, e);
         __m512 g = _mm512_mul_ps(_mm512_mul_ps(load_f32(t->grad, t->grad_dtype, i, k), inv), neg);
         __m512 w = _mm512_maskz_loadu_ps(k, W + i);

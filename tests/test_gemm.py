@@ -179,3 +179,51 @@ def test_force_portable_env():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, check=True).stdout.split()
     assert out == ["portable", "portable"]
+
+
+@pytest.fixture
+def threads():
+    old = ampy.get_num_threads()
+    yield ampy.set_num_threads
+    ampy.set_num_threads(old)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("mnk", [(300, 530, 1100), (1000, 70, 64), (20, 1100, 4100)])
+def test_thread_counts_bit_identical(impl, dtype, mnk, threads):
+    """Work is claimed dynamically by the threads (B panels, then row/column tasks), but
+    every output is one fp32 sum in a fixed order: 1, 2 and 3 threads give the same bits.
+    (20, 1100, 4100): packed B exceeds the per-block budget, so N is split into blocks."""
+    m, n, k = mnk
+    a, b = make(m, k, dtype, False, 30), make(k, n, dtype, True, 31)
+    outs = []
+    for t in (1, 2, 3):
+        threads(t)
+        outs.append(G.mm(a, b, out_dtype=ampy.float32).numpy())
+    check_close(ampy.from_numpy(outs[0]), f64(a), f64(b), ampy.float32)
+    assert np.array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
+    assert np.array_equal(outs[0].view(np.uint32), outs[2].view(np.uint32))
+
+
+# Sizes one off the micro-tile (AVX-512 14 x 32, AVX2 6 x 16, AMX 32 x 32) and the K
+# blocks (256; AMX 1024 in units of 32), and K = 1.
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("mnk", [(13, 31, 257), (15, 33, 1025), (29, 65, 1), (33, 17, 31),
+                                 (6, 16, 1023), (253, 97, 513)])
+def test_tile_and_block_edges(impl, dtype, mnk):
+    m, n, k = mnk
+    for ta, tb in ((False, False), (True, True)):
+        a, b = make(m, k, dtype, ta, 32), make(k, n, dtype, tb, 33)
+        check_close(G.mm(a, b), f64(a), f64(b), dtype)
+        check_close(G.mm(a, b, out_dtype=ampy.float32), f64(a), f64(b), ampy.float32)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_strided_operands_read_in_place(impl, dtype):
+    """Neither stride is 1 (slices with steps): the generic packing path."""
+    big_a, big_b = rand((90, 200), dtype, 34), rand((150, 120), dtype, 35)
+    a = big_a[::2, 1::3]          # (45, 67), strides (400, 3)
+    b = big_b[3:137:2, ::4]       # (67, 30), strides (240, 4)
+    assert tuple(a.shape) == (45, 67) and tuple(b.shape) == (67, 30)
+    check_close(G.mm(a, b), f64(a), f64(b), dtype)
+    check_close(G.mm(b.T, a.T, out_dtype=ampy.float32), f64(b).T, f64(a).T, ampy.float32)

@@ -20,8 +20,10 @@
 
 #include "ampy/elem.h"
 #include "ampy/gemm.h"
+#include "ampy/parallel.h"
 
 static int failures = 0;
+static void expect(int cond, const char *what);
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 
 static float urand(void) /* uniform in [-1, 1) */
@@ -203,6 +205,36 @@ static void run_impl(const char *impl)
            ampy_gemm_impl_name(AMPY_FLOAT16), ampy_gemm_impl_name(AMPY_BFLOAT16));
 }
 
+/* The driver hands out B panels and row/column tasks dynamically, but each
+ * output is one fp32 sum in a fixed order: 1, 2 and 3 threads give identical
+ * bits (shapes with several row blocks, a column split, and N blocks). */
+static void test_thread_counts(const char *impl)
+{
+    static const int64_t shapes[][3] = {{200, 300, 700}, {1000, 70, 64}, {8, 1100, 4100}};
+    static const ampy_dtype dts[] = {AMPY_FLOAT32, AMPY_FLOAT16, AMPY_BFLOAT16};
+    int old = ampy_get_num_threads();
+    for (int d = 0; d < 3; d++)
+        for (int si = 0; si < 3; si++) {
+            int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
+            void *A = fill(dts[d], M * K), *B = fill(dts[d], K * N);
+            float *C[3];
+            for (int t = 0; t < 3; t++) {
+                C[t] = malloc(sizeof(float) * (size_t)(M * N));
+                ampy_set_num_threads(t + 1);
+                expect(ampy_gemm(1, M, N, K, 1.0f, A, dts[d], 0, K, 1, B, dts[d], 0, 1, K, 0.0f,
+                                 C[t], AMPY_FLOAT32, 0, N, 1) == AMPY_OK, "threaded gemm");
+            }
+            int same = memcmp(C[0], C[1], sizeof(float) * (size_t)(M * N)) == 0 &&
+                       memcmp(C[0], C[2], sizeof(float) * (size_t)(M * N)) == 0;
+            if (!same)
+                printf("FAIL %s %s %lldx%lldx%lld: 1/2/3 threads differ\n", impl,
+                       ampy_dtype_name(dts[d]), (long long)M, (long long)N, (long long)K);
+            failures += !same;
+            free(A), free(B), free(C[0]), free(C[1]), free(C[2]);
+        }
+    ampy_set_num_threads(old);
+}
+
 static void expect(int cond, const char *what)
 {
     if (!cond) {
@@ -245,6 +277,7 @@ int main(void)
         }
         ampy_gemm_set_impl(impls[i]);
         run_impl(impls[i]);
+        test_thread_counts(impls[i]);
     }
     ampy_gemm_set_impl("auto");
     printf("%s: %d failure(s)\n", failures ? "FAILED" : "PASSED", failures);

@@ -1,0 +1,169 @@
+"""AMP kernel benchmark: ampy's non-finite check + unscale and fused Adam/AdamW with fp32
+master weights, against torch's CPU ops and the machine's copy bandwidth, 1 thread.
+
+    python benchmarks/bench_amp.py [--quick] [--rounds N]
+
+Workloads (the issue's): unscale + check over 16M elements in 64 tensors (fp16 grads,
+then fp32 grads) vs torch._amp_foreach_non_finite_check_and_unscale_; one Adam / AdamW
+step over 16M parameters, ampy with fp16 params + fp32 master + fp16 grads (28 bytes per
+parameter: grad 2, master 4+4, exp_avg 4+4, exp_avg_sq 4+4, param 2) vs torch.optim.Adam /
+AdamW on fp32 params (its standard CPU setup; 36 bytes per parameter) in each variant torch
+offers on the CPU (foreach=False, foreach=True, fused=True).
+
+Interleaved timing: every round calls each contender once, back to back, in a rotating
+order; reported are the median GB/s over rounds (bytes each kernel must read and write,
+counted for its own dtypes) and, for the ratios, the median over rounds of the per-round
+time ratio (fairest on a shared, noisy machine). "x bw" = GB/s over the copy bandwidth
+(np.copyto of a 256 MiB buffer: bytes read + written), measured in the same rounds.
+--clock cpu uses the thread's CPU time (every contender runs on the calling thread).
+The unscale calls alternate inv_scale 0.5 / 2.0 so the in-place data stays bounded.
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("AMPY_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import ampy  # noqa: E402
+from ampy.amp import functional as F  # noqa: E402
+
+
+def sizes(total, n, rng):
+    """n tensor sizes summing to total, uneven (as a model's parameters are)."""
+    w = rng.uniform(0.2, 1.8, n)
+    s = np.maximum((w / w.sum() * total).astype(np.int64), 1)
+    s[-1] += total - s.sum()
+    return [int(x) for x in s]
+
+
+def interleave(contenders, rounds, timer):
+    """{name: [seconds per round]}; each round calls every contender once."""
+    names = list(contenders)
+    for f in contenders.values():
+        f()
+    out = {nm: [] for nm in names}
+    for r in range(rounds):
+        for nm in names[r % len(names):] + names[:r % len(names)]:
+            t = timer()
+            contenders[nm]()
+            out[nm].append(timer() - t)
+    return out
+
+
+def ratio(times, a, b):
+    """Median over rounds of time(b) / time(a): how many times faster a is than b."""
+    return statistics.median(tb / ta for ta, tb in zip(times[a], times[b]))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="4M elements instead of 16M")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall")
+    args = ap.parse_args()
+    import torch
+    torch.set_num_threads(1)
+    ampy.set_num_threads(1)
+    timer = time.thread_time if args.clock == "cpu" else time.perf_counter
+    total = (4 if args.quick else 16) << 20
+    rng = np.random.default_rng(0)
+    shapes = sizes(total, 64, rng)
+
+    big = np.ones(32 << 20, np.float64)  # 256 MiB
+    dst = np.empty_like(big)
+    copy = ("copy", lambda: np.copyto(dst, big), 2 * big.nbytes)
+
+    print(f"1 thread, {total >> 20}M elements in {len(shapes)} tensors, {args.rounds} "
+          f"interleaved rounds, clock {args.clock}; GB/s = median, ratios = median of "
+          "per-round ratios")
+    print(f"{'kernel':<44} {'GB/s':>7} {'x bw':>5} {'vs torch':>9}")
+
+    # ---- unscale + check ------------------------------------------------
+    for name, npdt, tdt in (("fp16", np.float16, torch.float16),
+                            ("fp32", np.float32, torch.float32)):
+        arrays = [rng.uniform(-1, 1, n).astype(npdt) for n in shapes]
+        ag = [ampy.from_numpy(a.copy()) for a in arrays]
+        tg = [torch.from_numpy(a.copy()) for a in arrays]
+        af, tf = ampy.zeros(1), torch.zeros(1)
+        ainv = [ampy.from_numpy(np.array([v], np.float32)) for v in (0.5, 2.0)]
+        tinv = [torch.tensor([v]) for v in (0.5, 2.0)]
+        state = {"a": 0, "t": 0}
+
+        def run_ampy():
+            F.non_finite_check_and_unscale_(ag, af, ainv[state["a"]])
+            state["a"] ^= 1
+
+        def run_torch():
+            torch._amp_foreach_non_finite_check_and_unscale_(tg, tf, tinv[state["t"]])
+            state["t"] ^= 1
+
+        nbytes = 2 * total * np.dtype(npdt).itemsize
+        t = interleave({"ampy": run_ampy, "torch": run_torch, "copy": copy[1]}, args.rounds,
+                       timer)
+        bw = copy[2] / statistics.median(t["copy"])
+        g = nbytes / statistics.median(t["ampy"]) / 1e9
+        gt = nbytes / statistics.median(t["torch"]) / 1e9
+        print(f"{'unscale+check ' + name + ' grads, ampy':<44} {g:7.1f} "
+              f"{g / (bw / 1e9):5.2f} "
+              f"{ratio(t, 'ampy', 'torch'):8.2f}x")
+        print(f"{'  torch _amp_foreach_non_finite_check_and_unscale_':<44} {gt:7.1f} "
+              f"{gt / (bw / 1e9):5.2f}")
+        print(f"{'  copy bandwidth':<44} {bw / 1e9:7.1f}")
+
+    # ---- Adam / AdamW ---------------------------------------------------
+    for decoupled in (False, True):
+        opt_name = "AdamW" if decoupled else "Adam"
+        hp = dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=1e-2,
+                  amsgrad=False, maximize=False, decoupled_weight_decay=decoupled)
+        w32 = [rng.uniform(-1, 1, n).astype(np.float32) for n in shapes]
+        g16 = [rng.uniform(-1e-3, 1e-3, n).astype(np.float16) for n in shapes]
+        params = [ampy.from_numpy(w.astype(np.float16)) for w in w32]
+        masters = [ampy.from_numpy(w.copy()) for w in w32]
+        grads = [ampy.from_numpy(g) for g in g16]
+        m = [ampy.zeros(n) for n in shapes]
+        v = [ampy.zeros(n) for n in shapes]
+        steps = [ampy.zeros(1) for _ in shapes]
+
+        def run_ampy():
+            F.adam_step_(params, grads, m, v, None, steps, master_params=masters, **hp)
+
+        contenders = {"ampy": run_ampy, "copy": copy[1]}
+        tparams = {}
+        cls = torch.optim.AdamW if decoupled else torch.optim.Adam
+        for variant, kw in (("foreach=False", dict(foreach=False)),
+                            ("foreach=True", dict(foreach=True)),
+                            ("fused=True", dict(fused=True))):
+            ps = [torch.nn.Parameter(torch.from_numpy(w.copy())) for w in w32]
+            for p, g in zip(ps, g16):
+                p.grad = torch.from_numpy(g.astype(np.float32))
+            try:
+                opt = cls(ps, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, **kw)
+                opt.step()
+            except (RuntimeError, TypeError) as e:  # a variant this torch lacks on the CPU
+                print(f"  (torch {opt_name} {variant}: {e})")
+                continue
+            contenders["torch " + variant] = opt.step
+            tparams[variant] = ps
+        t = interleave(contenders, max(3, args.rounds // 2), timer)
+        bw = copy[2] / statistics.median(t["copy"])
+        nb_ampy, nb_torch = 28 * total, 36 * total
+        g = nb_ampy / statistics.median(t["ampy"]) / 1e9
+        torch_names = [k for k in t if k.startswith("torch")]
+        best = min(torch_names, key=lambda k: statistics.median(t[k]))
+        print(f"{opt_name + ' fp16 params+fp32 master, fp16 grads, ampy':<44} {g:7.1f} "
+              f"{g / (bw / 1e9):5.2f} {ratio(t, 'ampy', best):8.2f}x (vs fastest: {best})")
+        for k in torch_names:
+            gt = nb_torch / statistics.median(t[k]) / 1e9
+            print(f"{'  ' + k + ' fp32 (36 B/param)':<44} {gt:7.1f} {gt / (bw / 1e9):5.2f} "
+                  f"{ratio(t, 'ampy', k):8.2f}x")
+        print(f"{'  copy bandwidth':<44} {bw / 1e9:7.1f}")
+
+
+if __name__ == "__main__":
+    main()

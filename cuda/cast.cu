@@ -16,33 +16,9 @@
 /* ---- stores from each kind -------------------------------------------------- */
 AMPY_ELEM void st_from_f(char *p, int dt, float v) { ampy_st_f(p, dt, 0, v); }
 
-AMPY_ELEM void st_from_d(char *p, int dt, double v)
-{
-    switch (dt) {
-    case AMPY_FLOAT32: *(float *)p = (float)v; break;
-    case AMPY_FLOAT16: *(uint16_t *)p = ampy_f64_to_f16(v); break;
-    case AMPY_BFLOAT16: *(uint16_t *)p = ampy_f64_to_bf16(v); break;
-    case AMPY_FLOAT64: *(double *)p = v; break;
-    case AMPY_INT64: *(int64_t *)p = ampy_f64_to_i64(v); break;
-    case AMPY_INT32: *(int32_t *)p = (int32_t)(uint32_t)ampy_f64_to_i64(v); break;
-    case AMPY_UINT8: *(uint8_t *)p = (uint8_t)ampy_f64_to_i64(v); break;
-    default: *(uint8_t *)p = v != 0.0; break;
-    }
-}
+AMPY_ELEM void st_from_d(char *p, int dt, double v) { ampy_st_d(p, dt, 0, v); }
 
-AMPY_ELEM void st_from_i(char *p, int dt, int64_t v)
-{
-    switch (dt) {
-    case AMPY_FLOAT32: *(float *)p = (float)v; break;
-    case AMPY_FLOAT16: *(uint16_t *)p = ampy_f64_to_f16((double)v); break;
-    case AMPY_BFLOAT16: *(uint16_t *)p = ampy_f64_to_bf16((double)v); break;
-    case AMPY_FLOAT64: *(double *)p = (double)v; break;
-    case AMPY_INT64: *(int64_t *)p = v; break;
-    case AMPY_INT32: *(int32_t *)p = (int32_t)(uint32_t)(uint64_t)v; break;
-    case AMPY_UINT8: *(uint8_t *)p = (uint8_t)v; break;
-    default: *(uint8_t *)p = v != 0; break;
-    }
-}
+AMPY_ELEM void st_from_i(char *p, int dt, int64_t v) { ampy_st_i(p, dt, 0, v); }
 
 /* One element from src (dtype sdt) to dst (dtype ddt), through sdt's kind. */
 AMPY_ELEM void cast_one(const char *s, int sdt, char *d, int ddt)

@@ -88,6 +88,62 @@ AMPY_ELEM void ampy_st_f(void *p, int dt, int64_t i, float v)
     }
 }
 
+/* Loads and stores of any dtype through double or int64, rounding once (shared by
+   ewise.cu, reduce.cu, nn.cu and cast.cu). */
+AMPY_ELEM double ampy_ld_d(const char *p, int dt, int64_t i)
+{
+    switch (dt) {
+    case AMPY_FLOAT32: return (double)((const float *)p)[i];
+    case AMPY_FLOAT16: return (double)ampy_f16_to_f32(((const uint16_t *)p)[i]);
+    case AMPY_BFLOAT16: return (double)ampy_bf16_to_f32(((const uint16_t *)p)[i]);
+    case AMPY_FLOAT64: return ((const double *)p)[i];
+    case AMPY_INT64: return (double)((const int64_t *)p)[i];
+    case AMPY_INT32: return (double)((const int32_t *)p)[i];
+    case AMPY_UINT8: return (double)((const uint8_t *)p)[i];
+    default: return ((const uint8_t *)p)[i] != 0 ? 1.0 : 0.0;
+    }
+}
+
+AMPY_ELEM int64_t ampy_ld_i(const char *p, int dt, int64_t i)
+{
+    switch (dt) {
+    case AMPY_INT64: return ((const int64_t *)p)[i];
+    case AMPY_INT32: return ((const int32_t *)p)[i];
+    case AMPY_UINT8: return ((const uint8_t *)p)[i];
+    case AMPY_BOOL: return ((const uint8_t *)p)[i] != 0;
+    default: return ampy_f64_to_i64(ampy_ld_d(p, dt, i));
+    }
+}
+
+AMPY_ELEM void ampy_st_d(char *p, int dt, int64_t i, double v)
+{
+    switch (dt) {
+    case AMPY_FLOAT32: ((float *)p)[i] = (float)v; break;
+    case AMPY_FLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_f16(v); break;
+    case AMPY_BFLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_bf16(v); break;
+    case AMPY_FLOAT64: ((double *)p)[i] = v; break;
+    case AMPY_INT64: ((int64_t *)p)[i] = ampy_f64_to_i64(v); break;
+    case AMPY_INT32: ((int32_t *)p)[i] = (int32_t)(uint32_t)ampy_f64_to_i64(v); break;
+    case AMPY_UINT8: ((uint8_t *)p)[i] = (uint8_t)ampy_f64_to_i64(v); break;
+    default: ((uint8_t *)p)[i] = v != 0.0; break;
+    }
+}
+
+AMPY_ELEM void ampy_st_i(char *p, int dt, int64_t i, int64_t v)
+{
+    switch (dt) {
+    case AMPY_FLOAT32: ((float *)p)[i] = (float)v; break;
+    case AMPY_FLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_f16((double)v); break;
+    case AMPY_BFLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_bf16((double)v); break;
+    case AMPY_FLOAT64: ((double *)p)[i] = (double)v; break;
+    case AMPY_INT64: ((int64_t *)p)[i] = v; break;
+    case AMPY_INT32: ((int32_t *)p)[i] = (int32_t)(uint32_t)(uint64_t)v; break;
+    case AMPY_UINT8: ((uint8_t *)p)[i] = (uint8_t)(uint64_t)v; break;
+    default: ((uint8_t *)p)[i] = v != 0; break;
+    }
+}
+
+
 AMPY_ELEM int64_t ampy_ld_i(const void *p, int dt, int64_t i)
 {
     switch (dt) {

@@ -53,30 +53,12 @@ __device__ __forceinline__ float ld_kind_f(const char *p, int dt, int64_t i)
 
 __device__ __forceinline__ double ld_kind_d(const char *p, int dt, int64_t i)
 {
-    switch (dt) {
-    case AMPY_FLOAT32: return (double)((const float *)p)[i];
-    case AMPY_FLOAT16: return (double)ampy_f16_to_f32(((const uint16_t *)p)[i]);
-    case AMPY_BFLOAT16: return (double)ampy_bf16_to_f32(((const uint16_t *)p)[i]);
-    case AMPY_FLOAT64: return ((const double *)p)[i];
-    case AMPY_INT64: return (double)((const int64_t *)p)[i];
-    case AMPY_INT32: return (double)((const int32_t *)p)[i];
-    case AMPY_UINT8: return (double)((const uint8_t *)p)[i];
-    default: return ((const uint8_t *)p)[i] != 0 ? 1.0 : 0.0;
-    }
+    return ampy_ld_d(p, dt, i);
 }
 
 __device__ __forceinline__ int64_t ld_kind_i(const char *p, int dt, int64_t i)
 {
-    switch (dt) {
-    case AMPY_FLOAT32: return ampy_f64_to_i64((double)((const float *)p)[i]);
-    case AMPY_FLOAT16: return ampy_f64_to_i64((double)ampy_f16_to_f32(((const uint16_t *)p)[i]));
-    case AMPY_BFLOAT16: return ampy_f64_to_i64((double)ampy_bf16_to_f32(((const uint16_t *)p)[i]));
-    case AMPY_FLOAT64: return ampy_f64_to_i64(((const double *)p)[i]);
-    case AMPY_INT64: return ((const int64_t *)p)[i];
-    case AMPY_INT32: return ((const int32_t *)p)[i];
-    case AMPY_UINT8: return ((const uint8_t *)p)[i];
-    default: return ((const uint8_t *)p)[i] != 0;
-    }
+    return ampy_ld_i(p, dt, i);
 }
 
 template <typename R> __device__ __forceinline__ R ld_kind(const char *p, int dt, int64_t i);
@@ -96,33 +78,9 @@ template <> __device__ __forceinline__ int64_t ld_kind<int64_t>(const char *p, i
 /* ---- stores from a kind (csrc/ewise.c STORE_SWITCH), rounding once ------- */
 __device__ __forceinline__ void st_kind(char *p, int dt, int64_t i, float v) { ampy_st_f(p, dt, i, v); }
 
-__device__ __forceinline__ void st_kind(char *p, int dt, int64_t i, double v)
-{
-    switch (dt) {
-    case AMPY_FLOAT32: ((float *)p)[i] = (float)v; break;
-    case AMPY_FLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_f16(v); break;
-    case AMPY_BFLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_bf16(v); break;
-    case AMPY_FLOAT64: ((double *)p)[i] = v; break;
-    case AMPY_INT64: ((int64_t *)p)[i] = ampy_f64_to_i64(v); break;
-    case AMPY_INT32: ((int32_t *)p)[i] = (int32_t)(uint32_t)ampy_f64_to_i64(v); break;
-    case AMPY_UINT8: ((uint8_t *)p)[i] = (uint8_t)ampy_f64_to_i64(v); break;
-    default: ((uint8_t *)p)[i] = v != 0.0; break;
-    }
-}
+__device__ __forceinline__ void st_kind(char *p, int dt, int64_t i, double v) { ampy_st_d(p, dt, i, v); }
 
-__device__ __forceinline__ void st_kind(char *p, int dt, int64_t i, int64_t v)
-{
-    switch (dt) {
-    case AMPY_FLOAT32: ((float *)p)[i] = (float)v; break;
-    case AMPY_FLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_f16((double)v); break;
-    case AMPY_BFLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_bf16((double)v); break;
-    case AMPY_FLOAT64: ((double *)p)[i] = (double)v; break;
-    case AMPY_INT64: ((int64_t *)p)[i] = v; break;
-    case AMPY_INT32: ((int32_t *)p)[i] = (int32_t)(uint32_t)(uint64_t)v; break;
-    case AMPY_UINT8: ((uint8_t *)p)[i] = (uint8_t)(uint64_t)v; break;
-    default: ((uint8_t *)p)[i] = v != 0; break;
-    }
-}
+__device__ __forceinline__ void st_kind(char *p, int dt, int64_t i, int64_t v) { ampy_st_i(p, dt, i, v); }
 
 /* ---- the ops in float / double (csrc/ewise_ops.c's table) ----------------- */
 template <typename R>

@@ -488,19 +488,7 @@ __global__ void mask_scale_kernel(int64_t n, const void *x, int dt, const uint8_
 }
 
 /* st_from_d of cast.cu: a double rounded once into any dtype */
-__device__ __forceinline__ void st_any(char *p, int dt, int64_t i, double v)
-{
-    switch (dt) {
-    case AMPY_FLOAT32: ((float *)p)[i] = (float)v; break;
-    case AMPY_FLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_f16(v); break;
-    case AMPY_BFLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_bf16(v); break;
-    case AMPY_FLOAT64: ((double *)p)[i] = v; break;
-    case AMPY_INT64: ((int64_t *)p)[i] = ampy_f64_to_i64(v); break;
-    case AMPY_INT32: ((int32_t *)p)[i] = (int32_t)(uint32_t)ampy_f64_to_i64(v); break;
-    case AMPY_UINT8: ((uint8_t *)p)[i] = (uint8_t)ampy_f64_to_i64(v); break;
-    default: ((uint8_t *)p)[i] = v != 0.0; break;
-    }
-}
+__device__ __forceinline__ void st_any(char *p, int dt, int64_t i, double v) { ampy_st_d(p, dt, i, v); }
 
 /* csrc/random.c's fill_range, element for element */
 __global__ void fill_random_kernel(char *dst, int dt, int64_t n, int kind, uint64_t seed,

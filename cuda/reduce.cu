@@ -62,59 +62,6 @@ struct RedArgs {
     int64_t *idx;
 };
 
-__device__ __forceinline__ double ld_d(const char *p, int dt, int64_t i)
-{
-    switch (dt) {
-    case AMPY_FLOAT32: return (double)((const float *)p)[i];
-    case AMPY_FLOAT16: return (double)ampy_f16_to_f32(((const uint16_t *)p)[i]);
-    case AMPY_BFLOAT16: return (double)ampy_bf16_to_f32(((const uint16_t *)p)[i]);
-    case AMPY_FLOAT64: return ((const double *)p)[i];
-    case AMPY_INT64: return (double)((const int64_t *)p)[i];
-    case AMPY_INT32: return (double)((const int32_t *)p)[i];
-    case AMPY_UINT8: return (double)((const uint8_t *)p)[i];
-    default: return ((const uint8_t *)p)[i] != 0 ? 1.0 : 0.0;
-    }
-}
-
-__device__ __forceinline__ int64_t ld_i(const char *p, int dt, int64_t i)
-{
-    switch (dt) {
-    case AMPY_INT64: return ((const int64_t *)p)[i];
-    case AMPY_INT32: return ((const int32_t *)p)[i];
-    case AMPY_UINT8: return ((const uint8_t *)p)[i];
-    case AMPY_BOOL: return ((const uint8_t *)p)[i] != 0;
-    default: return ampy_f64_to_i64(ld_d(p, dt, i));
-    }
-}
-
-__device__ __forceinline__ void st_d(char *p, int dt, int64_t i, double v)
-{
-    switch (dt) {
-    case AMPY_FLOAT32: ((float *)p)[i] = (float)v; break;
-    case AMPY_FLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_f16(v); break;
-    case AMPY_BFLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_bf16(v); break;
-    case AMPY_FLOAT64: ((double *)p)[i] = v; break;
-    case AMPY_INT64: ((int64_t *)p)[i] = ampy_f64_to_i64(v); break;
-    case AMPY_INT32: ((int32_t *)p)[i] = (int32_t)(uint32_t)ampy_f64_to_i64(v); break;
-    case AMPY_UINT8: ((uint8_t *)p)[i] = (uint8_t)ampy_f64_to_i64(v); break;
-    default: ((uint8_t *)p)[i] = v != 0.0; break;
-    }
-}
-
-__device__ __forceinline__ void st_i(char *p, int dt, int64_t i, int64_t v)
-{
-    switch (dt) {
-    case AMPY_FLOAT32: ((float *)p)[i] = (float)v; break;
-    case AMPY_FLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_f16((double)v); break;
-    case AMPY_BFLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_bf16((double)v); break;
-    case AMPY_FLOAT64: ((double *)p)[i] = (double)v; break;
-    case AMPY_INT64: ((int64_t *)p)[i] = v; break;
-    case AMPY_INT32: ((int32_t *)p)[i] = (int32_t)(uint32_t)(uint64_t)v; break;
-    case AMPY_UINT8: ((uint8_t *)p)[i] = (uint8_t)(uint64_t)v; break;
-    default: ((uint8_t *)p)[i] = v != 0; break;
-    }
-}
-
 __device__ __forceinline__ Acc acc_init(int cls)
 {
     Acc a;
@@ -139,7 +86,7 @@ __device__ __forceinline__ void acc_add(const RedArgs &A, int cls, Acc &a, const
         lin = q;
     }
     if (A.is_int) {
-        const int64_t v = ld_i(base, A.in_dt, off);
+        const int64_t v = ampy_ld_i(base, A.in_dt, off);
         switch (cls) {
         case C_SUM: a.is = (int64_t)((uint64_t)a.is + (uint64_t)v); break;
         case C_PROD: a.is = (int64_t)((uint64_t)a.is * (uint64_t)v); break;
@@ -154,7 +101,7 @@ __device__ __forceinline__ void acc_add(const RedArgs &A, int cls, Acc &a, const
         }
         return;
     }
-    const double v = ld_d(base, A.in_dt, off);
+    const double v = ampy_ld_d(base, A.in_dt, off);
     switch (cls) {
     case C_SUM: a.s += v; break;
     case C_SUMSQ: a.s += v * v; break;
@@ -285,9 +232,9 @@ __global__ void __launch_bounds__(RED_THREADS) reduce_kernel(RedArgs A)
         }
         if (threadIdx.x == 0) {
             if (is_int)
-                st_i(A.out, A.out_dt, oout, iv);
+                ampy_st_i(A.out, A.out_dt, oout, iv);
             else
-                st_d(A.out, A.out_dt, oout, v);
+                ampy_st_d(A.out, A.out_dt, oout, v);
             if (A.idx)
                 A.idx[oidx] = a.bidx;
         }
@@ -387,9 +334,9 @@ __global__ void reduce_final(RedArgs A, int64_t G, const Acc *part)
         default: break;
         }
         if (is_int)
-            st_i(A.out, A.out_dt, oout, iv);
+            ampy_st_i(A.out, A.out_dt, oout, iv);
         else
-            st_d(A.out, A.out_dt, oout, v);
+            ampy_st_d(A.out, A.out_dt, oout, v);
         if (A.idx)
             A.idx[oidx] = a.bidx;
     }
@@ -421,10 +368,10 @@ template <> __device__ __forceinline__ float sm_ld<float>(const char *p, int dt,
 }
 template <> __device__ __forceinline__ double sm_ld<double>(const char *p, int dt, int64_t i)
 {
-    return ld_d(p, dt, i);
+    return ampy_ld_d(p, dt, i);
 }
 __device__ __forceinline__ void sm_st(char *p, int dt, int64_t i, float v) { ampy_st_f(p, dt, i, v); }
-__device__ __forceinline__ void sm_st(char *p, int dt, int64_t i, double v) { st_d(p, dt, i, v); }
+__device__ __forceinline__ void sm_st(char *p, int dt, int64_t i, double v) { ampy_st_d(p, dt, i, v); }
 
 template <typename R> __global__ void __launch_bounds__(RED_THREADS) softmax_kernel(SmArgs A)
 {
@@ -500,13 +447,13 @@ __global__ void scan_kernel(SmArgs A, int prod, int is_int)
         uint64_t iacc = prod ? 1u : 0u;
         for (int64_t i = 0; i < A.L; i++) {
             if (is_int) {
-                const uint64_t v = (uint64_t)ld_i(in, A.in_dt, i * A.sin);
+                const uint64_t v = (uint64_t)ampy_ld_i(in, A.in_dt, i * A.sin);
                 iacc = prod ? iacc * v : iacc + v;
-                st_i(out, A.out_dt, i * A.sout, (int64_t)iacc);
+                ampy_st_i(out, A.out_dt, i * A.sout, (int64_t)iacc);
             } else {
-                const double v = ld_d(in, A.in_dt, i * A.sin);
+                const double v = ampy_ld_d(in, A.in_dt, i * A.sin);
                 acc = prod ? acc * v : acc + v;
-                st_d(out, A.out_dt, i * A.sout, acc);
+                ampy_st_d(out, A.out_dt, i * A.sout, acc);
             }
         }
     }

@@ -15,7 +15,7 @@ class SGD(Optimizer):
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
                  *, maximize=False, foreach=None, differentiable=False, fused=None,
                  master_weights=False):
-        if lr < 0.0:
+        if not 0.0 <= lr:  # NaN too, as Adam (the fused step refuses it later anyway)
             raise ValueError(f"Invalid learning rate: {lr}")
         if momentum < 0.0:
             raise ValueError(f"Invalid momentum value: {momentum}")

@@ -50,13 +50,17 @@ static int parse_dims(PyObject *o, const AmpyTensor *x, uint32_t *mask, const ch
         *mask = all;
         return 0;
     }
-    PyObject *seq = PyLong_Check(o) ? PyTuple_Pack(1, o) : PySequence_Fast(o, "");
+    PyObject *seq = PyLong_Check(o) ? PyTuple_Pack(1, o)
+                    : (PyUnicode_Check(o) || PyBytes_Check(o)) ? NULL
+                                                               : PySequence_Fast(o, "");
     if (!seq) {
+        PyErr_Clear();
         PyErr_Format(PyExc_TypeError, "%s: argument 'dim' must be an int or a tuple of ints, "
                      "not %s", fn, Py_TYPE(o)->tp_name);
         return -1;
     }
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    uint32_t seen = 0; /* dims named so far (a 0-d tensor has dim 0 / -1) */
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *it = PySequence_Fast_GET_ITEM(seq, i);
         if (PyBool_Check(it) || !PyIndex_Check(it)) {
@@ -68,14 +72,14 @@ static int parse_dims(PyObject *o, const AmpyTensor *x, uint32_t *mask, const ch
         int d;
         if ((v == -1 && PyErr_Occurred()) || wrap_dim(v, x->ndim, &d, fn) < 0)
             goto fail;
-        if (x->ndim == 0)
-            continue;
-        if (*mask >> d & 1u) {
+        if (seen >> d & 1u) {
             PyErr_Format(PyExc_RuntimeError, "%s: dim %d appears multiple times in the list of "
                          "dims", fn, d);
             goto fail;
         }
-        *mask |= 1u << d;
+        seen |= 1u << d;
+        if (x->ndim > 0)
+            *mask |= 1u << d;
     }
     Py_DECREF(seq);
     if (n == 0)
@@ -147,6 +151,14 @@ static PyObject *f_reduce(PyObject *self, PyObject *const *args, Py_ssize_t narg
     const char *fn = ampy_reduce_op_name(op);
     AmpyTensor *x;
     uint32_t mask;
+    /* keepdim: a bool (NumPy's too), as torch; not any truthy object */
+    const char *ktn = Py_TYPE(args[3])->tp_name;
+    if (!PyBool_Check(args[3]) && strcmp(ktn, "numpy.bool") != 0 &&
+        strcmp(ktn, "numpy.bool_") != 0) {
+        PyErr_Format(PyExc_TypeError, "%s(): argument 'keepdim' must be bool, not %s", fn,
+                     ktn);
+        return NULL;
+    }
     int keep = PyObject_IsTrue(args[3]), with_idx = PyObject_IsTrue(args[6]), odt;
     double corr = PyFloat_AsDouble(args[5]);
     if (keep < 0 || with_idx < 0 || (corr == -1.0 && PyErr_Occurred()) ||

@@ -167,9 +167,23 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False, **_):
         dtype = (D.bool if isinstance(fill_value, bool) else
                  D.int64 if isinstance(fill_value, numbers.Integral) else D.get_default_dtype())
     dtype = D.to_dtype(dtype)
+    _check_fill(fill_value, dtype)
     t = _C.empty(size, dtype)
     _C.copy_(t, _scalar(fill_value, dtype))
     return _finish(t, device, requires_grad)
+
+
+def _check_fill(v, dtype):
+    """A Python fill value must fit the dtype, as in torch (inf fits a float
+    dtype; uint8 also takes -255..-1, two's complement)."""
+    if isinstance(v, (Tensor, bool)) or dtype is D.bool or not isinstance(v, numbers.Real):
+        return
+    if not dtype.is_floating_point:
+        _check_int_range(np.asarray(v if isinstance(v, numbers.Integral) else float(v)), dtype)
+    elif dtype is not D.float64:
+        f = float(v)
+        if math.isfinite(f) and abs(f) > D.finfo(dtype).max:
+            raise RuntimeError(f"value cannot be converted to type {dtype.name} without overflow")
 
 
 def _scalar(v, dtype):

@@ -206,7 +206,8 @@ def arrays(draw, dtypes=DTYPES, shape=None):
     if dt in ("int64", "int32", "uint8"):
         a = np.nan_to_num(a, nan=0, posinf=7, neginf=-7)
         a = np.clip(np.trunc(a), 0 if dt == "uint8" else -1000, 255 if dt == "uint8" else 1000)
-    return dt, a.astype(NP[dt])
+    with np.errstate(all="ignore"):  # values beyond float16's range become inf
+        return dt, a.astype(NP[dt])
 
 
 @st.composite
@@ -341,6 +342,10 @@ def test_arange_linspace(start, end, step, dtype, steps):
         if name == "arange" and end is None:  # ampy reads arange(n, None, s) as arange(0, n, s)
             targs = (0, start, third)
         rt = torch_call(lambda: getattr(torch, name)(*targs, **tkw))
+        if rt[0] == "raise" and name == "linspace" and third == 1:
+            assert_close(r[1].numpy(), np.array([float(start)]).astype(NP[dtype or "float32"]),
+                         dtype or "float32")
+            continue
         if rt[0] == "raise" and name == "linspace":
             # torch refuses endpoints outside the dtype's range (and ints beyond
             # int64); ampy rounds them: compare with NumPy's float64 linspace
@@ -523,6 +528,15 @@ def test_binary(x, y, op, swap):
     assert str(r[1].dtype).split(".")[-1] == dn, (op, dx, dy, r[1].dtype, want.dtype)
     if op in ("div", "pow") and dn in ("int64", "int32", "uint8"):
         return  # integer division by zero / negative powers: unspecified values
+    if dn in ("float16", "bfloat16") and y[0] == "py":
+        # ampy computes half ops in float32 with the scalar as given (README);
+        # torch rounds the scalar to the half dtype first. Oracle: torch in
+        # float32 on the same values, rounded once to the result dtype
+        f32 = [v.float() if isinstance(v, torch.Tensor) else
+               int(v) if isinstance(v, bool) else v for v in targs]
+        want = (OPERATOR[op](*f32) if op in OPERATOR else torch.clamp(
+            f32[0] if isinstance(f32[0], torch.Tensor) else f32[1],
+            **{"min" if op == "maximum" else "max": y[1]})).to(TD[dn])
     assert_close(r[1].numpy(), t2np(want), dn, exact=op in ("add", "sub", "mul", "maximum",
                                                             "minimum", "eq", "lt", "ge", "ne")
                  and dn not in ("float16", "bfloat16"))
@@ -637,7 +651,8 @@ def gemm_args(draw):
     a1 = r.standard_normal(s1).astype(NP[dt] if dt != "int64" else np.int64)
     a2 = r.standard_normal(s2).astype(NP[dt2] if dt2 != "int64" else np.int64)
     if draw(st.booleans()) and a1.size:
-        a1.flat[0] = draw(st.sampled_from([math.inf, math.nan, 1e30])) if dt != "int64" else 0
+        with np.errstate(all="ignore"):
+            a1.flat[0] = draw(st.sampled_from([math.inf, math.nan, 1e30])) if dt != "int64" else 0
     return dt, a1, dt2, a2
 
 
@@ -723,7 +738,7 @@ def test_nn_functional(v, op, arg):
     want = rt[1]
     dn = str(want.dtype).split(".")[-1]
     assert str(r[1].dtype).split(".")[-1] == dn and tuple(r[1].shape) == tuple(want.shape)
-    if dn in FLOATS and dt in FLOATS and op not in ("dropout", "layer_norm"):
+    if dn in FLOATS and dt in FLOATS and op != "dropout":
         # the oracle: torch in float64 on the same values, rounded once to the dtype
         w = torch.from_numpy(a.astype(np.float64))
         want = (torch_call(ft)[1]).to(TD[dn])
@@ -1078,7 +1093,9 @@ def test_optimizer_sequences(name, lr, extra, seq, pdt):
     if name != "SGD" and ("momentum" in extra or "nesterov" in extra):
         extra = {}
     pa = ampy.tensor(np.linspace(-1, 1, 4, dtype=np.float32)).to(AD[pdt]).requires_grad_()
-    pt = torch.tensor(np.linspace(-1, 1, 4, dtype=np.float32)).to(TD[pdt]).requires_grad_()
+    # the reference steps float32 parameters (torch's own float16 Adam divides by
+    # an eps that underflows to 0; ampy computes every step in float32)
+    pt = torch.tensor(pa.detach().float().numpy()).requires_grad_()
     ra = call(lambda: getattr(ampy.optim, name)([pa], lr=lr, **extra))
     rt = torch_call(lambda: getattr(torch.optim, name)([pt], lr=lr, **extra))
     if ra[0] == "raise":
@@ -1129,9 +1146,6 @@ def test_optimizer_sequences(name, lr, extra, seq, pdt):
             else:
                 res_t = torch_call(do)
         if ot is not None:
-            if res_a[0] != res_t[0] and act == "step" and pdt == "float16":
-                continue  # ampy refuses no fp16 step torch takes: see below
             assert res_a[0] == res_t[0], (name, act, seq, res_a, res_t)
-            if pdt == "float32" or act != "step":
-                assert_close(pa.detach().float().numpy(), pt.detach().float().numpy(),
-                             "float32" if pdt == "float32" else "bfloat16")
+            assert_close(pa.detach().float().numpy(), pt.detach().float().numpy(),
+                         "float32" if pdt == "float32" else "bfloat16")

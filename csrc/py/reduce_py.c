@@ -29,6 +29,21 @@ static int wrap_dim(long long d, int ndim, int *out, const char *fn)
     return 0;
 }
 
+/* A dim read from Python: an int beyond long long is out of range too
+ * (IndexError, as any other bad dim), not an OverflowError. */
+static int read_dim(PyObject *o, long long *d, const char *fn)
+{
+    *d = PyLong_AsLongLong(o);
+    if (*d == -1 && PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_IndexError, "%s: Dimension out of range (got %R)", fn, o);
+        }
+        return -1;
+    }
+    return 0;
+}
+
 static int cpu_tensor(PyObject *o, AmpyTensor **t, const char *fn)
 {
     *t = ampy_py_tensor_arg(o, fn, "input");
@@ -68,9 +83,9 @@ static int parse_dims(PyObject *o, const AmpyTensor *x, uint32_t *mask, const ch
                          Py_TYPE(it)->tp_name);
             goto fail;
         }
-        long long v = PyLong_AsLongLong(it);
+        long long v;
         int d;
-        if ((v == -1 && PyErr_Occurred()) || wrap_dim(v, x->ndim, &d, fn) < 0)
+        if (read_dim(it, &v, fn) < 0 || wrap_dim(v, x->ndim, &d, fn) < 0)
             goto fail;
         if (seen >> d & 1u) {
             PyErr_Format(PyExc_RuntimeError, "%s: dim %d appears multiple times in the list of "
@@ -198,8 +213,8 @@ static PyObject *f_reduce(PyObject *self, PyObject *const *args, Py_ssize_t narg
 static AmpyTensor *line_setup(PyObject *xo, PyObject *dimo, int odt_or_neg, const char *fn,
                               AmpyTensor **x, int *dim)
 {
-    long long d = PyLong_AsLongLong(dimo);
-    if (d == -1 && PyErr_Occurred())
+    long long d;
+    if (read_dim(dimo, &d, fn) < 0)
         return NULL;
     if (cpu_tensor(xo, x, fn) < 0 || wrap_dim(d, (*x)->ndim, dim, fn) < 0)
         return NULL;

@@ -189,6 +189,8 @@ def _check_fill(v, dtype):
 def _scalar(v, dtype):
     if isinstance(v, Tensor):
         return v
+    if dtype is D.bool and isinstance(v, numbers.Real):
+        v = v != 0  # as torch: 0.5 and NaN fill True (not truncated to an int first)
     t = _C.empty((), D.float64 if dtype.is_floating_point else D.int64)
     t._numpy()[()] = v
     return t
@@ -247,6 +249,9 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     if not dtype.is_floating_point:
         # as torch: integer dtypes step from the truncated start by the
         # truncated step; int64 also takes its length from the truncated bounds
+        for v in (start, end, step):
+            if not -2.0 ** 63 <= v < 2.0 ** 63:  # NaN too
+                raise RuntimeError("value cannot be converted to type int64 without overflow")
         start, step, iend = int(start), int(step), int(end)
         if dtype is D.int64:
             if step == 0:
@@ -271,6 +276,8 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
         raise RuntimeError("number of steps must be non-negative")
     dtype = D.to_dtype(dtype) if dtype is not None else D.get_default_dtype()
     if not dtype.is_floating_point:  # as torch: the ends are first converted to the dtype
+        if dtype is not D.bool:
+            _check_int_range(np.array([float(start), float(end)]), dtype)
         start, end = (int(float(v)) if math.isfinite(float(v)) else float(v)
                       for v in (start, end))
     t = _C.empty((steps,), dtype)

@@ -22,6 +22,8 @@ class Adam(Optimizer):
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, decoupled_weight_decay=False,
                  master_weights=False):
+        if isinstance(lr, bool):  # the fused step takes a float (refused there otherwise)
+            raise TypeError("Invalid learning rate: lr must be a float, not bool")
         # finite and >= 0 (NaN / inf too: the fused C step refuses them)
         if not 0.0 <= lr < _INF:
             raise ValueError(f"Invalid learning rate: {lr}")

@@ -18,6 +18,8 @@ class SGD(Optimizer):
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
                  *, maximize=False, foreach=None, differentiable=False, fused=None,
                  master_weights=False):
+        if isinstance(lr, bool):  # the fused step takes a float (refused there otherwise)
+            raise TypeError("Invalid learning rate: lr must be a float, not bool")
         # finite and >= 0 (NaN / inf too: the fused C step refuses them)
         if not 0.0 <= lr < _INF:
             raise ValueError(f"Invalid learning rate: {lr}")

@@ -375,6 +375,9 @@ def test_arange_linspace(start, end, step, dtype, steps):
             assert_close(r[1].numpy(), np.array([float(start)]).astype(NP[dtype or "float32"]),
                          dtype or "float32")
             continue
+        if rt[0] == "raise" and name == "linspace" and not all(
+                math.isfinite(float(v)) for v in (start, end)):
+            continue  # an infinite end: torch refuses, NumPy's own answer is NaN-laden
         if rt[0] == "raise" and name == "linspace":
             # torch refuses endpoints outside the dtype's range (and ints beyond
             # int64); ampy rounds them: compare with NumPy's float64 linspace
@@ -564,7 +567,7 @@ def test_binary(x, y, op, swap):
                 rt = torch_call(lambda: torch.clamp(
                     wx.float(), **{"min" if op == "maximum" else "max": s}).to(TD[dx]))
         if (dx in ("int64", "int32", "uint8") and isinstance(s, int) and not isinstance(s, bool)
-                and not np.iinfo(NP[dx]).min <= s <= np.iinfo(NP[dx]).max):
+                and not np.iinfo(NP[dx]).min <= s <= np.iinfo(NP[dx]).max):  # noqa: E129
             # torch first wraps the scalar into the tensor's integer dtype (uint8:
             # -1 -> 255); ampy compares / computes with its value. Documented divergence.
             return
@@ -587,6 +590,9 @@ def test_binary(x, y, op, swap):
     assert str(r[1].dtype).split(".")[-1] == dn, (op, dx, dy, r[1].dtype, want.dtype)
     if op in ("div", "pow") and dn in ("int64", "int32", "uint8"):
         return  # integer division by zero / negative powers: unspecified values
+    if (dn in ("int32", "uint8") and dy in ("int64", "int32") and dy != dn and ay.ndim == 0
+            and not np.iinfo(NP[dn]).min <= int(ay) <= np.iinfo(NP[dn]).max):
+        return  # a 0-d int outside the result dtype: torch wraps it first (see above)
     if dn in ("float16", "bfloat16") and (y[0] == "py" or dy != dx):
         # ampy computes half ops in float32 with a Python scalar or a 0-d
         # higher-precision tensor as given (README: round once); torch rounds
@@ -718,6 +724,10 @@ def test_reductions(v, op, dim, keepdim):
         return
     if op in ("var", "std") and dt in ("float16", "bfloat16"):
         return  # torch reduces halves in a different precision
+    if op in ("norm", "var", "std", "logsumexp", "mean", "sum") and dn == "float32":
+        # ampy accumulates floats in double (README): the oracle is torch in
+        # float64, rounded once (torch's float32 sum of squares overflows)
+        want = getattr(torch, op)(torch.from_numpy(a.astype(np.float64)), **kw).to(torch.float32)
     assert_close(got.numpy(), t2np(want), dn if op not in ("prod", "sum", "cumsum") or
                  dn in ("float16", "bfloat16") else "float32")
 
@@ -1232,6 +1242,8 @@ def test_optimizer_sequences(name, lr, extra, seq, pdt):
                     res_a = ("raise", e)
             else:
                 res_t = torch_call(do)
+        if ot is not None and res_t[0] == "raise" and isinstance(res_t[1], OverflowError):
+            ot = None  # an int lr beyond int64: torch cannot convert it, ampy reads a float
         if ot is not None:
             assert res_a[0] == res_t[0], (name, act, seq, res_a, res_t)
             assert_close(pa.detach().float().numpy(), pt.detach().to(TD[pdt]).float().numpy(),

@@ -12,7 +12,7 @@ ASAN_ENV := LD_PRELOAD=$$($(CC) -print-file-name=libasan.so) PYTHONMALLOC=malloc
 	ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1
 PYTEST_ARGS ?=
 
-.PHONY: demo test build ctest pytest asan bench clean
+.PHONY: demo test build ctest pytest asan fuzz bench clean
 
 $(VENV)/.deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,7 @@ build: $(VENV)/.deps
 demo: build
 	$(PY) -m ampy.demo
 
-test: build ctest pytest asan
+test: build ctest pytest asan fuzz
 
 pytest: build
 	$(PY) -m pytest -q $(PYTEST_ARGS)
@@ -48,6 +48,36 @@ asan: $(VENV)/.deps
 	AMPY_SANITIZE=1 $(PY) setup.py -q build_ext --build-temp build/asan-tmp --build-lib build/asan
 	cd build/asan && $(ASAN_ENV) AMPY_TEST_SHORT=1 ../../$(PY) -m pytest -q -p no:cacheprovider \
 		$(addprefix ../../,$(wildcard tests/test_cast.py tests/test_elementwise.py tests/test_tensor.py tests/test_leaks.py))
+
+# libFuzzer targets for the cast and finite/unscale kernels (fuzz/), built with
+# clang -fsanitize=fuzzer,address,undefined, each run FUZZ_TIME seconds from the
+# seed corpus in fuzz/corpus/<target>/ (new inputs go to build/fuzz/, not git).
+# Installs clang-14 with apt-get when no clang is found.
+FUZZ_TIME ?= 30
+FUZZ_SRC := csrc/cast.c csrc/cast_x86.c csrc/cpu.c csrc/iter.c csrc/parallel.c csrc/status.c \
+	csrc/finite.c csrc/finite_x86.c
+FUZZ_CFLAGS := -std=c11 -O1 -g -fno-math-errno -fno-strict-aliasing -Icsrc/include \
+	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+
+fuzz:
+	@set -e; cc=$$(command -v clang-14 || command -v clang || true); \
+	if [ -z "$$cc" ]; then \
+		echo "fuzz: no clang found; installing clang-14 + libclang-rt-14-dev with apt-get"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			clang-14 libclang-rt-14-dev >/dev/null; } || { echo "fuzz: could not install \
+		clang-14 (needs root and apt-get); install clang with libFuzzer and rerun" >&2; exit 1; }; \
+		cc=clang-14; fi; \
+	mkdir -p build/fuzz; \
+	for t in cast finite; do \
+		$$cc $(FUZZ_CFLAGS) fuzz/fuzz_$$t.c $(FUZZ_SRC) -o build/fuzz/fuzz_$$t -lm -lpthread || \
+			{ echo "fuzz: $$cc could not build with -fsanitize=fuzzer (is libclang-rt-dev installed?)" >&2; exit 1; }; \
+		rm -rf build/fuzz/corpus_$$t && mkdir -p build/fuzz/corpus_$$t; \
+		echo "== fuzz_$$t ($(FUZZ_TIME) s)"; \
+		(cd build/fuzz && ./fuzz_$$t -max_total_time=$(FUZZ_TIME) -print_final_stats=1 \
+			-timeout=20 corpus_$$t ../../fuzz/corpus/$$t > fuzz_$$t.log 2>&1) || \
+			{ tail -n 60 build/fuzz/fuzz_$$t.log; echo "fuzz: fuzz_$$t failed (input saved in build/fuzz/)" >&2; exit 1; }; \
+		grep -E "^stat::(number_of_executed_units|average_exec_per_sec|new_units_added)" build/fuzz/fuzz_$$t.log; \
+	done
 
 bench: build
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b; done

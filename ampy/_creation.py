@@ -85,6 +85,27 @@ def _from_array(arr, dtype, infer_default_float):
     return _C.cast(src, dtype)
 
 
+def _check_int_range(arr, dt):
+    """Python numbers stored into an integer dtype must fit, as in torch:
+    floats (NaN and inf included) within [lowest, max]; ints within
+    [lowest, max], except that uint8 also takes -255..-1 (two's complement)."""
+    info = np.iinfo(dt._np)
+    if arr.dtype.kind == "f":
+        a = arr.astype(np.float64)
+        ok = np.isfinite(a) & (a >= info.min) & (a <= float(info.max))
+    elif arr.dtype.kind in "iu":
+        lo = -int(info.max) if info.min == 0 else int(info.min)
+        ok = (arr >= lo) & (arr <= info.max) if arr.size else np.ones(0, bool)
+    elif arr.dtype.kind == "O" and arr.size:
+        lo = -int(info.max) if info.min == 0 else int(info.min)
+        ok = np.array([isinstance(v, numbers.Number) and not isinstance(v, complex)
+                       and math.isfinite(v) and lo <= v <= int(info.max) for v in arr.flat])
+    else:
+        return
+    if not np.all(ok):
+        raise RuntimeError(f"value cannot be converted to type {dt.name} without overflow")
+
+
 def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """A new tensor holding a copy of `data` (nested sequences, NumPy arrays,
     scalars, tensors). Python floats become the default dtype (float32)."""
@@ -102,6 +123,8 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
             raise ValueError(f"tensor(): could not build a tensor from the data: {e}") from None
         if dt is not None and dt.is_floating_point and arr.dtype.kind in "biuf":
             arr = arr.astype(np.float64) if dt is D.float64 or arr.dtype.kind != "f" else arr
+        if dt is not None and not dt.is_floating_point and dt is not D.bool:
+            _check_int_range(arr, dt)
         t = _from_array(arr, dt, True)
     return _finish(t, device, requires_grad)
 
@@ -144,14 +167,30 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False, **_):
         dtype = (D.bool if isinstance(fill_value, bool) else
                  D.int64 if isinstance(fill_value, numbers.Integral) else D.get_default_dtype())
     dtype = D.to_dtype(dtype)
+    _check_fill(fill_value, dtype)
     t = _C.empty(size, dtype)
     _C.copy_(t, _scalar(fill_value, dtype))
     return _finish(t, device, requires_grad)
 
 
+def _check_fill(v, dtype):
+    """A Python fill value must fit the dtype, as in torch (inf fits a float
+    dtype; uint8 also takes -255..-1, two's complement)."""
+    if isinstance(v, (Tensor, bool)) or dtype is D.bool or not isinstance(v, numbers.Real):
+        return
+    if not dtype.is_floating_point:
+        _check_int_range(np.asarray(v if isinstance(v, numbers.Integral) else float(v)), dtype)
+    elif dtype is not D.float64:
+        f = float(v)
+        if math.isfinite(f) and abs(f) > D.finfo(dtype).max:
+            raise RuntimeError(f"value cannot be converted to type {dtype.name} without overflow")
+
+
 def _scalar(v, dtype):
     if isinstance(v, Tensor):
         return v
+    if dtype is D.bool and isinstance(v, numbers.Real):
+        v = v != 0  # as torch: 0.5 and NaN fill True (not truncated to an int first)
     t = _C.empty((), D.float64 if dtype.is_floating_point else D.int64)
     t._numpy()[()] = v
     return t
@@ -206,15 +245,42 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     if dtype is None:
         dtype = (D.int64 if all(isinstance(v, numbers.Integral) for v in vals)
                  else D.get_default_dtype())
-    t = _C.empty((n,), D.to_dtype(dtype))
+    dtype = D.to_dtype(dtype)
+    if not dtype.is_floating_point:
+        # as torch: integer dtypes step from the truncated start by the
+        # truncated step; int64 also takes its length from the truncated bounds
+        for v in (start, end, step):
+            if not -2.0 ** 63 <= v < 2.0 ** 63:  # NaN too
+                raise RuntimeError("value cannot be converted to type int64 without overflow")
+        start, step, iend = int(start), int(step), int(end)
+        if dtype is D.int64:
+            if step == 0:
+                raise RuntimeError("step must be nonzero")
+            if (iend - start) * step < 0:
+                raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+            q = iend - start + step - (1 if step > 0 else -1)
+            n = max(0, abs(q) // abs(step) * (1 if (q >= 0) == (step > 0) else -1))
+    t = _C.empty((n,), dtype)
     _C.fill_arange(t, float(start), float(step))
     return _finish(t, device, requires_grad)
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
+    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral):
+        raise TypeError(f"linspace(): argument 'steps' must be int, not {type(steps).__name__}")
+    for name, v in (("start", start), ("end", end)):
+        if not isinstance(v, (numbers.Real, Tensor)):
+            raise TypeError(f"linspace(): argument '{name}' must be a number, "
+                            f"not {type(v).__name__}")
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
-    t = _C.empty((steps,), D.to_dtype(dtype) if dtype is not None else D.get_default_dtype())
+    dtype = D.to_dtype(dtype) if dtype is not None else D.get_default_dtype()
+    if not dtype.is_floating_point:  # as torch: the ends are first converted to the dtype
+        if dtype is not D.bool:
+            _check_int_range(np.array([float(start), float(end)]), dtype)
+        start, end = (int(float(v)) if math.isfinite(float(v)) else float(v)
+                      for v in (start, end))
+    t = _C.empty((steps,), dtype)
     step = (end - start) / (steps - 1) if steps > 1 else 0.0
     if steps == 1:
         end = start  # torch.linspace(a, b, 1) is [a]; fill_linspace fills the top half from end

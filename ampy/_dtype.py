@@ -65,7 +65,7 @@ def _dtype_by_name(name):
 
 def to_dtype(x, arg="dtype"):
     """Accept an ampy dtype, a name ("float16", "torch.bfloat16", "bf16"), a NumPy
-    dtype or scalar type, a torch dtype, or a Python type (float -> default dtype)."""
+    dtype or scalar type, a torch dtype, or a Python type (float -> float64, as torch)."""
     if isinstance(x, dtype):
         return x
     if isinstance(x, str):
@@ -75,7 +75,7 @@ def to_dtype(x, arg="dtype"):
             return _ALIASES[key]
         raise TypeError(f"{arg}: unknown dtype name {x!r}")
     if x is _builtin_float:
-        return _default_dtype[0]
+        return float64
     if x is _builtin_int:
         return int64
     if x is _builtin_bool:

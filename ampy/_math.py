@@ -54,9 +54,17 @@ def _as_operand(x):
 
 
 # ---- generated unary / binary families ---------------------------------------
+def _square_in(x):
+    """torch: the square of a bool tensor is int64 (pow(x, 2) promotes bools)."""
+    return x.to(D.int64) if isinstance(x, Tensor) and x.dtype is D.bool else x
+
+
 def _make_unary(name):
     code = _CODE[name]
-    defop(name)(lambda input, out=None: _ew(code, out, None, None, input))
+    if name == "square":
+        defop(name)(lambda input, out=None: _ew(code, out, None, None, _square_in(input)))
+    else:
+        defop(name)(lambda input, out=None: _ew(code, out, None, None, input))
     op = get_op(name)
 
     def fn(input, *, out=None):
@@ -230,7 +238,7 @@ def _pow_fwd(input, exponent, out=None):
     if (isinstance(input, Tensor) and out is None and
             ((type(exponent) is int and exponent == 2) or
              (type(exponent) is float and exponent == 2.0 and input.dtype.is_floating_point))):
-        return _ew(_CODE["square"], None, None, None, input)
+        return _ew(_CODE["square"], None, None, None, _square_in(input))
     return _ew(_CODE["pow"], out, None, None, input, exponent)
 
 

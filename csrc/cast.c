@@ -94,6 +94,36 @@ static ampy_inner_fn const portable_loops[AMPY_NUM_DTYPES][AMPY_NUM_DTYPES] = {
     {FOR_DST(TABLE_ENTRY, u8, i)},   {FOR_DST(TABLE_ENTRY, b, i)},
 };
 
+/* Same dtype: a bit copy (NaN payloads and signalling NaNs kept, as the
+ * SIMD copies and torch's copy_ do; a round trip through float would
+ * canonicalise bfloat16 NaNs). */
+#define DEF_COPY(bytes, type)                                                         \
+    static void copy_##bytes(char **p, const int64_t *s, int64_t n, void *ctx)       \
+    {                                                                                 \
+        (void)ctx;                                                                    \
+        const char *a = p[0];                                                         \
+        char *b = p[1];                                                               \
+        for (int64_t i = 0; i < n; i++, a += s[0], b += s[1])                         \
+            *(type *)b = *(const type *)a;                                            \
+    }
+DEF_COPY(1, uint8_t)
+DEF_COPY(2, uint16_t)
+DEF_COPY(4, uint32_t)
+DEF_COPY(8, uint64_t)
+
+static ampy_inner_fn portable_loop(ampy_dtype src, ampy_dtype dst)
+{
+    if (src == dst) {
+        switch (ampy_dtype_size(src)) {
+        case 1: return copy_1;
+        case 2: return copy_2;
+        case 4: return copy_4;
+        default: return copy_8;
+        }
+    }
+    return portable_loops[src][dst];
+}
+
 typedef struct {
     ampy_dtype src, dst;
     ampy_inner_fn portable;
@@ -124,7 +154,7 @@ ampy_status ampy_cast(int ndim, const int64_t *shape, const void *src,
                           (int)dst_dtype);
     if (ndim < 0 || ndim > AMPY_MAX_DIMS)
         return ampy_error(AMPY_ERR_VALUE, "cast: bad ndim %d", ndim);
-    cast_ctx c = {src_dtype, dst_dtype, portable_loops[src_dtype][dst_dtype],
+    cast_ctx c = {src_dtype, dst_dtype, portable_loop(src_dtype, dst_dtype),
                   ampy_cast_simd_kernel(ampy_cpu_level_get(), src_dtype, dst_dtype)};
     int64_t strides[2 * AMPY_MAX_DIMS];
     const int64_t ss = (int64_t)ampy_dtype_size(src_dtype), ds = (int64_t)ampy_dtype_size(dst_dtype);

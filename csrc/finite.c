@@ -65,8 +65,36 @@ static int run_bf16(uint16_t *x, int64_t n, float inv)
     return bad != 0;
 }
 
+/* x * inv for a NaN inv, with the payload fixed (a C multiply of two NaNs
+ * may return either one, depending on the operand order the compiler picks):
+ * a NaN x keeps its own payload, any other x takes inv's; both quieted. */
+static float mul_nan_inv(float x, float inv)
+{
+    uint32_t b = x != x ? ampy_f32_bits(x) : ampy_f32_bits(inv);
+    return ampy_bits_f32(b | 0x00400000u);
+}
+
+static int run_nan_inv(void *data, int64_t n, int dtype, float inv)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (dtype == AMPY_FLOAT32) {
+            float *x = (float *)data;
+            x[i] = mul_nan_inv(x[i], inv);
+        } else if (dtype == AMPY_FLOAT16) {
+            uint16_t *x = (uint16_t *)data;
+            x[i] = ampy_f32_to_f16(mul_nan_inv(ampy_f16_to_f32(x[i]), inv));
+        } else if (dtype == AMPY_BFLOAT16) {
+            uint16_t *x = (uint16_t *)data;
+            x[i] = ampy_f32_to_bf16(mul_nan_inv(ampy_bf16_to_f32(x[i]), inv));
+        }
+    }
+    return n > 0 && dtype >= AMPY_FLOAT32 && dtype <= AMPY_BFLOAT16; /* every value is NaN */
+}
+
 int ampy_finite_run_portable(void *data, int64_t n, int dtype, float inv)
 {
+    if (inv != inv)
+        return run_nan_inv(data, n, dtype, inv);
     switch (dtype) {
     case AMPY_FLOAT32: return run_f32((float *)data, n, inv);
     case AMPY_FLOAT16: return run_f16((uint16_t *)data, n, inv);

@@ -126,6 +126,10 @@ AVX512_T static int unscale_bf16(uint16_t *x, int64_t n, float inv)
 
 int ampy_finite_run_avx512(void *data, int64_t n, int dtype, float inv)
 {
+    /* A NaN inv: which NaN payload a vector multiply keeps depends on the
+     * operand order the compiler picks; the portable path defines it. */
+    if (inv != inv)
+        return ampy_finite_run_portable(data, n, dtype, inv);
     if (inv == 1.0f) {
         switch (dtype) {
         case AMPY_FLOAT32: return check32((const float *)data, n);

@@ -52,7 +52,8 @@ _SUPPORTED = {"cpu": (D.bfloat16, D.float16), "cuda": (D.float16, D.bfloat16, D.
 class _State:
     """One autocast state; immutable once pushed (copies are made to change it)."""
 
-    __slots__ = ("enabled", "dtype", "cache_enabled", "depth", "cache", "token", "active")
+    __slots__ = ("enabled", "dtype", "cache_enabled", "depth", "cache", "token", "active",
+                 "owner")
 
     def __init__(self, enabled, dtype, cache_enabled, depth, cache):
         self.enabled = enabled          # {device type: bool}
@@ -61,13 +62,14 @@ class _State:
         self.depth = depth              # nesting of autocast regions (torch's nesting counter)
         self.cache = cache              # dict shared by a region and its nested regions
         self.token = None               # ContextVar token that restores the state before this
+        self.owner = None               # the autocast object whose __enter__ pushed it
         self.active = any(enabled.values())
 
     def replace(self, **kw):
         st = _State(kw.get("enabled", self.enabled), kw.get("dtype", self.dtype),
                     kw.get("cache_enabled", self.cache_enabled), kw.get("depth", self.depth),
                     kw.get("cache", self.cache))
-        st.token = self.token
+        st.token, st.owner = self.token, self.owner
         return st
 
 
@@ -221,7 +223,7 @@ class autocast:
                     if isinstance(self.fast_dtype, D.dtype) and self.fast_dtype.is_floating_point
                     else prev.dtype,
                     cache_enabled, prev.depth + 1, cache)
-        st.token = _STATE.set(st)
+        st.token, st.owner = _STATE.set(st), self
         if self._enabled:
             _seen_dtypes.add(self.fast_dtype)
         _region_opened()
@@ -229,7 +231,7 @@ class autocast:
 
     def __exit__(self, exc_type, exc_value, traceback):
         st = _STATE.get()
-        if st.token is None:
+        if st.token is None or st.owner is not self:  # not this object's region
             raise RuntimeError("autocast.__exit__() called without a matching __enter__()")
         _STATE.reset(st.token)
         if st.depth == 1 and st.cache is not None:

@@ -55,6 +55,8 @@ def _number(x, name, fn):
 def _int(x, name, fn):
     if isinstance(x, bool) or not isinstance(x, int):
         raise TypeError(f"{fn}: '{name}' must be an int, not {type(x).__name__}")
+    if not -2 ** 63 <= x < 2 ** 63:
+        raise ValueError(f"{fn}: '{name}' must fit in int64, got {x}")
     return x
 
 

@@ -7,6 +7,9 @@ from .optimizer import Optimizer, _no_grad
 __all__ = ["Adam", "AdamW"]
 
 
+_INF = float("inf")
+
+
 class Adam(Optimizer):
     """torch.optim.Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
     weight_decay=0, amsgrad=False, *, maximize=False). State per parameter as
@@ -19,15 +22,18 @@ class Adam(Optimizer):
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, decoupled_weight_decay=False,
                  master_weights=False):
-        if not 0.0 <= lr:
+        if isinstance(lr, bool):  # the fused step takes a float (refused there otherwise)
+            raise TypeError("Invalid learning rate: lr must be a float, not bool")
+        # finite and >= 0 (NaN / inf too: the fused C step refuses them)
+        if not 0.0 <= lr < _INF:
             raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
+        if not 0.0 <= eps < _INF:
             raise ValueError(f"Invalid epsilon value: {eps}")
         if not 0.0 <= betas[0] < 1.0:
             raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
         if not 0.0 <= betas[1] < 1.0:
             raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= weight_decay:
+        if not 0.0 <= weight_decay < _INF:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         if differentiable:
             raise NotImplementedError("ampy.optim.Adam: differentiable=True is not supported")

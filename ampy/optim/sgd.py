@@ -5,6 +5,9 @@ from .optimizer import _HALF, Optimizer, _no_grad
 __all__ = ["SGD"]
 
 
+_INF = float("inf")
+
+
 class SGD(Optimizer):
     """torch.optim.SGD(params, lr=1e-3, momentum=0, dampening=0, weight_decay=0,
     nesterov=False, *, maximize=False). One fused C call per parameter group
@@ -15,11 +18,14 @@ class SGD(Optimizer):
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
                  *, maximize=False, foreach=None, differentiable=False, fused=None,
                  master_weights=False):
-        if lr < 0.0:
+        if isinstance(lr, bool):  # the fused step takes a float (refused there otherwise)
+            raise TypeError("Invalid learning rate: lr must be a float, not bool")
+        # finite and >= 0 (NaN / inf too: the fused C step refuses them)
+        if not 0.0 <= lr < _INF:
             raise ValueError(f"Invalid learning rate: {lr}")
-        if momentum < 0.0:
+        if not 0.0 <= momentum < _INF:
             raise ValueError(f"Invalid momentum value: {momentum}")
-        if weight_decay < 0.0:
+        if not 0.0 <= weight_decay < _INF:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")

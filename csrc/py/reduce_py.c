@@ -30,6 +30,21 @@ static int wrap_dim(long long d, int ndim, int *out, const char *fn)
     return 0;
 }
 
+/* A dim read from Python: an int beyond long long is out of range too
+ * (IndexError, as any other bad dim), not an OverflowError. */
+static int read_dim(PyObject *o, long long *d, const char *fn)
+{
+    *d = PyLong_AsLongLong(o);
+    if (*d == -1 && PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_IndexError, "%s: Dimension out of range (got %R)", fn, o);
+        }
+        return -1;
+    }
+    return 0;
+}
+
 /* A CPU or (with cuda = 1) CUDA tensor argument. */
 static int cpu_tensor_dev(PyObject *o, AmpyTensor **t, const char *fn, int cuda)
 {
@@ -52,13 +67,17 @@ static int parse_dims(PyObject *o, const AmpyTensor *x, uint32_t *mask, const ch
         *mask = all;
         return 0;
     }
-    PyObject *seq = PyLong_Check(o) ? PyTuple_Pack(1, o) : PySequence_Fast(o, "");
+    PyObject *seq = PyLong_Check(o) ? PyTuple_Pack(1, o)
+                    : (PyUnicode_Check(o) || PyBytes_Check(o)) ? NULL
+                                                               : PySequence_Fast(o, "");
     if (!seq) {
+        PyErr_Clear();
         PyErr_Format(PyExc_TypeError, "%s: argument 'dim' must be an int or a tuple of ints, "
                      "not %s", fn, Py_TYPE(o)->tp_name);
         return -1;
     }
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    uint32_t seen = 0; /* dims named so far (a 0-d tensor has dim 0 / -1) */
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *it = PySequence_Fast_GET_ITEM(seq, i);
         if (PyBool_Check(it) || !PyIndex_Check(it)) {
@@ -66,18 +85,18 @@ static int parse_dims(PyObject *o, const AmpyTensor *x, uint32_t *mask, const ch
                          Py_TYPE(it)->tp_name);
             goto fail;
         }
-        long long v = PyLong_AsLongLong(it);
+        long long v;
         int d;
-        if ((v == -1 && PyErr_Occurred()) || wrap_dim(v, x->ndim, &d, fn) < 0)
+        if (read_dim(it, &v, fn) < 0 || wrap_dim(v, x->ndim, &d, fn) < 0)
             goto fail;
-        if (x->ndim == 0)
-            continue;
-        if (*mask >> d & 1u) {
+        if (seen >> d & 1u) {
             PyErr_Format(PyExc_RuntimeError, "%s: dim %d appears multiple times in the list of "
                          "dims", fn, d);
             goto fail;
         }
-        *mask |= 1u << d;
+        seen |= 1u << d;
+        if (x->ndim > 0)
+            *mask |= 1u << d;
     }
     Py_DECREF(seq);
     if (n == 0)
@@ -149,6 +168,14 @@ static PyObject *f_reduce(PyObject *self, PyObject *const *args, Py_ssize_t narg
     const char *fn = ampy_reduce_op_name(op);
     AmpyTensor *x;
     uint32_t mask;
+    /* keepdim: a bool (NumPy's too), as torch; not any truthy object */
+    const char *ktn = Py_TYPE(args[3])->tp_name;
+    if (!PyBool_Check(args[3]) && strcmp(ktn, "numpy.bool") != 0 &&
+        strcmp(ktn, "numpy.bool_") != 0) {
+        PyErr_Format(PyExc_TypeError, "%s(): argument 'keepdim' must be bool, not %s", fn,
+                     ktn);
+        return NULL;
+    }
     int keep = PyObject_IsTrue(args[3]), with_idx = PyObject_IsTrue(args[6]), odt;
     double corr = PyFloat_AsDouble(args[5]);
     if (keep < 0 || with_idx < 0 || (corr == -1.0 && PyErr_Occurred()) ||
@@ -202,8 +229,8 @@ finish:
 static AmpyTensor *line_setup(PyObject *xo, PyObject *dimo, int odt_or_neg, const char *fn,
                               AmpyTensor **x, int *dim, int cuda)
 {
-    long long d = PyLong_AsLongLong(dimo);
-    if (d == -1 && PyErr_Occurred())
+    long long d;
+    if (read_dim(dimo, &d, fn) < 0)
         return NULL;
     if (cpu_tensor_dev(xo, x, fn, cuda) < 0 || wrap_dim(d, (*x)->ndim, dim, fn) < 0)
         return NULL;

@@ -29,7 +29,7 @@ ampy_status ampy_cast_f32_to_bf16(const float *src, uint16_t *dst, int64_t n);
 ampy_status ampy_cast_f16_to_f32(const uint16_t *src, float *dst, int64_t n);
 ampy_status ampy_cast_bf16_to_f32(const uint16_t *src, float *dst, int64_t n);
 
-/* General strided conversion (also a plain copy when the dtypes match).
+/* General strided conversion (a bit copy when the dtypes match).
  *   ndim, shape          the shape of dst (0 <= ndim <= AMPY_MAX_DIMS)
  *   src, src_strides     in: element strides, ndim entries; 0 broadcasts
  *   dst, dst_strides     out: element strides, ndim entries

@@ -47,8 +47,10 @@ extern "C" {
  *                      seen, never cleared (zeroing it is the caller's job,
  *                      as in torch); may not alias any tensor
  *   inv_scale  in      one float32, read once before any element; 1.0f means
- *                      "check only". Any value is allowed (a NaN or inf
- *                      inv_scale makes every stored value non-finite or 0).
+ *                      "check only". Any value is allowed (an inf
+ *                      inv_scale makes every stored value non-finite or 0;
+ *                      a NaN one makes every value NaN: a NaN element keeps
+ *                      its own payload, the others take inv_scale's, quieted).
  * Returns AMPY_OK; AMPY_ERR_VALUE (ntensors < 0, a negative numel, a NULL
  * pointer) or AMPY_ERR_DTYPE (another dtype) before touching any memory. */
 ampy_status ampy_finite_check_unscale(int64_t ntensors, void *const *data, const int64_t *numel,

@@ -21,15 +21,22 @@ __all__ = ["is_available", "device_count", "current_device", "set_device", "sync
            "max_memory_reserved", "reset_peak_memory_stats", "memory_stats", "empty_cache",
            "manual_seed", "manual_seed_all", "device"]
 
-try:
-    from .. import _C_cuda as _K
-except ImportError as _e:  # not built here (no nvcc), or built for another Python
-    _K = None
-    _IMPORT_ERROR = str(_e)
+import importlib.util as _ilu
+
+_K = None
+if _ilu.find_spec("ampy._C_cuda") is None:  # not built here (no nvcc at install time)
+    _IMPORT_ERROR = "not built: no nvcc was found when ampy was installed"
 else:
-    _IMPORT_ERROR = ""
-    _K._init(_C.TensorBase)
-    _C._register_cuda(_K._api())
+    try:
+        from .. import _C_cuda as _K
+        _K._init(_C.TensorBase)
+        _C._register_cuda(_K._api())
+        _IMPORT_ERROR = ""
+    except (ImportError, RuntimeError) as _e:  # built for another Python, or a stale build
+        import warnings as _w
+        _K = None
+        _IMPORT_ERROR = str(_e)
+        _w.warn(f"ampy: CUDA disabled, ampy._C_cuda failed to load: {_e}", RuntimeWarning)
 
 _dlpack.install()
 

@@ -1,0 +1,83 @@
+"""Kernels added for the transformer-block training step (benchmarks/bench_train.py):
+the column sum behind linear's bias gradient, and the blocked gelu forward /
+backward tiers (a lane's result must not depend on its neighbours)."""
+import numpy as np
+import pytest
+
+import ampy
+from ampy import _C
+
+_DTS = ["float32", "float16", "bfloat16"]
+
+
+def _bits(t):
+    return t.to(ampy.float32).numpy().view(np.uint32)
+
+
+@pytest.mark.parametrize("dt", _DTS)
+@pytest.mark.parametrize("shape", [(4096, 96), (7, 3), (1, 1), (0, 5), (5, 0), (300, 1),
+                                   (33, 1100)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_colsum_same_bits_as_sum0(dt, shape, threads):
+    rng = np.random.default_rng(sum(shape))
+    old = ampy.get_num_threads()
+    ampy.set_num_threads(threads)
+    try:
+        x = ampy.tensor((rng.standard_normal(shape) * 10).astype(np.float32)).to(getattr(ampy, dt))
+        got, want = _C.fused_colsum(x), ampy.sum(x, 0)
+    finally:
+        ampy.set_num_threads(old)
+    assert got.dtype is want.dtype and tuple(got.shape) == tuple(want.shape)
+    assert (_bits(got) == _bits(want)).all()
+    # and close to a float64 oracle
+    ref = x.to(ampy.float64).numpy().sum(0)
+    np.testing.assert_allclose(got.to(ampy.float64).numpy(), ref,
+                               rtol={"float32": 2e-7, "float16": 1e-3, "bfloat16": 8e-3}[dt],
+                               atol=1e-30)
+
+
+def test_colsum_bad_input():
+    with pytest.raises(ValueError, match="contiguous 2-d"):
+        _C.fused_colsum(ampy.ones(3, 4).t())
+    with pytest.raises(ValueError, match="contiguous 2-d"):
+        _C.fused_colsum(ampy.ones(3))
+    with pytest.raises(TypeError, match="float32, float16 or bfloat16"):
+        _C.fused_colsum(ampy.ones(3, 4, dtype=ampy.float64))
+    with pytest.raises(TypeError):
+        _C.fused_colsum(np.ones((3, 4)))
+
+
+@pytest.mark.parametrize("dt", _DTS)
+def test_linear_bias_grad_matches_sum(dt):
+    dtype = getattr(ampy, dt)
+    rng = np.random.default_rng(3)
+    x = ampy.tensor(rng.standard_normal((4, 50, 24)).astype(np.float32)).to(dtype)
+    w = ampy.tensor(rng.standard_normal((40, 24)).astype(np.float32)).to(dtype).requires_grad_()
+    b = ampy.tensor(rng.standard_normal(40).astype(np.float32)).to(dtype).requires_grad_()
+    g = ampy.tensor(rng.standard_normal((4, 50, 40)).astype(np.float32)).to(dtype)
+    ampy.nn.functional.linear(x, w, b).backward(g)
+    assert b.grad.dtype is dtype
+    assert (_bits(b.grad) == _bits(ampy.sum(g.reshape(-1, 40), 0))).all()
+
+
+def _lane_independent(fn, x):
+    """fn on a whole array vs lane by lane inside neighbourhoods of other values"""
+    whole = fn(ampy.tensor(x)).numpy().view(np.uint32)
+    for fill in (0.5, 2.9, 5.0, 20.0, np.nan):
+        for i in range(0, len(x), 7):
+            blk = np.full(16, fill, np.float32)
+            blk[i % 16] = x[i]
+            one = fn(ampy.tensor(blk)).numpy().view(np.uint32)[i % 16]
+            assert one == whole[i], (x[i], fill)
+
+
+def test_gelu_lanes_do_not_depend_on_neighbours(cpu_path):
+    x = np.concatenate([np.linspace(-4, 4, 300), [-3.1112698, 3.1112698, 3.11127, -3.11127,
+                                                  0.494, 0.496, 14.5, -14.5]]).astype(np.float32)
+    _lane_independent(ampy.nn.functional.gelu, x)
+
+
+def test_gelu_bwd_lanes_do_not_depend_on_neighbours(cpu_path):
+    x = np.concatenate([np.linspace(-4, 4, 300), [-3.11, 3.11, 3.1100001, -3.1100001,
+                                                  14.5, -15.0]]).astype(np.float32)
+    _lane_independent(lambda t: _C.fused_gelu_bwd(t, ampy.ones(*t.shape)), x)

@@ -81,3 +81,36 @@ def test_gelu_bwd_lanes_do_not_depend_on_neighbours(cpu_path):
     x = np.concatenate([np.linspace(-4, 4, 300), [-3.11, 3.11, 3.1100001, -3.1100001,
                                                   14.5, -15.0]]).astype(np.float32)
     _lane_independent(lambda t: _C.fused_gelu_bwd(t, ampy.ones(*t.shape)), x)
+
+
+@pytest.mark.parametrize("dt", _DTS)
+def test_matmul_heads_read_in_place(dt):
+    """q @ k^T on permuted heads (batch dims that do not flatten): one GEMM per
+    outer batch index, reading in place; same values as on contiguous copies,
+    gradients too (the backward's matmuls take the same path)."""
+    dtype = getattr(ampy, dt)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 10, 3, 4, 8)).astype(np.float32)
+    base = ampy.tensor(x).to(dtype).requires_grad_()
+    qkv = base.permute(2, 0, 3, 1, 4)
+    q, k = qkv[0], qkv[1]
+    got = ampy.matmul(q, k.transpose(-2, -1))
+    want = ampy.matmul(q.detach().contiguous(), k.detach().transpose(-2, -1).contiguous())
+    assert got.dtype is dtype and tuple(got.shape) == (3, 4, 10, 10)
+    assert (_bits(got) == _bits(want)).all()
+    g = rng.standard_normal((3, 4, 10, 10)).astype(np.float32)
+    got.backward(ampy.tensor(g).to(dtype))
+    torch = pytest.importorskip("torch")
+    tb = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    tq = tb.permute(2, 0, 3, 1, 4)
+    (tq[0] @ tq[1].transpose(-2, -1)).backward(torch.tensor(g, dtype=torch.float64))
+    tol = {"float32": 1e-5, "float16": 2e-2, "bfloat16": 1e-1}[dt]
+    np.testing.assert_allclose(base.grad.to(ampy.float64).numpy(), tb.grad.numpy(), rtol=tol,
+                               atol=tol)
+    # 5-d operands with a broadcast second operand, and out_dtype
+    a = ampy.tensor(rng.standard_normal((2, 3, 4, 5, 6)).astype(np.float32)).to(dtype)
+    a = a.permute(1, 0, 2, 3, 4)
+    b = ampy.tensor(rng.standard_normal((4, 6, 7)).astype(np.float32)).to(dtype)
+    assert (_bits(ampy.matmul(a, b)) == _bits(ampy.matmul(a.contiguous(), b))).all()
+    r = ampy.matmul(q.detach(), k.detach().transpose(-2, -1), out_dtype=ampy.float32)
+    assert r.dtype is ampy.float32

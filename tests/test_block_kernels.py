@@ -11,7 +11,7 @@ _DTS = ["float32", "float16", "bfloat16"]
 
 
 def _bits(t):
-    return t.to(ampy.float32).numpy().view(np.uint32)
+    return t.detach().to(ampy.float32).numpy().view(np.uint32)
 
 
 @pytest.mark.parametrize("dt", _DTS)

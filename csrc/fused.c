@@ -316,6 +316,7 @@ typedef struct {
     int dt;
 } sm_ctx;
 
+#define SM_ROWS_N 256 /* rows up to this long go four at a time */
 static void softmax_bwd_range(int64_t b, int64_t e, void *ctx)
 {
     const sm_ctx *c = (const sm_ctx *)ctx;
@@ -323,7 +324,36 @@ static void softmax_bwd_range(int64_t b, int64_t e, void *ctx)
     float by[BLK], bg[BLK], bo[BLK];
     conv cv;
     conv_init(&cv, c->dt);
-    for (int64_t r = b; r < e; r++) {
+    int64_t r = b;
+    if (N <= SM_ROWS_N) {
+        /* short rows, four at a time: four independent double sums (each row
+         * still added in order, so the same bits) instead of one
+         * latency-bound chain */
+        float ry[4][SM_ROWS_N], rg[4][SM_ROWS_N], ro[SM_ROWS_N];
+        for (; r + 4 <= e; r += 4) {
+            const float *y[4], *g[4];
+            for (int q = 0; q < 4; q++) {
+                y[q] = ld_block(&cv, c->y, (r + q) * N, N, ry[q]);
+                g[q] = ld_block(&cv, c->g, (r + q) * N, N, rg[q]);
+            }
+            double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
+            for (int64_t k = 0; k < N; k++) {
+                a0 += (double)(g[0][k] * y[0][k]);
+                a1 += (double)(g[1][k] * y[1][k]);
+                a2 += (double)(g[2][k] * y[2][k]);
+                a3 += (double)(g[3][k] * y[3][k]);
+            }
+            const double acc[4] = {a0, a1, a2, a3};
+            for (int q = 0; q < 4; q++) {
+                const float s = (float)acc[q];
+                float *o = c->dt == AMPY_FLOAT32 ? (float *)c->out + (r + q) * N : ro;
+                for (int64_t k = 0; k < N; k++)
+                    o[k] = y[q][k] * (g[q][k] - s);
+                st_block(&cv, c->out, (r + q) * N, N, o);
+            }
+        }
+    }
+    for (; r < e; r++) {
         double acc = 0.0;
         for (int64_t j = 0; j < N; j += BLK) {
             int64_t n = N - j < BLK ? N - j : BLK;

@@ -8,6 +8,7 @@
 #include "ampy/elem.h"
 #include "ampy/fused.h"
 #include "ampy/parallel.h"
+#include "vmath.h"
 
 /* ---- zero fill --------------------------------------------------------------- */
 typedef struct {
@@ -181,82 +182,26 @@ typedef struct {
     int dt;
 } ew_ctx;
 
-/* erf and exp in straight-line float code that the compiler vectorises
- * (libm's erff is a call per element and dominated the gelu backward).
- * erf: the odd/even rational minimax approximation on [-4, 4] used by
- * Eigen and XLA (outside, erf is +-1 in float); exp: Cephes' expf (range
- * reduction by ln 2 in two parts, degree-6 polynomial), arguments clamped
- * to [-87, 88] (exp(-87) ~ 1.6e-38: below it the result is that tiny value
- * instead of 0 or a subnormal). Both within a few float ulps. */
-__attribute__((optimize("no-trapping-math"))) static inline float v_erf(float x)
-{
-    x = x < -4.0f ? -4.0f : (x > 4.0f ? 4.0f : x);
-    const float x2 = x * x;
-    float p = x2 * -2.72614225801306e-10f + 2.77068142495902e-08f;
-    p = x2 * p + -2.10102402082508e-06f;
-    p = x2 * p + -5.69250639462346e-05f;
-    p = x2 * p + -7.34990630326855e-04f;
-    p = x2 * p + -2.95459980854025e-03f;
-    p = x2 * p + -1.60960333262415e-02f;
-    float q = x2 * -1.45660718464996e-05f + -2.13374055278905e-04f;
-    q = x2 * q + -1.68282697438203e-03f;
-    q = x2 * q + -7.37332916720468e-03f;
-    q = x2 * q + -1.42647390514189e-02f;
-    return x * p / q;
-}
-
-__attribute__((optimize("no-trapping-math"))) static inline float v_exp(float x)
-{
-    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-    float fx = x * 1.44269504088896341f + 0.5f;
-    int32_t n = (int32_t)fx;
-    n -= (float)n > fx; /* floor */
-    const float fn = (float)n;
-    float r = x - fn * 0.693359375f;
-    r = r - fn * -2.12194440e-4f;
-    float y = 1.9875691500E-4f * r + 1.3981999507E-3f;
-    y = y * r + 8.3334519073E-3f;
-    y = y * r + 4.1665795894E-2f;
-    y = y * r + 1.6666665459E-1f;
-    y = y * r + 5.0000001201E-1f;
-    y = y * (r * r) + r + 1.0f;
-    union {
-        int32_t i;
-        float f;
-    } u;
-    u.i = (n + 127) << 23;
-    return y * u.f;
-}
-
-/* gelu (exact) backward: cdf = (erf(x * 2^-1/2) + 1) * 0.5,
- * pdf = exp((x * x) * -0.5) * (2 pi)^-1/2, dx = g * (cdf + x * pdf)
- * (ampy's composite rule, with the erf/exp above). */
-/* no-trapping-math lets GCC turn the clamps into vector selects (ampy does
- * not enable FP exceptions; results are unchanged). */
-__attribute__((optimize("no-trapping-math"))) static void gelu_bwd_range(int64_t b, int64_t e,
-                                                                         void *ctx)
+/* gelu (exact) backward: dx = g * (Phi(x) + x * phi(x)) (ampy's composite
+ * rule), by the vectorized vmath kernel (AVX-512 or portable by CPU level) on
+ * float32 blocks. */
+static void gelu_bwd_range(int64_t b, int64_t e, void *ctx)
 {
     const ew_ctx *c = (const ew_ctx *)ctx;
-    const float k1 = (float)0.70710678118654752440, k2 = (float)0.39894228040143267794;
+    const ampy_vm_table *vm = ampy_vm();
     float bx[BLK], bg[BLK], bo[BLK];
     conv cv;
     conv_init(&cv, c->dt);
+    if (c->dt == AMPY_FLOAT32) {
+        vm->gelu_bwd((const float *)c->a + b, (const float *)c->g + b, (float *)c->out + b, e - b);
+        return;
+    }
     for (int64_t i = b; i < e; i += BLK) {
         int64_t n = e - i < BLK ? e - i : BLK;
         const float *x = ld_block(&cv, c->a, i, n, bx);
         const float *g = ld_block(&cv, c->g, i, n, bg);
-        float *o = c->dt == AMPY_FLOAT32 ? (float *)c->out + i : bo;
-        for (int64_t k = 0; k < n; k++) {
-            float xv = x[k];
-            float cdf = (v_erf(xv * k1) + 1.0f) * 0.5f;
-            float pdf = v_exp((xv * xv) * -0.5f) * k2;
-            float r = g[k] * (cdf + xv * pdf);
-            /* x = +-inf or NaN: NaN, as the composite's inf * exp(-inf) = inf * 0
-             * (the clamps above would hide both); bad is 0 for finite x */
-            float bad = xv - xv;
-            o[k] = bad == 0.0f ? r : bad;
-        }
-        st_block(&cv, c->out, i, n, o);
+        vm->gelu_bwd(x, g, bo, n);
+        st_block(&cv, c->out, i, n, bo);
     }
 }
 
@@ -268,6 +213,61 @@ ampy_status ampy_fused_gelu_bwd(int64_t n, const void *x, const void *g, int dty
         return ampy_error(AMPY_ERR_DTYPE, "gelu_backward: float32, float16 or bfloat16 only");
     ew_ctx c = {x, g, dx, dtype};
     ampy_parallel_for(n, 4096, gelu_bwd_range, &c);
+    return AMPY_OK;
+}
+
+/* column sums of a contiguous (M, N) matrix: out[j] = sum_i x[i, j], added
+ * row by row in double and rounded once to the dtype -- the order and the
+ * rounding of ampy_reduce's sum over dim 0 (its row-streaming path), so the
+ * results are the same bits; this one converts halves with the SIMD casts. */
+typedef struct {
+    int64_t M, N;
+    const void *x;
+    void *out;
+    int dt;
+} colsum_ctx;
+
+static void colsum_range(int64_t b, int64_t e, void *ctx)
+{
+    const colsum_ctx *c = (const colsum_ctx *)ctx;
+    const ampy_vm_table *vm = ampy_vm();
+    double acc[BLK];
+    float buf[BLK];
+    conv cv;
+    conv_init(&cv, c->dt);
+    for (int64_t j0 = b; j0 < e; j0 += BLK) {
+        const int64_t m = e - j0 < BLK ? e - j0 : BLK;
+        for (int64_t k = 0; k < m; k++)
+            acc[k] = 0.0;
+        for (int64_t i = 0; i < c->M; i++) {
+            vm->addf64(acc, ld_block(&cv, c->x, i * c->N + j0, m, buf), m);
+        }
+        if (c->dt == AMPY_FLOAT32) {
+            float *o = (float *)c->out + j0;
+            for (int64_t k = 0; k < m; k++)
+                o[k] = (float)acc[k];
+        } else if (c->dt == AMPY_FLOAT16) {
+            uint16_t *o = (uint16_t *)c->out + j0;
+            for (int64_t k = 0; k < m; k++)
+                o[k] = ampy_f64_to_f16(acc[k]);
+        } else {
+            uint16_t *o = (uint16_t *)c->out + j0;
+            for (int64_t k = 0; k < m; k++)
+                o[k] = ampy_f64_to_bf16(acc[k]);
+        }
+    }
+}
+
+ampy_status ampy_fused_colsum(int64_t M, int64_t N, const void *x, int dtype, void *out)
+{
+    if (M < 0 || N < 0)
+        return ampy_error(AMPY_ERR_VALUE, "colsum: negative size");
+    if (!half_or_f32(dtype))
+        return ampy_error(AMPY_ERR_DTYPE, "colsum: float32, float16 or bfloat16 only");
+    colsum_ctx c = {M, N, x, out, dtype};
+    /* about 64 Ki elements of work per task */
+    int64_t grain = M > 0 ? ((int64_t)1 << 16) / M : N;
+    ampy_parallel_for(N, grain < 16 ? 16 : grain, colsum_range, &c);
     return AMPY_OK;
 }
 
@@ -316,6 +316,7 @@ typedef struct {
     int dt;
 } sm_ctx;
 
+#define SM_ROWS_N 256 /* rows up to this long go four at a time */
 static void softmax_bwd_range(int64_t b, int64_t e, void *ctx)
 {
     const sm_ctx *c = (const sm_ctx *)ctx;
@@ -323,7 +324,36 @@ static void softmax_bwd_range(int64_t b, int64_t e, void *ctx)
     float by[BLK], bg[BLK], bo[BLK];
     conv cv;
     conv_init(&cv, c->dt);
-    for (int64_t r = b; r < e; r++) {
+    int64_t r = b;
+    if (N <= SM_ROWS_N) {
+        /* short rows, four at a time: four independent double sums (each row
+         * still added in order, so the same bits) instead of one
+         * latency-bound chain */
+        float ry[4][SM_ROWS_N], rg[4][SM_ROWS_N], ro[SM_ROWS_N];
+        for (; r + 4 <= e; r += 4) {
+            const float *y[4], *g[4];
+            for (int q = 0; q < 4; q++) {
+                y[q] = ld_block(&cv, c->y, (r + q) * N, N, ry[q]);
+                g[q] = ld_block(&cv, c->g, (r + q) * N, N, rg[q]);
+            }
+            double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
+            for (int64_t k = 0; k < N; k++) {
+                a0 += (double)(g[0][k] * y[0][k]);
+                a1 += (double)(g[1][k] * y[1][k]);
+                a2 += (double)(g[2][k] * y[2][k]);
+                a3 += (double)(g[3][k] * y[3][k]);
+            }
+            const double acc[4] = {a0, a1, a2, a3};
+            for (int q = 0; q < 4; q++) {
+                const float s = (float)acc[q];
+                float *o = c->dt == AMPY_FLOAT32 ? (float *)c->out + (r + q) * N : ro;
+                for (int64_t k = 0; k < N; k++)
+                    o[k] = y[q][k] * (g[q][k] - s);
+                st_block(&cv, c->out, (r + q) * N, N, o);
+            }
+        }
+    }
+    for (; r < e; r++) {
         double acc = 0.0;
         for (int64_t j = 0; j < N; j += BLK) {
             int64_t n = N - j < BLK ? N - j : BLK;

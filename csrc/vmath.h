@@ -42,6 +42,11 @@ typedef struct ampy_vm_table {
     void (*divs)(float *y, int64_t n, float s);
     /* y[i] = (x[i] - m) - ls (y may equal x) */
     void (*subsub)(const float *x, int64_t n, float m, float ls, float *y);
+    /* y[i] = g[i] (Phi(x[i]) + x[i] phi(x[i])): the exact gelu's backward
+     * (y may equal x or g) */
+    void (*gelu_bwd)(const float *x, const float *g, float *y, int64_t n);
+    /* acc[i] += (double)x[i] for i < n */
+    void (*addf64)(double *acc, const float *x, int64_t n);
 } ampy_vm_table;
 
 /* The table for the current CPU level (never NULL). */

@@ -21,7 +21,7 @@ from .._dispatch import _hooks, forward_for
 from ._grad_mode import _OFF, _set, _state
 from ._node import Meta, accumulator, node_class, AccumulateGrad
 from ._registry import NAMES, install_one
-from ._ops import O, cast, detached, is_expandable_to, sum_to
+from ._ops import O, cast, detached, is_expandable_to, sum_to, wrap_dim
 
 __all__ = ["autograd_hook", "run_backward", "edge_of"]
 
@@ -455,6 +455,7 @@ def run_backward(roots, grads, retain_graph, create_graph, capture=None, accumul
         if deps.get(n, 0) == 0:
             heapq.heappush(heap, (-n._seq, id(n), n))
     captured = {}
+    owned = {}  # id -> buffered grad that only the engine references (see _into_owned)
     prev_enabled, prev_cg = _state.enabled, _state.create_graph
     _set(create_graph)
     _state.create_graph = create_graph
@@ -462,8 +463,12 @@ def run_backward(roots, grads, retain_graph, create_graph, capture=None, accumul
         while heap:
             _, _, node = heapq.heappop(heap)
             grads_in = buffers.pop(node, None)
+            if grads_in is not None and owned:
+                for g in grads_in:
+                    if g is not None:
+                        owned.pop(id(g), None)
             _execute(node, grads_in, create_graph, capture, captured, accumulate, active,
-                     buffers, deps, heap)
+                     buffers, deps, heap, owned)
             if not retain_graph:
                 node.release()
     finally:
@@ -472,9 +477,60 @@ def run_backward(roots, grads, retain_graph, create_graph, capture=None, accumul
     return captured
 
 
+_SCATTER_OPS = ("select", "narrow", "getitem")
+
+
+def _basic_key(key):
+    """An index of ints and slices only (a view, each element at most once)."""
+    if key.__class__ is tuple:
+        return all(k.__class__ in (int, slice) for k in key)
+    return key.__class__ in (int, slice)
+
+
+def _plain(node, capture, create_graph):
+    """A select/narrow/basic-getitem node whose gradient is only summed into
+    the engine's buffer: no hooks see it, nothing captures it, no graph is
+    recorded."""
+    return (node._op_name in _SCATTER_OPS and not create_graph and capture is None and
+            not node._pre_hooks and not node._post_hooks and node._out_meta is None and
+            (node._op_name != "getitem" or _basic_key(node.args[1])))
+
+
+def _into_owned(node, grads, buffers, owned):
+    """select/narrow/getitem backward straight into an engine-owned buffer: buf[key] += g
+    instead of building zeros with g at key and adding the whole tensor (the
+    q, k, v = qkv[0], qkv[1], qkv[2] pattern). True when done."""
+    g = grads[0] if grads else None
+    nxt, nr = node.next_functions[0]
+    buf = buffers.get(nxt) if nxt is not None else None
+    old = buf[nr] if buf is not None else None
+    if g is None or old is None or owned.get(id(old)) is not old:
+        return False
+    x = node.args[0]
+    if g.dtype is not old.dtype or x.dtype is not old.dtype or \
+            tuple(x.shape) != tuple(old.shape):
+        return False
+    from .. import _views as V
+    if node._op_name == "getitem":
+        part = O.getitem(old, node.args[1])
+    elif node._op_name == "select":
+        _, dim, index = node.args[:3]
+        part = V.select(old, wrap_dim(dim, old.ndim), index)
+    else:
+        _, dim, start, length = node.args[:4]
+        d = wrap_dim(dim, old.ndim)
+        start = start.item() if hasattr(start, "item") else start
+        part = V.narrow(old, d, start + old.shape[d] if start < 0 else start, length)
+    if tuple(part.shape) != tuple(g.shape):
+        return False
+    O.add_(part, g)
+    return True
+
+
 def _execute(node, grads, create_graph, capture, captured, accumulate, active, buffers, deps,
-             heap):
+             heap, owned=None):
     out_flat = None
+    plain = owned is not None and _plain(node, capture, create_graph)
     if grads is not None and any(g is not None for g in grads):
         grads = _tensor_pre_hooks(node, grads)
         if capture is not None:
@@ -489,7 +545,11 @@ def _execute(node, grads, create_graph, capture, captured, accumulate, active, b
             return
         if node.next_functions and (capture is None or any(
                 nxt in active for nxt, _ in node.next_functions)):
-            out_flat = _apply(node, grads)
+            if plain and node.next_functions[0][0] in active and \
+                    _into_owned(node, grads, buffers, owned):
+                out_flat = [None] * len(node.next_functions)
+            else:
+                out_flat = _apply(node, grads)
     for i, (nxt, nr) in enumerate(node.next_functions):
         if nxt is None or nxt not in active:
             continue
@@ -498,7 +558,16 @@ def _execute(node, grads, create_graph, capture, captured, accumulate, active, b
             buf = buffers.get(nxt)
             if buf is None:
                 buf = buffers[nxt] = [None] * _n_out(nxt)
-            buf[nr] = g if buf[nr] is None else _add(buf[nr], g)
+            if buf[nr] is None:
+                buf[nr] = g
+                if plain:  # the rule's fresh zeros-with-g: nobody else holds it
+                    owned[id(g)] = g
+            else:
+                old = buf[nr]
+                buf[nr] = _add(old, g)
+                if owned is not None and not create_graph:
+                    owned.pop(id(old), None)
+                    owned[id(buf[nr])] = buf[nr]
         d = deps[nxt] - 1
         deps[nxt] = d
         if d == 0:

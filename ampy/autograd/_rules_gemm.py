@@ -5,8 +5,23 @@ kernels in the forward's dtype (fp16/bf16 operands, fp32 accumulation).
 1-d operands are promoted to matrices as matmul does, and broadcast batch
 dims are summed back to each operand's shape.
 """
+from .. import _C
+from .. import _dtype as D
+from ._grad_mode import _state
 from ._ops import O, sum_to
 from ._registry import rule
+
+_COLSUM_DTYPES = (D.float32, D.float16, D.bfloat16)
+
+
+def _bias_grad(g2):
+    """g2.sum(0): the same bits as O.sum (double accumulation, rows in order,
+    one rounding) from one C pass with SIMD half conversion, when g2 is a
+    contiguous CPU float matrix and the backward is not being recorded."""
+    if (not _state.create_graph and g2._device_index < 0 and g2.dtype in _COLSUM_DTYPES and
+            g2.ndim == 2 and g2.is_contiguous()):
+        return _C.fused_colsum(g2)
+    return O.sum(g2, 0)
 
 
 def _mt(t):
@@ -107,7 +122,7 @@ def _linear(ctx, g):
             if gw.shape != w.shape:
                 gw = O.reshape(gw, tuple(w.shape))
         if len(n) > 2 and n[2]:
-            gb = O.sum(g2, 0)
+            gb = _bias_grad(g2)
             if gb.shape != ctx.args[2].shape:
                 gb = O.reshape(gb, tuple(ctx.args[2].shape))
     return gx, gw, gb

@@ -213,7 +213,35 @@ static PyObject *f_softmax_bwd(PyObject *self, PyObject *args)
     return (PyObject *)dx;
 }
 
+/* fused_colsum(x) -> x.sum(0) for a contiguous 2-d float32/float16/bfloat16 x */
+static PyObject *f_colsum(PyObject *self, PyObject *args)
+{
+    PyObject *ox;
+    if (!PyArg_UnpackTuple(args, "fused_colsum", 1, 1, &ox))
+        return NULL;
+    AmpyTensor *x = ampy_py_tensor_arg(ox, "fused_colsum", "input");
+    if (!x)
+        return NULL;
+    if (x->ndim != 2 || x->device != AMPY_DEV_CPU || !ampy_py_is_contiguous(x)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "fused_colsum: argument 'input' must be a contiguous 2-d CPU tensor");
+        return NULL;
+    }
+    AmpyTensor *out = ampy_py_empty(x->dtype, 1, x->shape + 1, AMPY_DEV_CPU);
+    if (!out)
+        return NULL;
+    ampy_status s;
+    RUN(x->numel, ampy_fused_colsum(x->shape[0], x->shape[1], x->data, x->dtype, out->data));
+    if (s != AMPY_OK) {
+        Py_DECREF(out);
+        return ampy_py_raise(s);
+    }
+    return (PyObject *)out;
+}
+
 PyMethodDef ampy_py_fused_methods[] = {
+    {"fused_colsum", f_colsum, METH_VARARGS,
+     "fused_colsum(x)\n--\n\nInternal: x.sum(0) of a contiguous 2-d tensor (bias gradients)."},
     {"fused_gelu_bwd", f_gelu_bwd, METH_VARARGS,
      "fused_gelu_bwd(x, grad_output)\n--\n\nInternal: exact-gelu backward in one pass."},
     {"fused_relu_bwd", f_relu_bwd, METH_VARARGS,

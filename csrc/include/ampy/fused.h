@@ -38,6 +38,9 @@ ampy_status ampy_fused_mse_bwd_f32(int64_t n, const float *x, const float *y, in
  *   softmax over the last dim, rows of N from the output y:
  *     dx = y * (g - sum(g * y)), the sum accumulated in double. */
 ampy_status ampy_fused_gelu_bwd(int64_t n, const void *x, const void *g, int dtype, void *dx);
+/* out[j] = sum over i of x[i, j] for a contiguous (M, N) matrix, in double,
+ * rounded once to dtype (float32/float16/bfloat16): ampy_reduce's sum(0) bits */
+ampy_status ampy_fused_colsum(int64_t M, int64_t N, const void *x, int dtype, void *out);
 ampy_status ampy_fused_relu_bwd(int64_t n, const void *y, const void *g, int dtype, void *dx);
 ampy_status ampy_fused_softmax_bwd(int64_t M, int64_t N, const void *y, const void *g,
                                    int dtype, void *dx);

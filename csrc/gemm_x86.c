@@ -108,10 +108,33 @@ static void pack_rows(const char *src, ampy_dtype dt, int64_t ks, int64_t n, int
         }
 }
 
+/* A stored k-major (a->rs == 1, e.g. dY.T of a weight gradient): for each k
+ * the block's rows are one contiguous run, so copy it k by k into every micro-
+ * panel. Panel by panel would touch a new line (and a new page when the column
+ * stride is a few KiB) per k for every panel, i.e. the whole K x rows source
+ * rows/mr times. */
+static void pack_a512_kmajor(const gemm_operand *a, int64_t i0, int64_t rows, int64_t k0,
+                             int64_t kc, int64_t kcp, float *dst)
+{
+    int64_t es = (int64_t)ampy_dtype_size(a->dt);
+    for (int64_t k = 0; k < kcp; k++) {
+        const char *src = a->p + ((k0 + k) * a->cs + i0) * es;
+        float *d = dst + k * X_MR;
+        for (int64_t p0 = 0; p0 < rows; p0 += X_MR, d += X_MR * kcp) {
+            __mmask16 m = lanes(k < kc ? (rows - p0 < X_MR ? rows - p0 : X_MR) : 0);
+            _mm512_mask_storeu_ps(d, lanes(X_MR), ld16(src, a->dt, p0, m));
+        }
+    }
+}
+
 static void pack_a512(const gemm_operand *a, int64_t i0, int64_t rows, int64_t k0,
                       int64_t kc, int64_t kcp, void *vdst)
 {
     float *dst = vdst;
+    if (a->rs == 1 && a->cs != 1) {
+        pack_a512_kmajor(a, i0, rows, k0, kc, kcp, dst);
+        return;
+    }
     for (int64_t p0 = 0; p0 < rows; p0 += X_MR, dst += X_MR * kcp) {
         int64_t h = rows - p0 < X_MR ? rows - p0 : X_MR;
         int64_t base = (i0 + p0) * a->rs + k0 * a->cs;

@@ -224,6 +224,20 @@ static void pack_b(const gemm_operand *b, int64_t k0, int64_t kc, int64_t kcp, i
                    int64_t cols, void *vdst)
 {
     uint16_t *dst = vdst;
+    if (b->cs == 1 && cols > T_NR) {
+        /* Row-major B: k pair by k pair across the whole group, so each row
+         * is read once as a run (panel by panel would stride down K). */
+        for (int64_t k = 0; k < kcp; k += 2) {
+            const char *src = b->p + ((k0 + k) * b->rs + j0) * 2;
+            for (int64_t q0 = 0; q0 < cols; q0 += T_NR) {
+                int64_t w = cols - q0 < T_NR ? cols - q0 : T_NR;
+                pack_b_rows(src + q0 * 2, b->rs, w, kc - k, 2,
+                            dst + (q0 / T_NR) * T_NR * kcp + (k / T_KB) * (T_KB * T_NR) +
+                                (k % T_KB) / 2 * T_KB);
+            }
+        }
+        return;
+    }
     for (int64_t q0 = 0; q0 < cols; q0 += T_NR, dst += T_NR * kcp) {
         int64_t w = cols - q0 < T_NR ? cols - q0 : T_NR;
         if (b->cs == 1)

@@ -153,6 +153,20 @@ static void pack_b512(const gemm_operand *b, int64_t k0, int64_t kc, int64_t kcp
 {
     float *dst = vdst;
     int64_t es = (int64_t)ampy_dtype_size(b->dt);
+    if (b->cs == 1 && cols > X_NR) {
+        /* Row-major B: each k row of the whole group once, split across the
+         * panels (one panel at a time would stride down K per panel). */
+        for (int64_t k = 0; k < kcp; k++) {
+            const char *src = b->p + ((k0 + k) * b->rs + j0) * es;
+            float *d = dst + k * X_NR;
+            for (int64_t q0 = 0; q0 < cols; q0 += X_NR, d += X_NR * kcp) {
+                int64_t w = k < kc ? cols - q0 : 0;
+                _mm512_storeu_ps(d, ld16(src, b->dt, q0, lanes(w)));
+                _mm512_storeu_ps(d + 16, ld16(src, b->dt, q0 + 16, lanes(w > 16 ? w - 16 : 0)));
+            }
+        }
+        return;
+    }
     for (int64_t q0 = 0; q0 < cols; q0 += X_NR, dst += X_NR * kcp) {
         int64_t w = cols - q0 < X_NR ? cols - q0 : X_NR;
         const char *src = b->p + (k0 * b->rs + (j0 + q0) * b->cs) * es;

@@ -214,7 +214,28 @@ static void kernel512(int64_t kcp, const void *va, const void *vb, float *w, int
 #undef STORE
 }
 
-/* elem.h's float32 -> bfloat16 rounding on 16 lanes (NaN -> 0x7FC0). */
+/* elem.h's float32 -> bfloat16 rounding on 16 lanes (NaN -> 0x7FC0), the
+ * result in the low half of each 32-bit lane. */
+static inline __m512i f32_to_bf16_lanes(__m512 v)
+{
+    __m512i u = _mm512_castps_si512(v);
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                                            _mm512_set1_epi32(0x7F800000));
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF)));
+    return _mm512_mask_blend_epi32(nan, _mm512_srli_epi32(r, 16), _mm512_set1_epi32(0x7FC0));
+}
+
+/* 32 consecutive float32 -> 32 bfloat16 in one register: packus keeps the
+ * (< 0x10000) lane values and interleaves the halves per 128-bit lane; the
+ * qword permute restores the order. Stored with one plain 64-byte store (a
+ * masked vpmovdw to memory per 16 was most of the bf16 epilogue's time). */
+static inline __m512i f32_to_bf16_32(__m512 v0, __m512 v1)
+{
+    __m512i p = _mm512_packus_epi32(f32_to_bf16_lanes(v0), f32_to_bf16_lanes(v1));
+    return _mm512_permutexvar_epi64(_mm512_set_epi64(7, 5, 3, 1, 6, 4, 2, 0), p);
+}
+
 static inline __m256i f32_to_bf16_16(__m512 v)
 {
     __m512i u = _mm512_castps_si512(v);
@@ -239,7 +260,18 @@ void ampy_gemm_epilogue_avx512(const float *w, int64_t ldw, int64_t rows, int64_
     __m512 va = _mm512_set1_ps(alpha), vbeta = _mm512_set1_ps(beta);
     for (int64_t i = 0; i < rows; i++) {
         char *ci = c + i * crs * es;
-        for (int64_t j = 0; j < cols; j += 16) {
+        int64_t j = 0;
+        if (cdt == AMPY_BFLOAT16)
+            for (; j + 32 <= cols; j += 32) {
+                __m512 r0 = _mm512_mul_ps(va, _mm512_loadu_ps(w + i * ldw + j));
+                __m512 r1 = _mm512_mul_ps(va, _mm512_loadu_ps(w + i * ldw + j + 16));
+                if (beta != 0.0f) {
+                    r0 = _mm512_add_ps(r0, _mm512_mul_ps(vbeta, ld16(ci, cdt, j, 0xFFFF)));
+                    r1 = _mm512_add_ps(r1, _mm512_mul_ps(vbeta, ld16(ci, cdt, j + 16, 0xFFFF)));
+                }
+                _mm512_storeu_si512(ci + j * 2, f32_to_bf16_32(r0, r1));
+            }
+        for (; j < cols; j += 16) {
             __mmask16 m = lanes(cols - j);
             __m512 r = _mm512_mul_ps(va, _mm512_loadu_ps(w + i * ldw + j));
             if (beta != 0.0f)

@@ -248,3 +248,18 @@ def test_kmajor_a_and_colmajor_b_same_bits(impl, dtype, mnk):
         got = G.mm(a, b)
         assert np.array_equal(bits(got), bits(ref))
     check_close(ref, f64(a_c), f64(b_c), dtype)
+
+
+@pytest.mark.parametrize("mnk", [(40, 70, 300), (33, 96, 1100)])
+def test_bf16_store_rounds_like_cast(impl, mnk):
+    """The bf16 epilogue (32 lanes at a time, then a masked tail) must round
+    the fp32 sum exactly like the cast kernel: same bits as the fp32 output
+    cast to bfloat16, including values that overflow to inf."""
+    M, N, K = mnk
+    a, b = rand((M, K), ampy.bfloat16, 41), rand((K, N), ampy.bfloat16, 42)
+    a = ampy.from_numpy(np.where(np.arange(M)[:, None] == 3, 3e37, 1.0).astype(np.float32)
+                        * a.float().numpy()).to(ampy.bfloat16)
+    got = G.mm(a, b)
+    ref = G.mm(a, b, out_dtype=ampy.float32).to(ampy.bfloat16)
+    assert np.array_equal(bits(got), bits(ref))
+    assert np.isinf(got.float().numpy()[3]).any()

@@ -3,7 +3,7 @@
  *
  * For each batch item and each block of nc columns (jc):
  *   1. pack B[:, jc block] for ALL of K into nr-wide micro-panels, K blocks of
- *      kc one after the other (parallel over panels);
+ *      kc one after the other (parallel over K blocks x groups of panels);
  *   2. split the M x nc block into tasks of mc rows (and, when M is too small
  *      to feed every thread, also into column slices); per task, for each K
  *      block: pack A's mc x kc block, then run the micro-kernel over every

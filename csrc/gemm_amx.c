@@ -70,6 +70,70 @@ static inline __mmask32 lanes32(int64_t n)
     return n >= 32 ? 0xFFFFFFFFu : n <= 0 ? 0 : (__mmask32)((1u << n) - 1u);
 }
 
+/* In-register 16 x 16 transpose of 32-bit words (r[i] lane j -> r[j] lane i);
+ * the same network as gemm_x86.c's. Here a word is a pair of bf16. */
+static inline void transpose16w(__m512i v[16])
+{
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; i++)
+        r[i] = _mm512_castsi512_ps(v[i]);
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++)
+        for (int h = 0; h < 2; h++) {
+            __m512d x = _mm512_castps_pd(t[4 * i + h]), y = _mm512_castps_pd(t[4 * i + 2 + h]);
+            r[4 * i + 2 * h] = _mm512_castpd_ps(_mm512_unpacklo_pd(x, y));
+            r[4 * i + 2 * h + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(x, y));
+        }
+    for (int i = 0; i < 2; i++)
+        for (int h = 0; h < 4; h++) {
+            t[8 * i + h] = _mm512_shuffle_f32x4(r[8 * i + h], r[8 * i + 4 + h], 0x88);
+            t[8 * i + 4 + h] = _mm512_shuffle_f32x4(r[8 * i + h], r[8 * i + 4 + h], 0xDD);
+        }
+    for (int h = 0; h < 8; h++) {
+        v[h] = _mm512_castps_si512(_mm512_shuffle_f32x4(t[h], t[8 + h], 0x88));
+        v[8 + h] = _mm512_castps_si512(_mm512_shuffle_f32x4(t[h], t[8 + h], 0xDD));
+    }
+}
+
+/* Word-interleave index: lanes 2c, 2c+1 of the result = r0[c], r1[c] for
+ * c < 16 (lo) or c + 16 (lo + 16). */
+static inline __m512i interleave_lo(void)
+{
+    return _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39,
+                            7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+}
+
+/* A stored k-major (a->rs == 1, e.g. dY.T): per 32-k block, interleave rows
+ * k, k+1 (32 consecutive i each) into bf16 pairs, giving a 16 (pair) x 32 (i)
+ * word matrix; two 16 x 16 word transposes turn it into the 32 tile rows. */
+static void pack_a_panel_kmajor(const gemm_operand *a, int64_t i0, int64_t h, int64_t k0,
+                                int64_t kc, int64_t kcp, uint16_t *dst)
+{
+    const __m512i lo = interleave_lo(), hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+    __mmask32 m = lanes32(h);
+    for (int64_t kb = 0; kb < kcp; kb += T_KB, dst += T_MR * T_KB) {
+        __m512i L[16], H[16];
+        for (int p = 0; p < 16; p++) {
+            int64_t k = kb + 2 * p;
+            __m512i r0 = _mm512_maskz_loadu_epi16(k < kc ? m : 0,
+                                                  a->p + ((k0 + k) * a->cs + i0) * 2);
+            __m512i r1 = _mm512_maskz_loadu_epi16(k + 1 < kc ? m : 0,
+                                                  a->p + ((k0 + k + 1) * a->cs + i0) * 2);
+            L[p] = _mm512_permutex2var_epi16(r0, lo, r1);
+            H[p] = _mm512_permutex2var_epi16(r0, hi, r1);
+        }
+        transpose16w(L);
+        transpose16w(H);
+        for (int r = 0; r < 16; r++) {
+            _mm512_storeu_si512(dst + r * T_KB, L[r]);
+            _mm512_storeu_si512(dst + (16 + r) * T_KB, H[r]);
+        }
+    }
+}
+
 /* A micro-panel: dst[kb][g][r][kk] = A[i0+16g+r][k0 + 32kb + kk]. */
 static void pack_a_panel(const gemm_operand *a, int64_t i0, int64_t h, int64_t k0, int64_t kc,
                          int64_t kcp, uint16_t *dst)
@@ -95,8 +159,13 @@ static void pack_a(const gemm_operand *a, int64_t i0, int64_t rows, int64_t k0, 
                    int64_t kcp, void *vdst)
 {
     uint16_t *dst = vdst;
-    for (int64_t p0 = 0; p0 < rows; p0 += T_MR, dst += T_MR * kcp)
-        pack_a_panel(a, i0 + p0, rows - p0 < T_MR ? rows - p0 : T_MR, k0, kc, kcp, dst);
+    for (int64_t p0 = 0; p0 < rows; p0 += T_MR, dst += T_MR * kcp) {
+        int64_t h = rows - p0 < T_MR ? rows - p0 : T_MR;
+        if (a->rs == 1 && a->cs != 1)
+            pack_a_panel_kmajor(a, i0 + p0, h, k0, kc, kcp, dst);
+        else
+            pack_a_panel(a, i0 + p0, h, k0, kc, kcp, dst);
+    }
 }
 
 /* B row-major: interleave rows k, k+1 (32 columns each) into word pairs. */
@@ -119,6 +188,26 @@ static void pack_b_rows(const char *src, int64_t rs, int64_t w, int64_t kc, int6
     }
 }
 
+/* B stored column-major (b->rs == 1, e.g. W.T of a linear): each column's
+ * 32 k of a block are 16 consecutive bf16 pairs, i.e. one row of the VNNI
+ * tile's transpose; a 16 x 16 word transpose per 16 columns gives the tile. */
+static void pack_b_lines(const char *src, int64_t cs, int64_t w, int64_t kc, int64_t kcp,
+                         uint16_t *dst)
+{
+    for (int64_t kb = 0; kb < kcp; kb += T_KB, dst += T_KB * T_NR) {
+        __mmask32 km = lanes32(kc - kb);
+        for (int g = 0; g < T_NR / 16; g++) {
+            __m512i v[16];
+            for (int c = 0; c < 16; c++)
+                v[c] = _mm512_maskz_loadu_epi16(16 * g + c < w ? km : 0,
+                                                src + ((16 * g + c) * cs + kb) * 2);
+            transpose16w(v);
+            for (int p = 0; p < 16; p++)
+                _mm512_storeu_si512(dst + g * 16 * T_KB + p * T_KB, v[p]);
+        }
+    }
+}
+
 /* Any other layout: element by element. */
 static void pack_b_generic(const gemm_operand *b, int64_t k0, int64_t kc, int64_t kcp,
                            int64_t j0, int64_t w, uint16_t *dst)
@@ -135,10 +224,26 @@ static void pack_b(const gemm_operand *b, int64_t k0, int64_t kc, int64_t kcp, i
                    int64_t cols, void *vdst)
 {
     uint16_t *dst = vdst;
+    if (b->cs == 1 && cols > T_NR) {
+        /* Row-major B: k pair by k pair across the whole group, so each row
+         * is read once as a run (panel by panel would stride down K). */
+        for (int64_t k = 0; k < kcp; k += 2) {
+            const char *src = b->p + ((k0 + k) * b->rs + j0) * 2;
+            for (int64_t q0 = 0; q0 < cols; q0 += T_NR) {
+                int64_t w = cols - q0 < T_NR ? cols - q0 : T_NR;
+                pack_b_rows(src + q0 * 2, b->rs, w, kc - k, 2,
+                            dst + (q0 / T_NR) * T_NR * kcp + (k / T_KB) * (T_KB * T_NR) +
+                                (k % T_KB) / 2 * T_KB);
+            }
+        }
+        return;
+    }
     for (int64_t q0 = 0; q0 < cols; q0 += T_NR, dst += T_NR * kcp) {
         int64_t w = cols - q0 < T_NR ? cols - q0 : T_NR;
         if (b->cs == 1)
             pack_b_rows(b->p + (k0 * b->rs + j0 + q0) * 2, b->rs, w, kc, kcp, dst);
+        else if (b->rs == 1)
+            pack_b_lines(b->p + (k0 + (j0 + q0) * b->cs) * 2, b->cs, w, kc, kcp, dst);
         else
             pack_b_generic(b, k0, kc, kcp, j0 + q0, w, dst);
     }

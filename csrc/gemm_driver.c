@@ -3,7 +3,7 @@
  *
  * For each batch item and each block of nc columns (jc):
  *   1. pack B[:, jc block] for ALL of K into nr-wide micro-panels, K blocks of
- *      kc one after the other (parallel over panels);
+ *      kc one after the other (parallel over K blocks x groups of panels);
  *   2. split the M x nc block into tasks of mc rows (and, when M is too small
  *      to feed every thread, also into column slices); per task, for each K
  *      block: pack A's mc x kc block, then run the micro-kernel over every
@@ -23,6 +23,7 @@
 #include "gemm_impl.h"
 
 #define B_PACK_BUDGET ((int64_t)16 << 20) /* bytes of packed B per jc block */
+#define W_BUDGET ((int64_t)512 << 10)     /* bytes of W when K is blocked  */
 #define SERIAL_FLOPS ((int64_t)1 << 21)    /* below: one thread            */
 #define MAX_DIM ((int64_t)1 << 40)
 #define GEMM_MAX_TILE 1024 /* floats: the largest mr * nr (AMX 32 x 32) */
@@ -107,16 +108,25 @@ static int64_t bp_offset(const gemm_ctx *x, int64_t k0, int64_t q, int64_t kcp)
     return k0 * x->ncp + q * x->im->nr * kcp;
 }
 
-static void pack_b_panel(gemm_ctx *x, int64_t q)
+/* Packing item t of the block: K block t / ngrp, panel group t % ngrp (up to
+ * B_GROUP panels). A group, not a single panel, per call: with B row-major a
+ * panel alone reads only nr elements of each k row, i.e. a new line (and a
+ * new page once the row is 4 KiB) per k; a group reads B_GROUP * nr. */
+#define B_GROUP 8
+static int64_t b_groups(const gemm_ctx *x)
+{
+    return (x->ncp / x->im->nr + B_GROUP - 1) / B_GROUP;
+}
+
+static void pack_b_item(gemm_ctx *x, int64_t t)
 {
     const gemm_impl *im = x->im;
-    int64_t j0 = q * im->nr, cols = x->nc - j0 < im->nr ? x->nc - j0 : im->nr;
-    for (int64_t k0 = 0; k0 < x->K; k0 += im->kc) {
-        int64_t kc = x->K - k0 < im->kc ? x->K - k0 : im->kc;
-        int64_t kcp = round_up(kc, im->kunit);
-        im->pack_b(&x->b, k0, kc, kcp, x->jc + j0, cols,
-                   x->bp + bp_offset(x, k0, q, kcp) * (int64_t)im->pelem);
-    }
+    int64_t ngrp = b_groups(x), q0 = t % ngrp * B_GROUP;
+    int64_t k0 = t / ngrp * im->kc, kc = x->K - k0 < im->kc ? x->K - k0 : im->kc;
+    int64_t kcp = round_up(kc, im->kunit);
+    int64_t j0 = q0 * im->nr, cols = x->nc - j0 < B_GROUP * im->nr ? x->nc - j0 : B_GROUP * im->nr;
+    im->pack_b(&x->b, k0, kc, kcp, x->jc + j0, cols,
+               x->bp + bp_offset(x, k0, q0, kcp) * (int64_t)im->pelem);
 }
 
 /* Work items (B panels, then tasks) are claimed one at a time from a shared
@@ -129,9 +139,9 @@ static void pack_b_range(int64_t t0, int64_t t1, void *vctx)
 {
     (void)t0, (void)t1;
     gemm_ctx *x = vctx;
-    int64_t npan = x->ncp / x->im->nr;
-    for (int64_t q; (q = claim(x)) < npan;)
-        pack_b_panel(x, q);
+    int64_t n = b_groups(x) * ((x->K + x->im->kc - 1) / x->im->kc);
+    for (int64_t t; (t = claim(x)) < n;)
+        pack_b_item(x, t);
 }
 
 /* One task: rows [i0, i0+rows) x block columns [j0, j0+cols). */
@@ -217,8 +227,16 @@ static void plan_tasks(gemm_ctx *x, int nthreads)
 {
     const gemm_impl *im = x->im;
     int64_t mc = im->mc;
-    if (nthreads > 1 && (x->M + mc - 1) / mc < nthreads)
+    if (nthreads > 1 && (x->M + mc - 1) / mc < nthreads) {
         mc = round_up((x->M + nthreads - 1) / nthreads, im->mr);
+    } else {
+        /* Even row blocks, up to 5/4 of mc each: M = 256 with mc = 252 would
+         * otherwise leave a 4-row task that streams all of packed B again
+         * (and runs the kernel 4/mr full). Row blocking does not change any
+         * output's K summation order, so the bits stay the same. */
+        int64_t n = (x->M + mc * 5 / 4 - 1) / (mc * 5 / 4);
+        mc = round_up((x->M + n - 1) / n, im->mr);
+    }
     x->mc = mc;
     x->n_ic = (x->M + mc - 1) / mc;
     x->n_js = 1;
@@ -232,6 +250,15 @@ static ampy_status run_one(gemm_ctx *x, int nthreads)
     const gemm_impl *im = x->im;
     int64_t pe = (int64_t)im->pelem;
     int64_t nc_max = B_PACK_BUDGET / (x->kp * pe) / im->nr * im->nr;
+    if (x->K > im->kc) {
+        /* Several K blocks: the float32 W block (mc x nc) is read and written
+         * once per K block, so keep it at a quarter of L2 next to the packed
+         * A block and the K block of B streaming through (256 x 1024 with
+         * K = 4096, a weight gradient, would otherwise thrash L2). */
+        int64_t w_cols = W_BUDGET / (im->mc * 5 / 4 * 4) / im->nr * im->nr;
+        if (w_cols < nc_max)
+            nc_max = w_cols;
+    }
     if (nc_max < im->nr)
         nc_max = im->nr;
     int64_t ncap = round_up(x->N < nc_max ? x->N : nc_max, im->nr);
@@ -243,9 +270,9 @@ static ampy_status run_one(gemm_ctx *x, int nthreads)
     for (x->jc = 0; x->jc < x->N && !x->failed; x->jc += nc_max) {
         x->nc = x->N - x->jc < nc_max ? x->N - x->jc : nc_max;
         x->ncp = round_up(x->nc, im->nr);
-        int64_t npan = x->ncp / im->nr;
+        int64_t nitems = b_groups(x) * ((x->K + im->kc - 1) / im->kc);
         x->next = 0;
-        ampy_parallel_for(npan < nthreads ? npan : nthreads, 1, pack_b_range, x);
+        ampy_parallel_for(nitems < nthreads ? nitems : nthreads, 1, pack_b_range, x);
         plan_tasks(x, nthreads);
         int64_t ntasks = x->n_ic * x->n_js;
         x->next = 0;

@@ -108,10 +108,33 @@ static void pack_rows(const char *src, ampy_dtype dt, int64_t ks, int64_t n, int
         }
 }
 
+/* A stored k-major (a->rs == 1, e.g. dY.T of a weight gradient): for each k
+ * the block's rows are one contiguous run, so copy it k by k into every micro-
+ * panel. Panel by panel would touch a new line (and a new page when the column
+ * stride is a few KiB) per k for every panel, i.e. the whole K x rows source
+ * rows/mr times. */
+static void pack_a512_kmajor(const gemm_operand *a, int64_t i0, int64_t rows, int64_t k0,
+                             int64_t kc, int64_t kcp, float *dst)
+{
+    int64_t es = (int64_t)ampy_dtype_size(a->dt);
+    for (int64_t k = 0; k < kcp; k++) {
+        const char *src = a->p + ((k0 + k) * a->cs + i0) * es;
+        float *d = dst + k * X_MR;
+        for (int64_t p0 = 0; p0 < rows; p0 += X_MR, d += X_MR * kcp) {
+            __mmask16 m = lanes(k < kc ? (rows - p0 < X_MR ? rows - p0 : X_MR) : 0);
+            _mm512_mask_storeu_ps(d, lanes(X_MR), ld16(src, a->dt, p0, m));
+        }
+    }
+}
+
 static void pack_a512(const gemm_operand *a, int64_t i0, int64_t rows, int64_t k0,
                       int64_t kc, int64_t kcp, void *vdst)
 {
     float *dst = vdst;
+    if (a->rs == 1 && a->cs != 1) {
+        pack_a512_kmajor(a, i0, rows, k0, kc, kcp, dst);
+        return;
+    }
     for (int64_t p0 = 0; p0 < rows; p0 += X_MR, dst += X_MR * kcp) {
         int64_t h = rows - p0 < X_MR ? rows - p0 : X_MR;
         int64_t base = (i0 + p0) * a->rs + k0 * a->cs;
@@ -130,6 +153,20 @@ static void pack_b512(const gemm_operand *b, int64_t k0, int64_t kc, int64_t kcp
 {
     float *dst = vdst;
     int64_t es = (int64_t)ampy_dtype_size(b->dt);
+    if (b->cs == 1 && cols > X_NR) {
+        /* Row-major B: each k row of the whole group once, split across the
+         * panels (one panel at a time would stride down K per panel). */
+        for (int64_t k = 0; k < kcp; k++) {
+            const char *src = b->p + ((k0 + k) * b->rs + j0) * es;
+            float *d = dst + k * X_NR;
+            for (int64_t q0 = 0; q0 < cols; q0 += X_NR, d += X_NR * kcp) {
+                int64_t w = k < kc ? cols - q0 : 0;
+                _mm512_storeu_ps(d, ld16(src, b->dt, q0, lanes(w)));
+                _mm512_storeu_ps(d + 16, ld16(src, b->dt, q0 + 16, lanes(w > 16 ? w - 16 : 0)));
+            }
+        }
+        return;
+    }
     for (int64_t q0 = 0; q0 < cols; q0 += X_NR, dst += X_NR * kcp) {
         int64_t w = cols - q0 < X_NR ? cols - q0 : X_NR;
         const char *src = b->p + (k0 * b->rs + (j0 + q0) * b->cs) * es;
@@ -177,7 +214,28 @@ static void kernel512(int64_t kcp, const void *va, const void *vb, float *w, int
 #undef STORE
 }
 
-/* elem.h's float32 -> bfloat16 rounding on 16 lanes (NaN -> 0x7FC0). */
+/* elem.h's float32 -> bfloat16 rounding on 16 lanes (NaN -> 0x7FC0), the
+ * result in the low half of each 32-bit lane. */
+static inline __m512i f32_to_bf16_lanes(__m512 v)
+{
+    __m512i u = _mm512_castps_si512(v);
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                                            _mm512_set1_epi32(0x7F800000));
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF)));
+    return _mm512_mask_blend_epi32(nan, _mm512_srli_epi32(r, 16), _mm512_set1_epi32(0x7FC0));
+}
+
+/* 32 consecutive float32 -> 32 bfloat16 in one register: packus keeps the
+ * (< 0x10000) lane values and interleaves the halves per 128-bit lane; the
+ * qword permute restores the order. Stored with one plain 64-byte store (a
+ * masked vpmovdw to memory per 16 was most of the bf16 epilogue's time). */
+static inline __m512i f32_to_bf16_32(__m512 v0, __m512 v1)
+{
+    __m512i p = _mm512_packus_epi32(f32_to_bf16_lanes(v0), f32_to_bf16_lanes(v1));
+    return _mm512_permutexvar_epi64(_mm512_set_epi64(7, 5, 3, 1, 6, 4, 2, 0), p);
+}
+
 static inline __m256i f32_to_bf16_16(__m512 v)
 {
     __m512i u = _mm512_castps_si512(v);
@@ -202,7 +260,18 @@ void ampy_gemm_epilogue_avx512(const float *w, int64_t ldw, int64_t rows, int64_
     __m512 va = _mm512_set1_ps(alpha), vbeta = _mm512_set1_ps(beta);
     for (int64_t i = 0; i < rows; i++) {
         char *ci = c + i * crs * es;
-        for (int64_t j = 0; j < cols; j += 16) {
+        int64_t j = 0;
+        if (cdt == AMPY_BFLOAT16)
+            for (; j + 32 <= cols; j += 32) {
+                __m512 r0 = _mm512_mul_ps(va, _mm512_loadu_ps(w + i * ldw + j));
+                __m512 r1 = _mm512_mul_ps(va, _mm512_loadu_ps(w + i * ldw + j + 16));
+                if (beta != 0.0f) {
+                    r0 = _mm512_add_ps(r0, _mm512_mul_ps(vbeta, ld16(ci, cdt, j, 0xFFFF)));
+                    r1 = _mm512_add_ps(r1, _mm512_mul_ps(vbeta, ld16(ci, cdt, j + 16, 0xFFFF)));
+                }
+                _mm512_storeu_si512(ci + j * 2, f32_to_bf16_32(r0, r1));
+            }
+        for (; j < cols; j += 16) {
             __mmask16 m = lanes(cols - j);
             __m512 r = _mm512_mul_ps(va, _mm512_loadu_ps(w + i * ldw + j));
             if (beta != 0.0f)

@@ -227,3 +227,39 @@ def test_strided_operands_read_in_place(impl, dtype):
     assert tuple(a.shape) == (45, 67) and tuple(b.shape) == (67, 30)
     check_close(G.mm(a, b), f64(a), f64(b), dtype)
     check_close(G.mm(b.T, a.T, out_dtype=ampy.float32), f64(b).T, f64(a).T, ampy.float32)
+
+
+def bits(t):
+    x = np.ascontiguousarray(t.numpy())
+    return x.view(np.uint32 if x.itemsize == 4 else np.uint16)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mnk", [(45, 50, 1100), (14, 33, 257), (70, 17, 31)])
+def test_kmajor_a_and_colmajor_b_same_bits(impl, dtype, mnk):
+    """A read k-major (dY.T of a weight gradient) and B read column-major (W.T of
+    a linear) pack through their own transposing copies; the packed values, and
+    so the results, must equal those of the row-major copies bit for bit."""
+    M, N, K = mnk
+    a_t, b_t = make(M, K, dtype, True, 31), make(K, N, dtype, True, 32)
+    a_c, b_c = a_t.contiguous(), b_t.contiguous()
+    ref = G.mm(a_c, b_c)
+    for a, b in ((a_t, b_c), (a_c, b_t), (a_t, b_t)):
+        got = G.mm(a, b)
+        assert np.array_equal(bits(got), bits(ref))
+    check_close(ref, f64(a_c), f64(b_c), dtype)
+
+
+@pytest.mark.parametrize("mnk", [(40, 70, 300), (33, 96, 1100)])
+def test_bf16_store_rounds_like_cast(impl, mnk):
+    """The bf16 epilogue (32 lanes at a time, then a masked tail) must round
+    the fp32 sum exactly like the cast kernel: same bits as the fp32 output
+    cast to bfloat16, including values that overflow to inf."""
+    M, N, K = mnk
+    a, b = rand((M, K), ampy.bfloat16, 41), rand((K, N), ampy.bfloat16, 42)
+    a = ampy.from_numpy(np.where(np.arange(M)[:, None] == 3, 3e37, 1.0).astype(np.float32)
+                        * a.float().numpy()).to(ampy.bfloat16)
+    got = G.mm(a, b)
+    ref = G.mm(a, b, out_dtype=ampy.float32).to(ampy.bfloat16)
+    assert np.array_equal(bits(got), bits(ref))
+    assert np.isinf(got.float().numpy()[3]).any()

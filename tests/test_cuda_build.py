@@ -218,7 +218,7 @@ def test_elementwise_formulas_are_shared_with_the_cpu():
         assert m in cpu, f"{m} unused by the CPU kernels"
         assert m in gpu, f"{m} unused by the CUDA kernels"
     # the nn and random kernels use the CPU's elem-level helpers too
-    nn = open(os.path.join(HERE, "cuda", "nn.cu")).read()
+    nn = "".join(open(os.path.join(HERE, "cuda", f)).read() for f in ("nn.cu", "nn_embed.cu"))
     assert "ampy_nn_expf" in nn and "ampy_philox4x32" in nn
 
 

@@ -22,6 +22,7 @@
  * kernels of the losses skip the read-back (the forward checked the same
  * targets) and give a bad target's row a zero gradient.
  */
+#include "common.cuh"
 #include "nn_common.cuh"
 
 namespace {

@@ -6,6 +6,7 @@
  * host), mask-and-scale and every random fill. Embedding indices are checked
  * by a small kernel whose flag the host reads back (one sync) before anything
  * is written. */
+#include "common.cuh"
 #include "nn_common.cuh"
 
 namespace {

@@ -1,4 +1,4 @@
-/* nn_common.cuh — what the nn kernels of nn.cu and nn_embed.cu share: loads and
+/* nn_common.cuh — what the nn kernels of nn.cu, nn_norm.cu and nn_embed.cu share: loads and
  * stores as the CPU rows make them (nn_load1, nn_vec), fixed-order block sums,
  * the float test of the nn entry points, self-freeing device scratch and the
  * one-sync read-back of a check kernel's flag. Everything sits in an anonymous

@@ -13,6 +13,13 @@ from ._views import wrap_dim
 
 __all__ = ["getitem", "setitem"]
 
+# ampy/cuda/_advindex.py once CUDA is usable: gather/scatter/nonzero of CUDA tensors
+_cuda = None
+
+
+def _dev(t):
+    return _cuda if _cuda is not None and t._device_index >= 0 else None
+
 
 def _is_tensor(x):
     return isinstance(x, _C.TensorBase)
@@ -82,7 +89,7 @@ def _basic(t, key):
                     raise IndexError(f"The shape of the mask {list(k.shape)} at index {d} does "
                                      f"not match the shape of the indexed tensor "
                                      f"{list(shape[d:d + k.ndim])}")
-                nz = _C.nonzero(k)
+                nz = _dev(k).nonzero(k) if _dev(k) else _C.nonzero(k)
                 for j in range(k.ndim):
                     adv.append((len(new_shape), nz[:, j]))
                     new_shape.append(shape[d + j])
@@ -124,7 +131,8 @@ def getitem(t, key):
     if not adv:
         return view, None
     perm, idx, bshape, place = _prepare_advanced(view, adv)
-    flat = _C.index_gather(perm, len(idx), idx)  # [P, rest...]
+    flat = _dev(perm).gather(perm, idx) if _dev(perm) else \
+        _C.index_gather(perm, len(idx), idx)  # [P, rest...]
     rest_shape = list(flat.shape[1:])
     out = flat.reshape(*(list(bshape) + rest_shape))
     if place:
@@ -155,5 +163,8 @@ def setitem(t, key, value):
         v = v.permute(*order)
     v = _C.cast(v.reshape(*([len(idx[0])] + rest_shape)) if v.is_contiguous() else
                 _C.cast(v, v.dtype).reshape(*([len(idx[0])] + rest_shape)), t.dtype)
-    _C.index_scatter(perm, len(idx), idx, v)
+    if _dev(perm):
+        _dev(perm).scatter(perm, idx, v)
+    else:
+        _C.index_scatter(perm, len(idx), idx, v)
     t._bump_version()

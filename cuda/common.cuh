@@ -202,4 +202,64 @@ static inline int64_t ampy_walk_init(ampy_cuda_walk *w, int ndim, const int64_t 
     return n;
 }
 
+/* ---- deferred device-side argument checks (check.cu) ----------------------
+ * Checks that need device data (index ranges, class targets, integer
+ * division by zero) do not make the host wait: a kernel that finds a bad
+ * value records the FIRST failure of the device in a small record of mapped
+ * pinned host memory (claimed with one atomicCAS on a device word), skips
+ * the bad element, and the host raises the error at the next point where it
+ * synchronises anyway (ampy_cuda_memcpy to the host: item/tolist/numpy/.cpu(),
+ * ampy_cuda_synchronize). torch's CUDA kernels do the same with device-side
+ * asserts (which, unlike this, leave the CUDA context unusable).
+ * ampy_cuda_set_sync_checks(1) (ampy.cuda.set_sync_checks(True), or
+ * AMPY_CUDA_SYNC_CHECKS=1 at import) makes every checking op synchronise
+ * right after its check kernel and raise before anything is written, as
+ * the CPU does. */
+enum {
+    AMPY_DEVERR_NONE = 0,
+    AMPY_DEVERR_INDEX = 1,    /* index %v is out of bounds for dimension %arg with size %size */
+    AMPY_DEVERR_TARGET = 2,   /* Target %v is out of bounds.                                   */
+    AMPY_DEVERR_EMBEDDING = 3, /* index out of range in self                                  */
+    AMPY_DEVERR_ZERODIV = 4,  /* integer division by zero                                     */
+};
+struct ampy_cuda_err {
+    unsigned int code; /* AMPY_DEVERR_*, 0: none */
+    int arg;
+    long long value, size;
+};
+struct ampy_cuda_errslot {
+    unsigned int *claim; /* device word: 0 free, 1 taken */
+    ampy_cuda_err *rec;  /* device view of the mapped host record */
+};
+/* The device's slot (created on first use). */
+ampy_status ampy_cuda_errslot_get(int device, ampy_cuda_errslot *out);
+/* After launching a check kernel on st: in sync-checks mode wait for it and
+ * return the recorded error (nothing after it has been queued yet); else
+ * AMPY_OK at once. */
+ampy_status ampy_cuda_checked(int device, cudaStream_t st);
+/* After a host synchronisation: the recorded error of `device` (then
+ * cleared), or AMPY_OK. */
+ampy_status ampy_cuda_deferred_error(int device);
+extern "C" void ampy_cuda_set_sync_checks(int on);
+extern "C" int ampy_cuda_get_sync_checks(void);
+
+static __device__ __forceinline__ void ampy_dev_fail(ampy_cuda_errslot s, unsigned code, int arg,
+                                                     int64_t value, int64_t size)
+{
+    if (atomicCAS(s.claim, 0u, 1u) == 0u) {
+        s.rec->arg = arg;
+        s.rec->value = (long long)value;
+        s.rec->size = (long long)size;
+        __threadfence_system();
+        s.rec->code = code;
+        __threadfence_system();
+    }
+}
+
+/* A kernel checking idx[0..P) against [0, n) ([-n, n) when negative_ok): the
+ * first bad one is recorded as (code, value, arg, n); then ampy_cuda_checked.
+ * Kernels that use the indices must still skip bad ones themselves. */
+ampy_status ampy_cuda_check_range(int device, cudaStream_t st, int64_t P, const int64_t *idx,
+                                  int64_t n, int negative_ok, unsigned code, int arg);
+
 #endif /* AMPY_CUDA_COMMON_CUH */

@@ -18,9 +18,10 @@
  * when every tensor operand is contiguous the walk is skipped. Python
  * numbers arrive as host values and are passed by value.
  *
- * Integer division by zero (fmod, remainder, floor_divide on integers) sets a
- * device flag; only for those ops the host reads the flag back (a sync) to
- * raise the CPU's error.
+ * Integer division by zero (fmod, remainder, floor_divide on integers) is a
+ * deferred device-side check (common.cuh): the element gives 0 and the
+ * CPU's "ZeroDivisionError" is raised at the next synchronisation (at the op
+ * in sync-checks mode). torch's CUDA kernels do not check at all.
  */
 #include <math.h>
 
@@ -42,7 +43,7 @@ struct EwArgs {
     uint64_t sval[3]; /* raw host value of a scalar operand (its dtype's bytes) */
     double pf0, pf1, alpha;
     int64_t pi0, ialpha;
-    int *err;
+    ampy_cuda_errslot err; /* integer division by zero (deferred check, common.cuh) */
 };
 
 /* ---- loads into a kind (csrc/ewise.c LOAD_SWITCH) ------------------------ */
@@ -206,7 +207,7 @@ __device__ __forceinline__ int64_t ew_int(const EwArgs &A, int64_t a, int64_t b,
     case AMPY_EW_REMAINDER:
     case AMPY_EW_FLOOR_DIVIDE: {
         if (b == 0) {
-            *A.err = 1;
+            ampy_dev_fail(A.err, AMPY_DEVERR_ZERODIV, 0, 0, 0);
             return 0;
         }
         if (b == -1)
@@ -398,13 +399,10 @@ extern "C" ampy_status ampy_ewise_cuda(int device, int op, int ndim, const int64
     AMPY_CUDA_ENTER(device, st);
     const bool idiv = kind == AMPY_KIND_I64 && (op == AMPY_EW_FMOD || op == AMPY_EW_REMAINDER ||
                                                 op == AMPY_EW_FLOOR_DIVIDE);
-    void *flag = NULL;
     if (idiv) {
-        ampy_status s = ampy_cuda_alloc(device, sizeof(int), &flag);
+        ampy_status s = ampy_cuda_errslot_get(device, &A.err);
         if (s != AMPY_OK)
             return s;
-        AMPY_CUDA_TRY(cudaMemsetAsync(flag, 0, sizeof(int), st), "cudaMemsetAsync");
-        A.err = (int *)flag;
     }
     const unsigned grid = ampy_cuda_blocks(n, AMPY_CUDA_THREADS);
     if (kind == AMPY_KIND_F32)
@@ -413,20 +411,8 @@ extern "C" ampy_status ampy_ewise_cuda(int device, int op, int ndim, const int64
         ewise_kernel<double><<<grid, AMPY_CUDA_THREADS, 0, st>>>(A);
     else
         ewise_kernel<int64_t><<<grid, AMPY_CUDA_THREADS, 0, st>>>(A);
-    cudaError_t le = cudaGetLastError();
-    if (le != cudaSuccess) {
-        if (flag)
-            ampy_cuda_free(flag, sizeof(int), device);
-        return ampy_cuda_fail(le, "launch of ewise_kernel");
-    }
-    if (idiv) {
-        int h = 0;
-        ampy_status s = ampy_cuda_memcpy(&h, -1, flag, device, sizeof(int));
-        ampy_cuda_free(flag, sizeof(int), device);
-        if (s != AMPY_OK)
-            return s;
-        if (h)
-            return ampy_error(AMPY_ERR_RUNTIME, "ZeroDivisionError");
-    }
+    AMPY_CUDA_LAUNCHED("ewise_kernel");
+    if (idiv) /* a zero divisor is raised at the next sync (or here in sync-checks mode) */
+        return ampy_cuda_checked(device, st);
     return AMPY_OK;
 }

@@ -245,7 +245,7 @@ PyMethodDef ampy_cuda_py_runtime_methods[] = {
 static int module_exec(PyObject *m)
 {
     PyMethodDef *tables[] = {ampy_cuda_py_runtime_methods, ampy_cuda_py_amp_methods,
-                             ampy_cuda_py_ops_methods};
+                             ampy_cuda_py_ops_methods, ampy_cuda_py_index_methods};
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
         if (PyModule_AddFunctions(m, tables[i]) < 0)
             return -1;

@@ -15,12 +15,13 @@
  * except when two double sums straddle a float rounding boundary. Exact
  * matches: nll_loss with reduction='none' (and everything in nn_embed.cu).
  *
- * Argument checks that depend on device data (targets in [0, C) or equal to
- * ignore_index, embedding indices in [0, V)) run as a small kernel whose flag
- * the host reads back (one sync) before anything is written, so a bad index
- * raises the CPU's error and leaves the outputs untouched. The backward
- * kernels of the losses skip the read-back (the forward checked the same
- * targets) and give a bad target's row a zero gradient.
+ * The target check (in [0, C) or equal to ignore_index) is a deferred
+ * device-side check (common.cuh): targets_kernel records the first bad
+ * row's target, the loss kernels give that row 0, and the CPU's
+ * "Target 7 is out of bounds." is raised at the next synchronisation (in
+ * sync-checks mode: at the forward, before any output is written). The
+ * backward does not report again and gives a bad target's row a zero
+ * gradient. torch.cuda reports the same with a device-side assert.
  */
 #include "common.cuh"
 #include "nn_common.cuh"
@@ -29,10 +30,12 @@ namespace {
 
 /* ---- class-index losses: checks, total weight, sum of weights ------------------- */
 /* out[0] = sum of w_t over rows not ignored, out[1] = sum of all C weights
- * (C without weights); *bad = first bad target + 1 (0: none). One block. */
+ * (C without weights); *bad = the first bad row (ULLONG_MAX: none), whose
+ * target is recorded as the deferred "Target %d is out of bounds." error
+ * when `report` (the forward; the backward does not report twice). One block. */
 __global__ void __launch_bounds__(NN_THREADS)
 targets_kernel(int64_t M, int64_t C, const int64_t *t, const void *w, int dt, int64_t ignore,
-               double *out, unsigned long long *bad)
+               double *out, unsigned long long *bad, ampy_cuda_errslot slot, int report)
 {
     __shared__ double sh[NN_THREADS];
     double s = 0.0;
@@ -54,6 +57,9 @@ targets_kernel(int64_t M, int64_t C, const int64_t *t, const void *w, int dt, in
     if (threadIdx.x == 0) {
         out[0] = s;
         out[1] = w ? W : (double)C;
+        const unsigned long long b = atomicAdd(bad, 0ull); /* after block_sum's barriers */
+        if (report && b != ~0ull)
+            ampy_dev_fail(slot, AMPY_DEVERR_TARGET, 0, t[b], C);
     }
 }
 
@@ -85,7 +91,7 @@ ce_fwd_kernel(int64_t M, int64_t C, const void *x, int dt, const int64_t *t, con
     __shared__ T shT[NN_THREADS];
     for (int64_t r = blockIdx.x; r < M; r += gridDim.x) {
         const int64_t tr = t[r];
-        if (tr == ignore) {
+        if (tr == ignore || tr < 0 || tr >= C) { /* a bad target: reported by targets_kernel */
             if (threadIdx.x == 0) {
                 loss[r] = 0.0;
                 if (lse_out)
@@ -174,7 +180,9 @@ __global__ void nll_rows_kernel(int64_t M, int64_t C, const void *x, int dt, con
     AMPY_GRID_STRIDE(i, M)
     {
         const int64_t ti = t[i];
-        loss[i] = ti == ignore ? 0.0 : -(w ? load1(w, dt, ti) : 1.0) * load1(x, dt, i * C + ti);
+        loss[i] = ti == ignore || ti < 0 || ti >= C /* bad: reported by targets_kernel */
+                      ? 0.0
+                      : -(w ? load1(w, dt, ti) : 1.0) * load1(x, dt, i * C + ti);
     }
 }
 
@@ -237,7 +245,7 @@ __global__ void mse_bwd_kernel(int64_t n, const void *x, const void *y, int dt, 
  * tot must hold 2 doubles + 1 unsigned long long. */
 ampy_status check_targets(int device, cudaStream_t st, int64_t M, int64_t C, const int64_t *t,
                           const void *w, int dt, int64_t ignore, int red, double *tot,
-                          const char *fn, bool read_back = true)
+                          const char *fn, bool report = true)
 {
     if (M < 0 || C < 0)
         return ampy_error(AMPY_ERR_VALUE, "%s: negative size", fn);
@@ -246,23 +254,15 @@ ampy_status check_targets(int device, cudaStream_t st, int64_t M, int64_t C, con
     if (red < 0 || red > 2)
         return ampy_error(AMPY_ERR_VALUE, "%s: %d is not a valid value for reduction", fn, red);
     unsigned long long *flag = (unsigned long long *)(tot + 2);
-    AMPY_CUDA_TRY(cudaMemsetAsync(flag, 0xFF, sizeof *flag, st), "cudaMemsetAsync");
-    targets_kernel<<<1, NN_THREADS, 0, st>>>(M, C, t, w, dt, ignore, tot, flag);
-    AMPY_CUDA_LAUNCHED("targets_kernel");
-    if (!read_back)
-        return AMPY_OK;
-    int64_t bad;
-    ampy_status s = read_flag(device, st, flag, &bad);
+    ampy_cuda_errslot slot;
+    ampy_status s = ampy_cuda_errslot_get(device, &slot);
     if (s != AMPY_OK)
         return s;
-    if (bad >= 0) {
-        int64_t v = 0;
-        s = ampy_cuda_memcpy(&v, -1, t + bad, device, sizeof v);
-        if (s != AMPY_OK)
-            return s;
-        return ampy_error(AMPY_ERR_INDEX, "Target %lld is out of bounds.", (long long)v);
-    }
-    return AMPY_OK;
+    AMPY_CUDA_TRY(cudaMemsetAsync(flag, 0xFF, sizeof *flag, st), "cudaMemsetAsync");
+    targets_kernel<<<1, NN_THREADS, 0, st>>>(M, C, t, w, dt, ignore, tot, flag, slot, report);
+    AMPY_CUDA_LAUNCHED("targets_kernel");
+    /* deferred: raised at the next sync; in sync-checks mode here, before any output */
+    return report ? ampy_cuda_checked(device, st) : AMPY_OK;
 }
 
 } // namespace

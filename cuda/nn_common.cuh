@@ -1,7 +1,6 @@
 /* nn_common.cuh — what the nn kernels of nn.cu, nn_norm.cu and nn_embed.cu share: loads and
  * stores as the CPU rows make them (nn_load1, nn_vec), fixed-order block sums,
- * the float test of the nn entry points, self-freeing device scratch and the
- * one-sync read-back of a check kernel's flag. Everything sits in an anonymous
+ * the float test of the nn entry points and self-freeing device scratch. Everything sits in an anonymous
  * namespace: each .cu gets its own copy. */
 #pragma once
 #include <math.h>
@@ -110,17 +109,5 @@ struct Scratch {
             ampy_cuda_free(p, n ? n : 1, device);
     }
 };
-
-/* Run a check kernel writing the lowest bad position into a flag (ULLONG_MAX:
- * none) and read it back: one sync. *bad_pos = -1 when all is well. */
-ampy_status read_flag(int device, cudaStream_t st, unsigned long long *flag, int64_t *bad_pos)
-{
-    unsigned long long h = 0;
-    ampy_status s = ampy_cuda_memcpy(&h, -1, flag, device, sizeof h);
-    if (s != AMPY_OK)
-        return s;
-    *bad_pos = h == ~0ull ? -1 : (int64_t)h;
-    return AMPY_OK;
-}
 
 } // namespace

@@ -2,52 +2,62 @@
  * Philox fills of ampy_fill_random (random.h) on the device, the twins of
  * csrc/nn_misc.c and csrc/random.c (see nn.cu for the shared conventions).
  * Exact matches with the CPU: embedding forward/backward (the backward adds
- * rows per column in index order after a stable sort of the indices on the
- * host), mask-and-scale and every random fill. Embedding indices are checked
- * by a small kernel whose flag the host reads back (one sync) before anything
- * is written. */
+ * rows per column in index order after a stable radix sort of the indices on
+ * the device, no host round trip), mask-and-scale and every random fill.
+ * Embedding indices are a deferred device-side check (common.cuh): the
+ * forward records "index out of range in self" (raised at the next
+ * synchronisation, or at the op in sync-checks mode) and writes zero rows for
+ * bad indices; the backward skips them. */
+#include <cub/device/device_radix_sort.cuh>
+
 #include "common.cuh"
 #include "nn_common.cuh"
 
 namespace {
 
 /* ---- embedding -------------------------------------------------------------------- */
-__global__ void idx_check_kernel(int64_t P, const int64_t *idx, int64_t V,
-                                 unsigned long long *bad)
-{
-    AMPY_GRID_STRIDE(i, P)
-    {
-        if (idx[i] < 0 || idx[i] >= V)
-            atomicMin(bad, (unsigned long long)i);
-    }
-}
-
 template <typename E>
-__global__ void emb_fwd_kernel(int64_t P, const int64_t *idx, int64_t D, const E *w, E *out)
+__global__ void emb_fwd_kernel(int64_t P, const int64_t *idx, int64_t V, int64_t D, const E *w,
+                               E *out)
 {
     AMPY_GRID_STRIDE(k, P * D)
     {
-        const int64_t i = k / D, j = k - i * D;
-        out[k] = w[idx[i] * D + j];
+        const int64_t i = k / D, j = k - i * D, r = idx[i];
+        out[k] = r >= 0 && r < V ? w[r * D + j] : (E)0; /* bad: reported by the check */
     }
 }
 
-/* Thread (segment s, column j): the rows of dy whose index is seg_row[s],
- * in increasing position (perm is a stable sort of the indices), added from
- * 0 in float (double for float64) and rounded once into dweight[seg_row[s]]:
- * the CPU's order of additions for every element, so the same bits. */
-template <typename A>
-__global__ void emb_bwd_kernel(int64_t nseg, int64_t D, const int64_t *perm,
-                               const int64_t *seg_start, const int64_t *seg_row, const void *dy,
-                               int dt, void *dweight)
+/* sort keys: the row, or V (sorted last, skipped) for padding_idx and bad rows */
+__global__ void emb_keys_kernel(int64_t P, const int64_t *idx, int64_t V, int64_t padding_idx,
+                                uint64_t *keys, int64_t *pos)
 {
-    AMPY_GRID_STRIDE(t, nseg * D)
+    AMPY_GRID_STRIDE(i, P)
     {
-        const int64_t sg = t / D, j = t - sg * D;
+        const int64_t r = idx[i];
+        keys[i] = r >= 0 && r < V && r != padding_idx ? (uint64_t)r : (uint64_t)V;
+        pos[i] = i;
+    }
+}
+
+/* Thread (sorted position q, column j), working only at the first position
+ * of a segment of equal rows: the rows of dy of that segment in increasing
+ * position (the radix sort is stable), added from 0 in float (double for
+ * float64) and rounded once into dweight[row]: the CPU's order of additions
+ * for every element, so the same bits. */
+template <typename A>
+__global__ void emb_bwd_kernel(int64_t P, int64_t V, int64_t D, const uint64_t *keys,
+                               const int64_t *pos, const void *dy, int dt, void *dweight)
+{
+    AMPY_GRID_STRIDE(t, P * D)
+    {
+        const int64_t q = t / D, j = t - q * D;
+        const uint64_t row = keys[q];
+        if (row == (uint64_t)V || (q > 0 && keys[q - 1] == row))
+            continue;
         A acc = (A)0;
-        for (int64_t k = seg_start[sg]; k < seg_start[sg + 1]; k++)
-            acc += (A)load1(dy, dt, perm[k] * D + j);
-        store1(dweight, dt, seg_row[sg] * D + j, (double)acc);
+        for (int64_t k = q; k < P && keys[k] == row; k++)
+            acc += (A)load1(dy, dt, pos[k] * D + j);
+        store1(dweight, dt, (int64_t)row * D + j, (double)acc);
     }
 }
 
@@ -114,24 +124,8 @@ static ampy_status emb_check(int device, cudaStream_t st, int64_t P, const int64
         return ampy_error(AMPY_ERR_VALUE, "%s: negative size", fn);
     if (!ampy_dtype_valid(dt))
         return ampy_error(AMPY_ERR_DTYPE, "%s: invalid dtype", fn);
-    if (P == 0)
-        return AMPY_OK;
-    Scratch sc(device);
-    ampy_status s = sc.get(sizeof(unsigned long long));
-    if (s != AMPY_OK)
-        return s;
-    unsigned long long *flag = (unsigned long long *)sc.p;
-    AMPY_CUDA_TRY(cudaMemsetAsync(flag, 0xFF, sizeof *flag, st), "cudaMemsetAsync");
-    idx_check_kernel<<<ampy_cuda_blocks(P, AMPY_CUDA_THREADS), AMPY_CUDA_THREADS, 0, st>>>(P, idx,
-                                                                                        V, flag);
-    AMPY_CUDA_LAUNCHED("idx_check_kernel");
-    int64_t bad;
-    s = read_flag(device, st, flag, &bad);
-    if (s != AMPY_OK)
-        return s;
-    if (bad >= 0)
-        return ampy_error(AMPY_ERR_INDEX, "index out of range in self");
-    return AMPY_OK;
+    /* deferred (no sync); in sync-checks mode raised here, before any output */
+    return ampy_cuda_check_range(device, st, P, idx, V, 0, AMPY_DEVERR_EMBEDDING, 0);
 }
 
 extern "C" ampy_status ampy_nn_embedding_fwd_cuda(int device, int64_t P, const int64_t *idx,
@@ -146,19 +140,19 @@ extern "C" ampy_status ampy_nn_embedding_fwd_cuda(int device, int64_t P, const i
     switch (ampy_dtype_size((ampy_dtype)w_dtype)) {
     case 1:
         emb_fwd_kernel<uint8_t><<<grid, AMPY_CUDA_THREADS, 0, st>>>(
-            P, idx, D, (const uint8_t *)weight, (uint8_t *)out);
+            P, idx, V, D, (const uint8_t *)weight, (uint8_t *)out);
         break;
     case 2:
         emb_fwd_kernel<uint16_t><<<grid, AMPY_CUDA_THREADS, 0, st>>>(
-            P, idx, D, (const uint16_t *)weight, (uint16_t *)out);
+            P, idx, V, D, (const uint16_t *)weight, (uint16_t *)out);
         break;
     case 4:
         emb_fwd_kernel<uint32_t><<<grid, AMPY_CUDA_THREADS, 0, st>>>(
-            P, idx, D, (const uint32_t *)weight, (uint32_t *)out);
+            P, idx, V, D, (const uint32_t *)weight, (uint32_t *)out);
         break;
     default:
         emb_fwd_kernel<uint64_t><<<grid, AMPY_CUDA_THREADS, 0, st>>>(
-            P, idx, D, (const uint64_t *)weight, (uint64_t *)out);
+            P, idx, V, D, (const uint64_t *)weight, (uint64_t *)out);
         break;
     }
     AMPY_CUDA_LAUNCHED("emb_fwd_kernel");
@@ -174,78 +168,51 @@ extern "C" ampy_status ampy_nn_embedding_bwd_cuda(int device, int64_t P, const i
         return ampy_error(AMPY_ERR_VALUE, "embedding_backward: negative size");
     if (!ampy_dtype_valid(w_dtype))
         return ampy_error(AMPY_ERR_DTYPE, "embedding_backward: invalid dtype");
+    if (!nn_float(w_dtype))
+        return ampy_error(AMPY_ERR_DTYPE, "embedding_backward: weight must be floating point");
+    if (V * D == 0)
+        return AMPY_OK;
+    if (P > 0x7fffffff)
+        return ampy_error(AMPY_ERR_VALUE, "embedding_backward: more than 2^31-1 indices");
     AMPY_CUDA_ENTER(device, st);
-    /* The indices come to the host (one sync, which also serves the bounds
-     * check) for a stable counting sort into per-row segments. */
-    int64_t *h = (int64_t *)malloc((size_t)(P > 0 ? P : 1) * sizeof(int64_t));
-    if (!h)
-        return ampy_error(AMPY_ERR_NOMEM, "embedding_backward: out of memory");
-    ampy_status s = P > 0 ? ampy_cuda_memcpy(h, -1, idx, device, (size_t)P * sizeof(int64_t))
-                          : AMPY_OK;
-    for (int64_t i = 0; s == AMPY_OK && i < P; i++)
-        if (h[i] < 0 || h[i] >= V)
-            s = ampy_error(AMPY_ERR_INDEX, "index out of range in self");
-    if (s == AMPY_OK && !nn_float(w_dtype))
-        s = ampy_error(AMPY_ERR_DTYPE, "embedding_backward: weight must be floating point");
-    if (s != AMPY_OK || V * D == 0) {
-        free(h);
-        return s;
-    }
     AMPY_CUDA_TRY(cudaMemsetAsync(dweight, 0, (size_t)(V * D) * ampy_dtype_size((ampy_dtype)w_dtype),
                                   st),
                   "cudaMemsetAsync");
-    /* counts per row -> segment starts -> stable placement */
-    int64_t *cnt = (int64_t *)calloc((size_t)(V > 0 ? V : 1), sizeof(int64_t));
-    int64_t *buf = (int64_t *)malloc((size_t)(3 * P + 2) * sizeof(int64_t));
-    if (!cnt || !buf) {
-        free(h), free(cnt), free(buf);
-        return ampy_error(AMPY_ERR_NOMEM, "embedding_backward: out of memory");
-    }
-    int64_t kept = 0, nseg = 0;
-    for (int64_t i = 0; i < P; i++)
-        if (h[i] != padding_idx && cnt[h[i]]++ == 0)
-            nseg++;
-    /* buf: perm[kept] | seg_start[nseg + 1] | seg_row[nseg]; cnt becomes the
-     * running write position of each row */
-    int64_t *seg_start = buf + P, *seg_row = buf + P + nseg + 1;
-    int64_t pos = 0, sidx = 0;
-    for (int64_t r = 0; r < V; r++) {
-        if (!cnt[r])
-            continue;
-        seg_start[sidx] = pos, seg_row[sidx] = r, sidx++;
-        int64_t c = cnt[r];
-        cnt[r] = pos;
-        pos += c;
-    }
-    kept = pos;
-    seg_start[nseg] = kept;
-    for (int64_t i = 0; i < P; i++)
-        if (h[i] != padding_idx)
-            buf[cnt[h[i]]++] = i;
-    /* pack perm next to the segment arrays for one upload */
-    memmove(buf + kept, seg_start, (size_t)(2 * nseg + 1) * sizeof(int64_t));
-    const size_t nb = (size_t)(kept + 2 * nseg + 1) * sizeof(int64_t);
-    free(h), free(cnt);
-    if (nseg == 0) {
-        free(buf);
+    if (P == 0)
         return AMPY_OK;
-    }
-    Scratch dev(device);
-    s = dev.get(nb);
-    if (s == AMPY_OK)
-        s = ampy_cuda_memcpy(dev.p, device, buf, -1, nb);
-    free(buf);
+    /* The indices were checked by the forward (bad ones are skipped here).
+     * A stable radix sort of (row, position) pairs on the device groups each
+     * row's positions in increasing order: no host round trip. */
+    int bits = 1;
+    while (bits < 64 && ((uint64_t)V >> bits) != 0)
+        bits++;
+    const int n = (int)P;
+    size_t tmp_bytes = 0;
+    AMPY_CUDA_TRY(cub::DeviceRadixSort::SortPairs(NULL, tmp_bytes, (const uint64_t *)NULL,
+                                                  (uint64_t *)NULL, (const int64_t *)NULL,
+                                                  (int64_t *)NULL, n, 0, bits, st),
+                  "cub::DeviceRadixSort::SortPairs (size query)");
+    const size_t arr = ((size_t)n * 8 + 255) & ~(size_t)255;
+    Scratch sc(device);
+    ampy_status s = sc.get(4 * arr + tmp_bytes);
     if (s != AMPY_OK)
         return s;
-    const int64_t *dperm = (const int64_t *)dev.p, *dstart = dperm + kept,
-                  *drow = dstart + nseg + 1;
-    const unsigned grid = ampy_cuda_blocks(nseg * D, AMPY_CUDA_THREADS);
+    char *b = (char *)sc.p;
+    uint64_t *keys_in = (uint64_t *)b, *keys = (uint64_t *)(b + arr);
+    int64_t *pos_in = (int64_t *)(b + 2 * arr), *pos = (int64_t *)(b + 3 * arr);
+    emb_keys_kernel<<<ampy_cuda_blocks(P, AMPY_CUDA_THREADS), AMPY_CUDA_THREADS, 0, st>>>(
+        P, idx, V, padding_idx, keys_in, pos_in);
+    AMPY_CUDA_LAUNCHED("emb_keys_kernel");
+    AMPY_CUDA_TRY(cub::DeviceRadixSort::SortPairs(b + 4 * arr, tmp_bytes, keys_in, keys, pos_in,
+                                                  pos, n, 0, bits, st),
+                  "cub::DeviceRadixSort::SortPairs");
+    const unsigned grid = ampy_cuda_blocks(P * D, AMPY_CUDA_THREADS);
     if (w_dtype == AMPY_FLOAT64)
-        emb_bwd_kernel<double><<<grid, AMPY_CUDA_THREADS, 0, st>>>(nseg, D, dperm, dstart, drow,
-                                                                    dy, w_dtype, dweight);
+        emb_bwd_kernel<double><<<grid, AMPY_CUDA_THREADS, 0, st>>>(P, V, D, keys, pos, dy, w_dtype,
+                                                                    dweight);
     else
-        emb_bwd_kernel<float><<<grid, AMPY_CUDA_THREADS, 0, st>>>(nseg, D, dperm, dstart, drow,
-                                                                   dy, w_dtype, dweight);
+        emb_bwd_kernel<float><<<grid, AMPY_CUDA_THREADS, 0, st>>>(P, V, D, keys, pos, dy, w_dtype,
+                                                                   dweight);
     AMPY_CUDA_LAUNCHED("emb_bwd_kernel");
     return AMPY_OK;
 }

@@ -104,7 +104,7 @@ extern "C" ampy_status ampy_cuda_synchronize(int device)
         AMPY_CUDA_TRY(cudaGetDevice(&device), "cudaGetDevice");
     AMPY_CUDA_ENTER(device, st);
     AMPY_CUDA_TRY(cudaStreamSynchronize(st), "cudaStreamSynchronize");
-    return AMPY_OK;
+    return ampy_cuda_deferred_error(device); /* a device-side check that failed meanwhile */
 }
 
 extern "C" ampy_status ampy_cuda_device_name(int device, char *buf, size_t size)
@@ -292,7 +292,9 @@ extern "C" ampy_status ampy_cuda_memcpy(void *dst, int dst_device, const void *s
                           : src_device < 0 ? cudaMemcpyHostToDevice
                                            : cudaMemcpyDeviceToDevice;
     AMPY_CUDA_TRY(cudaMemcpyAsync(dst, src, nbytes, kind, st), "cudaMemcpyAsync");
-    if (kind == cudaMemcpyDeviceToHost)
+    if (kind == cudaMemcpyDeviceToHost) {
         AMPY_CUDA_TRY(cudaStreamSynchronize(st), "cudaStreamSynchronize (device to host copy)");
+        return ampy_cuda_deferred_error(device); /* a device-side check that failed meanwhile */
+    }
     return AMPY_OK;
 }

@@ -460,11 +460,33 @@ def test_scalars_promotion_alpha_and_inplace(dt):
     _same_bits(gy, cx)
 
 
-def test_integer_division_by_zero_raises():
+class _sync_checks:
+    """ampy.cuda.set_sync_checks(on) for a with-block."""
+
+    def __init__(self, on=True):
+        self.on = on
+
+    def __enter__(self):
+        self.prev = ampy.cuda.get_sync_checks()
+        ampy.cuda.set_sync_checks(self.on)
+
+    def __exit__(self, *exc):
+        ampy.cuda.set_sync_checks(self.prev)
+
+
+def test_integer_division_by_zero_raises_at_next_sync():
+    """A deferred device-side check: no host wait at the op, the CPU's error
+    at the next synchronisation (then cleared); at the op in sync-checks mode."""
     a = ampy.tensor([4, 5, 6]).cuda()
     b = ampy.tensor([1, 0, 2]).cuda()
-    with pytest.raises(RuntimeError, match="ZeroDivision"):
-        ampy.floor_divide(a, b)
+    with _sync_checks(False):
+        q = ampy.floor_divide(a, b)  # queued: does not wait for the device
+        with pytest.raises(RuntimeError, match="ZeroDivisionError.*synchronisation"):
+            q.cpu()
+        assert q.cpu().tolist()[0] == 4  # the record was cleared by the report
+    with _sync_checks(True):
+        with pytest.raises(RuntimeError, match="^ZeroDivisionError$"):
+            ampy.floor_divide(a, b)
     assert (a.cpu().tolist(), b.cpu().tolist()) == ([4, 5, 6], [1, 0, 2])
 
 
@@ -619,7 +641,10 @@ def test_cross_entropy_and_nll_vs_cpu(dt, red, ls, weighted):
         _close(gg[0], gc[0], dt, ulps=16)
     bad = t.clone()
     bad[0] = C
-    with pytest.raises(IndexError, match="out of bounds"):
+    loss = F.cross_entropy(x.cuda(), bad.cuda())  # deferred check: no wait here
+    with pytest.raises((IndexError, RuntimeError), match=f"Target {C} is out of bounds"):
+        loss.cpu()
+    with _sync_checks(True), pytest.raises(IndexError, match=f"^Target {C} is out of bounds.$"):
         F.cross_entropy(x.cuda(), bad.cuda())
 
 
@@ -647,8 +672,12 @@ def test_embedding_fwd_bwd_bitwise(dt):
                                                               padding_idx=5), w)
     _same_bits(og, oc)
     _same_bits(gg[0], gc[0])  # rows added in index order on both sides
-    with pytest.raises(IndexError, match="index out of range"):
+    out = F.embedding(ampy.tensor([0, V]).cuda(), w.cuda())  # deferred check
+    with pytest.raises((IndexError, RuntimeError), match="index out of range in self"):
+        ampy.cuda.synchronize()
+    with _sync_checks(True), pytest.raises(IndexError, match="^index out of range in self$"):
         F.embedding(ampy.tensor([0, V]).cuda(), w.cuda())
+    del out
 
 
 @pytest.mark.parametrize("dt", [ampy.float32, ampy.float16, ampy.bfloat16, ampy.float64])
@@ -709,3 +738,182 @@ def test_training_step_uses_no_cpu_fallback():
         loss.backward()
         opt.step()
     assert np.isfinite(loss.item())
+
+
+# ---------------------------------------------------------------- advanced indexing
+IDX_DTYPES = [ampy.float32, ampy.float16, ampy.bfloat16, ampy.float64, ampy.int64, ampy.int32,
+              ampy.uint8, ampy.bool]
+
+
+class _no_fallback(warnings.catch_warnings):
+    """The CPU fallback's RuntimeWarning becomes an error in the with-block."""
+
+    def __enter__(self):
+        r = super().__enter__()
+        warnings.simplefilter("error", RuntimeWarning)
+        return r
+
+
+def _keys(shape):
+    rng = np.random.default_rng(sum(shape))
+    i0 = rng.integers(-shape[0], shape[0], 17)  # negative indices and repeats
+    i1 = rng.integers(0, shape[1], 17)
+    return [
+        ampy.from_numpy(i0),                                       # one dim
+        (ampy.from_numpy(i0), ampy.from_numpy(i1)),                # adjacent
+        (ampy.from_numpy(i0.reshape(17, 1)), slice(None), ampy.from_numpy(i1 % shape[2])),
+        (slice(1, None), ampy.from_numpy(i1)),                     # placed after a slice
+        [0, 2, 2, -1],                                             # a list
+        (Ellipsis, ampy.from_numpy(i1 % shape[2]).to(ampy.int32)),  # int32 indices
+    ]
+
+
+@pytest.mark.parametrize("dt", IDX_DTYPES)
+def test_advanced_getitem_matches_cpu_bitwise(dt):
+    x = _sample((6, 7, 5), dt, 30, specials=dt.is_floating_point)
+    g = x.cuda()
+    with _no_fallback():
+        for key in _keys(tuple(x.shape)):
+            gkey = tuple(k.cuda() if isinstance(k, ampy.Tensor) else k for k in key) \
+                if isinstance(key, tuple) else (key.cuda() if isinstance(key, ampy.Tensor) else key)
+            for kk in (key, gkey):  # CPU index arrays are moved to the device
+                r = g[kk]
+                assert r.is_cuda
+                _same_bits(r, x[key])
+
+
+@pytest.mark.parametrize("dt", [ampy.float32, ampy.float16, ampy.int64, ampy.bool])
+def test_bool_mask_getitem_and_setitem(dt):
+    x = _sample((5, 9), dt, 31, specials=False)
+    m = ampy.from_numpy(np.random.default_rng(32).random((5, 9)) < 0.4)
+    g = x.cuda()
+    for mk in (m, m.cuda()):  # a CUDA mask syncs once for the count
+        _same_bits(g[mk], x[m])
+    row = ampy.from_numpy(np.array([True, False, True, True, False]))
+    _same_bits(g[row.cuda()], x[row])
+    _same_bits(g[:, 3][row.cuda()], x[:, 3][row])
+    _same_bits(g[m.cuda()], x[m])
+    empty = ampy.zeros((5, 9), dtype=ampy.bool)
+    assert tuple(g[empty.cuda()].shape) == (0,)
+    c, d = x.clone(), g.clone()
+    c[m] = 1
+    d[m.cuda()] = 1
+    _same_bits(d, c)
+    t = torch.from_numpy(x.numpy().copy())
+    t[torch.from_numpy(m.numpy())] = 1
+    np.testing.assert_array_equal(d.cpu().numpy(), t.numpy())
+
+
+@pytest.mark.parametrize("dt", [ampy.float32, ampy.bfloat16, ampy.int64])
+def test_advanced_setitem_last_repeat_wins_like_cpu(dt):
+    x = _sample((6, 7, 5), dt, 33, specials=False)
+    for key in _keys(tuple(x.shape)):
+        c, g = x.clone(), x.cuda()
+        shape = tuple(c[key].shape)
+        v = _sample(shape, dt, 34, specials=False)
+        c[key] = v
+        g[key] = v.cuda()
+        _same_bits(g, c)
+        c[key] = 3
+        g[key] = 3
+        _same_bits(g, c)
+        c[key] = v[-1:] if len(shape) else v  # broadcast value
+        g[key] = (v[-1:] if len(shape) else v).cuda()
+        _same_bits(g, c)
+
+
+@pytest.mark.parametrize("dt", [ampy.float32, ampy.float16, ampy.bfloat16, ampy.float64])
+def test_getitem_backward_accumulates_repeats_like_cpu(dt):
+    x = _sample((40, 33), dt, 35, specials=False)
+    idx = ampy.from_numpy(np.random.default_rng(36).integers(-40, 40, 500))  # many repeats
+    for key in (idx, (idx, idx % 33), (slice(None), idx % 33)):
+        def fn(t):
+            k = tuple(i.to(t.device) if isinstance(i, ampy.Tensor) else i for i in key) \
+                if isinstance(key, tuple) else key.to(t.device)
+            return t[k] * 1.5
+        (oc, gc), (og, gg) = _grads_cpu_gpu(fn, x)
+        _same_bits(og, oc)
+        _same_bits(gg[0], gc[0])  # repeats added one by one in the CPU rule's order
+
+
+@need_torch_cuda
+def test_advanced_indexing_vs_torch_cuda():
+    x = _sample((50, 16), ampy.float32, 37, specials=False)
+    idx = np.random.default_rng(38).integers(0, 50, 300)
+    tx = torch.from_numpy(x.numpy()).cuda().requires_grad_(True)
+    gx = x.cuda().requires_grad_(True)
+    ti, gi = torch.from_numpy(idx).cuda(), ampy.from_numpy(idx).cuda()
+    (tx[ti] * 2).sum().backward()
+    (gx[gi] * 2).sum().backward()
+    np.testing.assert_array_equal(gx[gi].detach().cpu().numpy(),
+                                  tx[ti].detach().cpu().numpy())
+    # torch adds repeats in its own order: equal up to float32 rounding
+    np.testing.assert_allclose(gx.grad.cpu().numpy(), tx.grad.cpu().numpy(), rtol=1e-6)
+
+
+def test_index_out_of_range_deferred_and_sync_checks():
+    x = ampy.arange(10.0).cuda()
+    bad = ampy.tensor([1, 10]).cuda()
+    r = x[bad]  # no host wait: reported at the next synchronisation
+    with pytest.raises((IndexError, RuntimeError),
+                       match="index 10 is out of bounds for dimension 0 with size 10"):
+        r.cpu()
+    assert x[ampy.tensor([1, -1]).cuda()].cpu().tolist() == [1.0, 9.0]  # cleared
+    with _sync_checks(True):
+        with pytest.raises(IndexError, match="^index 10 is out of bounds for dimension 0 "
+                                             "with size 10$"):
+            x[bad]
+        y = x.clone()
+        with pytest.raises(IndexError, match="out of bounds"):
+            y[bad] = 5.0
+        np.testing.assert_array_equal(y.cpu().numpy(), x.cpu().numpy())  # unchanged
+
+
+def test_embedding_backward_many_repeats_bitwise():
+    F = pytest.importorskip("ampy.nn").functional
+    V, D = 7, 96  # few rows, long segments after the device sort
+    w = _sample((V, D), ampy.float16, 39, specials=False)
+    idx = ampy.from_numpy(np.random.default_rng(40).integers(0, V, (64, 50)))
+    (oc, gc), (og, gg) = _grads_cpu_gpu(lambda w: F.embedding(idx.to(w.device), w), w)
+    _same_bits(og, oc)
+    _same_bits(gg[0], gc[0])
+
+
+# ---------------------------------------------------------------- baddbmm
+@pytest.mark.parametrize("dt", [ampy.float32, ampy.float16, ampy.bfloat16])
+@pytest.mark.parametrize("beta,alpha", [(1, 1), (0.5, -2.0), (0, 1)])
+@pytest.mark.parametrize("ishape", [(3, 17, 9), (17, 9), (9,), (1, 1, 1)])
+def test_baddbmm_vs_float64(dt, beta, alpha, ishape):
+    rng = np.random.default_rng(41)
+    a64, b64 = rng.standard_normal((3, 17, 33)), rng.standard_normal((3, 33, 9))
+    i64 = rng.standard_normal(ishape)
+    if beta == 0:
+        i64[...] = np.nan  # beta == 0 ignores input entirely (torch's rule)
+    a, b, inp = (ampy.from_numpy(v).to(dt) for v in (a64, b64, i64))
+    with _no_fallback():
+        out = ampy.baddbmm(inp.cuda(), a.cuda(), b.cuda(), beta=beta, alpha=alpha)
+    assert out.is_cuda and out.dtype is dt and tuple(out.shape) == (3, 17, 9)
+    r = lambda t: t.double().numpy()  # noqa: E731
+    ref = alpha * (r(a) @ r(b)) + (beta * r(inp) if beta != 0 else 0)
+    got = out.float().cpu().numpy().astype(np.float64)
+    tol = {ampy.float32: 1e-5, ampy.float16: 2e-3, ampy.bfloat16: 1e-2}[dt]
+    assert np.abs(got - ref).max() / np.abs(ref).max() < tol
+    cpu = ampy.baddbmm(inp, a, b, beta=beta, alpha=alpha)
+    assert np.abs(got - cpu.double().numpy()).max() / np.abs(ref).max() < tol
+
+
+@need_torch_cuda
+def test_baddbmm_vs_torch_cuda_and_backward():
+    rng = np.random.default_rng(42)
+    a, b, i = (rng.standard_normal(s).astype(np.float32) for s in ((4, 8, 16), (4, 16, 5), (8, 5)))
+    ta, tb, ti = (torch.from_numpy(v).cuda().half().requires_grad_(True) for v in (a, b, i))
+    ga, gb, gi = (ampy.from_numpy(v).cuda().half().requires_grad_(True) for v in (a, b, i))
+    to = torch.baddbmm(ti, ta, tb, beta=0.5, alpha=2.0)
+    go = ampy.baddbmm(gi, ga, gb, beta=0.5, alpha=2.0)
+    np.testing.assert_allclose(go.float().cpu().numpy(), to.float().cpu().numpy(), rtol=2e-3,
+                               atol=2e-3)
+    to.float().sum().backward()
+    go.float().sum().backward()
+    for g, t in ((ga, ta), (gb, tb), (gi, ti)):
+        np.testing.assert_allclose(g.grad.float().cpu().numpy(), t.grad.float().cpu().numpy(),
+                                   rtol=2e-3, atol=2e-3)

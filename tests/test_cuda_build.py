@@ -110,7 +110,7 @@ def test_kernel_sources_include_elem_h():
 
 
 # ---------------------------------------------------------------- the device kernels
-# (ewise.cu, reduce.cu, nn.cu): they must compile, link into ampy._C_cuda and be
+# (ewise.cu, reduce.cu, softmax.cu, nn*.cu, index.cu): they must compile, link into ampy._C_cuda and be
 # reachable from ampy._C's bindings. Without a GPU nothing can run them; these
 # checks make a missing symbol, an unfilled table entry or a forgotten route fail CI.
 KERNEL_ENTRY_POINTS = [
@@ -121,13 +121,17 @@ KERNEL_ENTRY_POINTS = [
     "ampy_nn_embedding_bwd_cuda", "ampy_nn_mask_scale_cuda", "ampy_fill_random_cuda",
     "ampy_nn_mse_fwd_cuda", "ampy_nn_mse_bwd_cuda", "ampy_scan_cuda",
     "ampy_cast_cuda", "ampy_fill_cuda", "ampy_gemm_cuda",
+    "ampy_index_gather_cuda", "ampy_index_scatter_cuda", "ampy_nonzero_cuda",
+    "ampy_nonzero_fill_cuda", "ampy_cuda_set_sync_checks",
 ]
 KERNELS = ["ewise_kernel", "reduce_kernel", "softmax_kernel", "ln_fwd_kernel", "ln_bwd_dx_kernel",
            "ln_bwd_dw_kernel", "ce_fwd_kernel", "ce_bwd_kernel", "nll_rows_kernel",
            "nll_bwd_kernel", "emb_fwd_kernel", "emb_bwd_kernel", "mask_scale_kernel",
            "fill_random_kernel", "targets_kernel", "loss_reduce_kernel", "mse_elem_kernel",
            "mse_bwd_kernel", "reduce_partial_blocks", "reduce_partial_columns", "reduce_final",
-           "ln_bwd_dw_final", "scan_kernel"]
+           "ln_bwd_dw_final", "scan_kernel", "index_gather_kernel", "index_scatter_kernel",
+           "index_keys_kernel", "nz_flags_kernel", "nz_fill_kernel", "emb_keys_kernel",
+           "check_range_kernel"]
 
 
 def _cuda_module():
@@ -268,3 +272,134 @@ def test_cuda_table_covers_the_routed_ops_and_their_forwards_route():
             continue
         for bad in cpu_only:
             assert bad not in src, f"{n}: its forward calls {bad} (CPU only)"
+
+
+# ---------------------------------------------------------------- advanced indexing adapters
+class _FakeIndexKernels:
+    """The documented semantics of cuda/index.cu's entry points, built from the
+    CPU's kernels, so ampy/cuda/_advindex.py's plumbing (key normalisation,
+    layout of values, the accumulate order) runs here on CPU tensors (device
+    -1). Accumulate: each repeat added one at a time, rounded to the dtype,
+    in `order` of positions."""
+
+    def _index_gather(self, src, idx, out):
+        _C = ampy._C
+        _C.copy_(out, _C.index_gather(src, len(idx), idx))
+
+    def _index_scatter(self, dst, idx, values, accumulate, order):
+        from ampy.autograd._ops import O
+        _C = ampy._C
+        if not accumulate:
+            _C.index_scatter(dst, len(idx), idx, values)
+            return
+        P = idx[0].shape[0]
+        for p in (range(P) if order > 0 else range(P - 1, -1, -1)):
+            one = [ix[p:p + 1].contiguous() for ix in idx]
+            cur = _C.index_gather(dst, len(one), one)
+            _C.index_scatter(dst, len(one), one, O.add(cur, values[p:p + 1]))
+
+
+@pytest.mark.parametrize("dt", [ampy.float16, ampy.bfloat16, ampy.float32])
+def test_advindex_accumulate_order_reproduces_the_cpu_rule(dt, monkeypatch):
+    """index_put_accumulate through _advindex (with the kernels' semantics)
+    gives the CPU autograd rule's bits: ACCUMULATE_ORDER is the CPU's order
+    (halves with many repeats make the order visible in the bits)."""
+    import numpy as np
+    from ampy.autograd import _rules_views as RV
+    from ampy.cuda import _advindex
+    monkeypatch.setattr(ampy.cuda, "_K", _FakeIndexKernels())
+    rng = np.random.default_rng(0)
+    idx = ampy.from_numpy(rng.integers(-20, 20, 300))
+    for key, gshape in ((idx, (300, 7)), ((slice(None), idx % 7), (20, 300)),
+                        ((idx, idx % 7), (300,))):
+        g = ampy.from_numpy(rng.standard_normal(gshape) * 100).to(dt)
+        want = RV.index_put_accumulate(ampy.zeros((20, 7), dtype=dt), key, g)
+        got = _advindex.index_put_accumulate(ampy.zeros((20, 7), dtype=dt), key, g)
+        np.testing.assert_array_equal(got.numpy().view(np.uint16 if dt.itemsize == 2 else
+                                                       np.uint32),
+                                      want.numpy().view(np.uint16 if dt.itemsize == 2 else
+                                                        np.uint32))
+        assert ampy.cuda._K is not None
+    # the opposite order differs somewhere: the test can fail
+    monkeypatch.setattr(_advindex, "ACCUMULATE_ORDER", 1)
+    g = ampy.from_numpy(rng.standard_normal((300, 7)) * 100).to(dt)
+    want = RV.index_put_accumulate(ampy.zeros((20, 7), dtype=dt), idx, g)
+    got = _advindex.index_put_accumulate(ampy.zeros((20, 7), dtype=dt), idx, g)
+    assert dt is ampy.float32 or not np.array_equal(got.numpy(), want.numpy())
+
+
+def test_advindex_gather_scatter_adapters_match_cpu(monkeypatch):
+    import numpy as np
+    from ampy import _indexing
+    from ampy.cuda import _advindex
+    monkeypatch.setattr(ampy.cuda, "_K", _FakeIndexKernels())
+    x = ampy.arange(60.0).reshape(3, 4, 5)
+    ref = x.clone()
+    ref[ampy.tensor([2, 0, 2]), :, [1, -1, 0]] = 0.0
+    key = _indexing._normalize_key(x, (ampy.tensor([2, 0, 2]), slice(None), [1, -1, 0]))
+    view, adv = _indexing._basic(x, key)
+    perm, idx, bshape, place = _indexing._prepare_advanced(view, adv)
+    got = _advindex.gather(perm, idx)
+    np.testing.assert_array_equal(got.numpy(), ampy._C.index_gather(perm, len(idx), idx).numpy())
+    _advindex.scatter(perm, idx, ampy.zeros(tuple(got.shape)))
+    np.testing.assert_array_equal(x.numpy(), ref.numpy())
+    assert x.numpy().sum() > 0
+
+
+def test_advindex_install_routes_only_cuda_tensors(monkeypatch):
+    from ampy import _indexing
+    from ampy.autograd import _rules_views as RV
+    from ampy.cuda import _advindex
+    monkeypatch.setattr(_indexing, "_cuda", None)
+    monkeypatch.setattr(RV, "index_put_accumulate", RV.index_put_accumulate)
+    cpu = RV.index_put_accumulate
+    _advindex.install()
+    assert _indexing._cuda is _advindex
+    assert RV.index_put_accumulate is not cpu and RV.index_put_accumulate._ampy_cuda
+    _advindex.install()  # idempotent
+    z = RV.index_put_accumulate(ampy.zeros(4), ampy.tensor([1, 1, 3]), ampy.ones(3))
+    assert z.tolist() == [0.0, 2.0, 0.0, 1.0]  # CPU tensors keep the CPU rule
+    assert _indexing._dev(ampy.zeros(2)) is None
+    monkeypatch.setattr(_indexing, "_cuda", None)
+
+
+def test_cuda_sources_stay_under_the_file_limit():
+    d = os.path.join(HERE, "cuda")
+    for f in sorted(os.listdir(d)):
+        if f.endswith((".cu", ".cuh", ".c", ".h")):
+            n = sum(1 for _ in open(os.path.join(d, f)))
+            assert n < 600, f"cuda/{f} has {n} lines (limit ~600): split it by concern"
+
+
+def test_host_waits_are_only_the_documented_ones():
+    """Kernels never read device data back to decide something, except
+    nonzero's count (boolean-mask indexing: the output shape depends on it);
+    argument checks go through the deferred record of check.cu. The waits of
+    runtime.cu (copies to the host, synchronize, the allocator's OOM retry)
+    and check.cu's opt-in sync-checks mode are the rest."""
+    import re
+    d = os.path.join(HERE, "cuda")
+    found = {}
+    for f in sorted(os.listdir(d)):
+        if not f.endswith(".cu") or f == "runtime.cu":
+            continue
+        text = open(os.path.join(d, f)).read()
+        n = len(re.findall(r"ampy_cuda_memcpy\([^;]*?,\s*-1\s*,", text))
+        n += len(re.findall(r"cuda(Stream|Device)Synchronize\(", text))
+        if n:
+            found[f] = n
+    assert found == {"index.cu": 1, "check.cu": 1}, found
+    assert "read_flag" not in open(os.path.join(d, "nn_common.cuh")).read()
+
+
+def test_index_bindings_and_routes():
+    mod = _cuda_module()
+    for n in ("_index_gather", "_index_scatter", "_nonzero_count", "_nonzero_fill",
+              "set_sync_checks", "get_sync_checks"):
+        assert hasattr(mod, n), n
+    assert mod.get_sync_checks() in (False, True)
+    from ampy.cuda import _ops
+    table = _ops.cuda_table()
+    for n in ("getitem", "setitem", "baddbmm"):
+        assert n in table, n  # no CPU fallback for these any more
+    assert ampy.cuda.get_sync_checks() is False or os.environ.get("AMPY_CUDA_SYNC_CHECKS")

@@ -19,7 +19,7 @@ __all__ = ["is_available", "device_count", "current_device", "set_device", "sync
            "get_device_name", "get_device_capability", "is_bf16_supported",
            "memory_allocated", "max_memory_allocated", "memory_reserved",
            "max_memory_reserved", "reset_peak_memory_stats", "memory_stats", "empty_cache",
-           "manual_seed", "manual_seed_all", "device"]
+           "manual_seed", "manual_seed_all", "device", "set_sync_checks", "get_sync_checks"]
 
 import importlib.util as _ilu
 
@@ -195,6 +195,27 @@ def _to_device(x, dev):
         out = _C._empty_device(tuple(x.shape), x.dtype, idx)
     _C.copy_(out, x)
     return out
+
+
+def set_sync_checks(on=True):
+    """Raise errors found by device-side argument checks at the op itself.
+
+    By default ampy's CUDA kernels check device-resident arguments (index
+    ranges of advanced indexing and embedding, class targets of
+    cross_entropy/nll_loss, integer division by zero) without making the host
+    wait: the first failure is recorded on the device and raised at the next
+    synchronisation (``item()``, ``tolist()``, ``numpy()``, ``.cpu()``,
+    printing, :func:`synchronize`), like torch's device-side asserts. With
+    ``set_sync_checks(True)`` (or ``AMPY_CUDA_SYNC_CHECKS=1`` in the
+    environment) each checking op synchronises after its check and raises the
+    CPU's error before writing anything (slower: one host wait per such op)."""
+    _lazy().set_sync_checks(bool(on))
+
+
+def get_sync_checks():
+    """Whether device-side argument checks raise at the op (see set_sync_checks)."""
+    return bool(_K.get_sync_checks()) if _K is not None and hasattr(_K, "get_sync_checks") \
+        else False
 
 
 def _install():

@@ -1,7 +1,7 @@
 """CUDA forwards of the ops that have device kernels (registered into the op
 table's ``cuda`` slots by ampy.cuda._ops.install, only with a GPU).
 
-GEMM: ``matmul``, ``mm``, ``bmm``, ``linear``, ``addmm`` through cuBLAS with
+GEMM: ``matmul``, ``mm``, ``bmm``, ``linear``, ``addmm``, ``baddbmm`` through cuBLAS with
 fp32 accumulation (cuda/blas.cu); operands are read in place when one of
 their two innermost strides is 1 (``weight.T`` included), otherwise copied
 once to contiguous memory. Signatures are torch's.
@@ -171,3 +171,24 @@ def stack(tensors, dim=0):
                                f"at entry 0 and {list(t.shape)} at entry {i}")
     d = _views.wrap_dim(dim, len(s0) + 1)
     return cat([_views.unsqueeze(t, d) for t in ts], d)
+
+
+@cuda_op("baddbmm")
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """beta * input + alpha * batch1 @ batch2 (torch.baddbmm), as the CPU's
+    _baddbmm_fwd: input broadcast into a fresh (B, m, n) output (skipped when
+    beta == 0, so NaN/inf in input do not propagate), then one strided-batched
+    cuBLAS GEMM with that beta (fp32 accumulation)."""
+    from .. import _gemm
+    _gemm._check(batch1, batch2, "baddbmm")
+    if batch1.ndim != 3 or batch2.ndim != 3 or batch1.shape[0] != batch2.shape[0] or \
+            batch1.shape[2] != batch2.shape[1]:
+        raise RuntimeError("baddbmm: batch1 and batch2 must be 3-D with matching batch and inner"
+                           f" sizes, got {list(batch1.shape)} and {list(batch2.shape)}")
+    out = _C._empty_device((batch1.shape[0], batch1.shape[1], batch2.shape[2]), batch1.dtype,
+                           batch1._device_index)
+    if beta != 0:
+        _C.copy_(out, input)
+    if batch1.shape[0] == 0:
+        return out
+    return _gemm3(batch1, batch2, c=out, alpha=alpha, beta=float(beta) if beta != 0 else 0.0)

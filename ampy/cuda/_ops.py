@@ -15,8 +15,11 @@
    run their usual forward; any other op falls back to the CPU -- CUDA
    arguments copied to the host, the forward run there, results copied back,
    in-place writes copied back into the original device tensors -- with a
-   one-time warning naming the op (today: advanced indexing, baddbmm);
-3. makes ``Tensor.item`` synchronise and copy for CUDA tensors.
+   one-time warning naming the op (ops without a device path and not in
+   the table);
+3. makes ``Tensor.item`` synchronise and copy for CUDA tensors, and routes
+   advanced indexing of CUDA tensors (ampy/_indexing.py's hook and the
+   autograd rule's index_put_accumulate) to ampy/cuda/_advindex.py.
 """
 import warnings
 
@@ -45,6 +48,9 @@ _ROUTED_IN_C = {
     "argmax", "argmin", "var", "std", "logsumexp", "softmax", "log_softmax", "cumsum", "cumprod",
     # ampy/nn/_ops.py: forward and backward call _C.nn_* (cuda/nn.cu)
     "layer_norm", "cross_entropy", "nll_loss", "embedding", "dropout", "mse_loss",
+    # ampy/_indexing.py: basic keys are views / copy_; advanced keys call
+    # ampy/cuda/_advindex.py for CUDA tensors (cuda/index.cu)
+    "getitem", "setitem",
 }
 
 _warned = set()
@@ -141,7 +147,7 @@ def _device_hook(op, args, kwargs):
         return op.cuda
     if op.name in _DEVICE_AGNOSTIC:
         return op.forward
-    if op.name in ("getitem", "setitem") and len(args) > 1 and _basic_key(args[1]):
+    if op.name in ("getitem", "setitem"):  # basic keys: views; advanced: _advindex.py
         return op.forward
     return _cpu_fallback(op)
 
@@ -185,3 +191,5 @@ def install():
     _dispatch.set_hooks(device=_device_hook)
     from .._tensor import Tensor
     Tensor.item = _item
+    from . import _advindex
+    _advindex.install()

@@ -17,8 +17,18 @@ __all__ = ["getitem", "setitem"]
 _cuda = None
 
 
-def _dev(t):
-    return _cuda if _cuda is not None and t._device_index >= 0 else None
+def _dev(t, idx=(), values=None):
+    """The CUDA module for a CUDA tensor t, else None (a CPU t then takes CPU
+    index arrays and values only, as torch)."""
+    if _cuda is not None and t._device_index >= 0:
+        return _cuda
+    if any(ix._device_index >= 0 for ix in idx):
+        raise RuntimeError("indices should be either on cpu or on the same device as the "
+                           "indexed tensor (cpu)")
+    if values is not None and values._device_index >= 0:
+        raise RuntimeError("index_put_: values are on a CUDA device but the indexed tensor "
+                           "is on the cpu")
+    return None
 
 
 def _is_tensor(x):
@@ -131,7 +141,7 @@ def getitem(t, key):
     if not adv:
         return view, None
     perm, idx, bshape, place = _prepare_advanced(view, adv)
-    flat = _dev(perm).gather(perm, idx) if _dev(perm) else \
+    flat = _dev(perm).gather(perm, idx) if _dev(perm, idx) else \
         _C.index_gather(perm, len(idx), idx)  # [P, rest...]
     rest_shape = list(flat.shape[1:])
     out = flat.reshape(*(list(bshape) + rest_shape))
@@ -163,7 +173,7 @@ def setitem(t, key, value):
         v = v.permute(*order)
     v = _C.cast(v.reshape(*([len(idx[0])] + rest_shape)) if v.is_contiguous() else
                 _C.cast(v, v.dtype).reshape(*([len(idx[0])] + rest_shape)), t.dtype)
-    if _dev(perm):
+    if _dev(perm, idx, v):
         _dev(perm).scatter(perm, idx, v)
     else:
         _C.index_scatter(perm, len(idx), idx, v)

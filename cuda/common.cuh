@@ -1,4 +1,4 @@
-/* common.cuh — what every cuda/*.cu file shares: error checking that turns a
+/* common.cuh — what every .cu file of cuda/ shares: error checking that turns a
  * CUDA failure into an ampy_status + message (never an abort), the device
  * guard, launch geometry with 64-bit element counts, and per-dtype loads and
  * stores built on elem.h (so the GPU rounds exactly as the CPU does).

@@ -53,18 +53,20 @@ struct Spec {
     int64_t vstrides[AMPY_MAX_DIMS + 1]; /* scatter: the values' [P, rest...] strides */
 };
 
-/* element offset of tuple p in the indexed view; -1 when an index is bad */
-__device__ __forceinline__ int64_t tuple_offset(const Spec &S, int64_t p)
+/* element offset of tuple p in the indexed view into *off; false when an
+ * index is bad */
+__device__ __forceinline__ bool tuple_offset(const Spec &S, int64_t p, int64_t *off)
 {
-    int64_t off = 0;
+    int64_t o = 0;
     for (int j = 0; j < S.k; j++) {
         int64_t v = S.idx[j][p];
         const int64_t n = S.sizes[j];
         if (v < -n || v >= n)
-            return -1;
-        off += (v < 0 ? v + n : v) * S.strides[j];
+            return false;
+        o += (v < 0 ? v + n : v) * S.strides[j];
     }
-    return off;
+    *off = o;
+    return true;
 }
 
 /* flat row-major destination of tuple p over the indexed dims; `total` (the
@@ -112,8 +114,8 @@ __global__ void index_gather_kernel(Spec S, const char *src, char *out)
     AMPY_GRID_STRIDE(i, S.P * S.R)
     {
         const int64_t p = i / S.R, r = i - p * S.R;
-        const int64_t off = tuple_offset(S, p);
-        if (off < 0) {
+        int64_t off = 0;
+        if (!tuple_offset(S, p, &off)) {
             const uint64_t zero = 0;
             copy_elem(out, i, (const char *)&zero, 0, S.isz);
             continue;
@@ -159,8 +161,9 @@ __global__ void index_scatter_kernel(Spec S, uint64_t total, const uint64_t *key
         int64_t end = q + 1;
         while (end < S.P && keys[end] == key)
             end++;
-        const int64_t p0 = pos[q];
-        const int64_t doff = tuple_offset(S, p0) + rest_offset(S, r, S.rest_strides);
+        int64_t doff = 0;
+        tuple_offset(S, pos[q], &doff); /* valid: bad tuples have key == total */
+        doff += rest_offset(S, r, S.rest_strides);
         int64_t vrest = 0;
         {
             int64_t rr = r;

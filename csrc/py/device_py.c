@@ -37,6 +37,7 @@ static PyObject *raise_cuda(ampy_status s)
     PyErr_SetString(s == AMPY_ERR_NOMEM ? PyExc_MemoryError
                     : s == AMPY_ERR_DTYPE ? PyExc_TypeError
                     : s == AMPY_ERR_VALUE ? PyExc_ValueError
+                    : s == AMPY_ERR_INDEX ? PyExc_IndexError /* as the CPU's ampy_py_raise */
                                           : PyExc_RuntimeError,
                     (msg && msg[0]) ? msg : "ampy: CUDA operation failed");
     return NULL;

@@ -127,9 +127,10 @@ ampy_status ampy_scan_cuda(int device, int op, int ndim, const int64_t *shape, c
 /* ---- nn kernels and random fills (cuda/nn.cu) ----------------------------------
  * The CUDA twins of ampy/nn.h's functions and of ampy_fill_random (random.h):
  * the same arguments with the device first; all pointers are device memory.
- * Checks of device-resident indices (targets, embedding indices) read one
- * flag back from the device (a sync) so that a bad index raises before any
- * output is written, as on the CPU. */
+ * Checks of device-resident indices (targets, embedding indices) are deferred:
+ * a bad index is recorded on the device and raised at the next host
+ * synchronisation (cuda/check.cu; ampy.cuda.set_sync_checks(True) raises at
+ * the op instead). */
 ampy_status ampy_nn_layer_norm_fwd_cuda(int device, int64_t M, int64_t N, const void *x,
                                         int x_dtype, const void *w, const void *b, int w_dtype,
                                         double eps, void *y, double *mean, double *rstd);

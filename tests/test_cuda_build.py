@@ -403,3 +403,45 @@ def test_index_bindings_and_routes():
     for n in ("getitem", "setitem", "baddbmm"):
         assert n in table, n  # no CPU fallback for these any more
     assert ampy.cuda.get_sync_checks() is False or os.environ.get("AMPY_CUDA_SYNC_CHECKS")
+
+
+class _FakeGemm:
+    """cuBLAS's contract for ampy_gemm_cuda in NumPy (float64 accumulation):
+    c = alpha * a @ b + beta * c over a strided batch, element strides; beta
+    == 0 ignores c. Lets the CUDA forward of baddbmm run here on CPU tensors."""
+
+    def _gemm(self, a, b, c, batch, m, n, k, sa_b, sa_m, sa_k, sb_b, sb_k, sb_n, sc_b, ldc,
+              alpha, beta):
+        import numpy as np
+        from numpy.lib.stride_tricks import as_strided
+        isz = c.numpy().itemsize
+        A = as_strided(a.numpy(), (batch, m, k), (sa_b * isz, sa_m * isz, sa_k * isz))
+        B = as_strided(b.numpy(), (batch, k, n), (sb_b * isz, sb_k * isz, sb_n * isz))
+        C = as_strided(c.numpy(), (batch, m, n), (sc_b * isz, ldc * isz, isz))
+        r = alpha * (A.astype(np.float64) @ B.astype(np.float64))
+        if beta != 0:
+            r = r + beta * C.astype(np.float64)
+        C[...] = r.astype(C.dtype)
+
+
+def test_cuda_baddbmm_forward_plumbing_agrees_with_cpu(monkeypatch):
+    """ampy/cuda/_kernels.baddbmm (input broadcast, beta == 0 skipping input,
+    strides of transposed operands, alpha/beta) run with device -1 and a
+    NumPy GEMM of cuBLAS's contract, against the CPU op."""
+    import numpy as np
+    from ampy.cuda import _kernels as K
+    monkeypatch.setattr(K, "_K", _FakeGemm())
+    rng = np.random.default_rng(3)
+    a = ampy.from_numpy(rng.standard_normal((3, 5, 4)).astype(np.float32))
+    b = ampy.from_numpy(rng.standard_normal((3, 6, 4)).astype(np.float32)).transpose(1, 2)
+    for inp, beta, alpha in ((ampy.ones(6) * 2, 0.5, -1.5),
+                             (ampy.from_numpy(rng.standard_normal((5, 6)).astype(np.float32)), 1, 1),
+                             (ampy.full((3, 5, 6), float("nan")), 0, 2.0)):
+        got = K.baddbmm(inp, a, b, beta=beta, alpha=alpha)
+        want = ampy.baddbmm(inp, a, b, beta=beta, alpha=alpha)
+        assert tuple(got.shape) == (3, 5, 6) and got.dtype is ampy.float32
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+    with pytest.raises(RuntimeError, match="baddbmm"):
+        K.baddbmm(ampy.ones(1), a, a, beta=1, alpha=1)
+    with pytest.raises(TypeError, match="dtype"):
+        K.baddbmm(ampy.ones(1), a, b.double(), beta=1, alpha=1)

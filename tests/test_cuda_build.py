@@ -445,3 +445,25 @@ def test_cuda_baddbmm_forward_plumbing_agrees_with_cpu(monkeypatch):
         K.baddbmm(ampy.ones(1), a, a, beta=1, alpha=1)
     with pytest.raises(TypeError, match="dtype"):
         K.baddbmm(ampy.ones(1), a, b.double(), beta=1, alpha=1)
+
+
+def test_index_bindings_reject_bad_arguments_without_touching_a_device():
+    mod = _cuda_module()
+    x = ampy.arange(6.0)
+    i = ampy.tensor([0, 1])
+    with pytest.raises(ValueError, match="on the CPU"):
+        mod._index_gather(x, [i], ampy.empty(2))
+    with pytest.raises(ValueError, match="on the CPU"):
+        mod._index_scatter(x, [i], ampy.ones(2), False, -1)
+    with pytest.raises(TypeError, match="must be a Tensor"):
+        mod._index_gather([1], [i], x)
+    with pytest.raises(ValueError, match="on the CPU"):
+        mod._nonzero_count(ampy.ones(3, dtype=ampy.bool), ampy.empty(7, dtype=ampy.int64))
+    prev = mod.get_sync_checks()
+    try:
+        mod.set_sync_checks(True)
+        assert mod.get_sync_checks() is True and ampy.cuda.get_sync_checks() is True
+        mod.set_sync_checks(False)
+        assert mod.get_sync_checks() is False
+    finally:
+        mod.set_sync_checks(prev)

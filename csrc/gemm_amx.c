@@ -41,6 +41,7 @@
 #define T_KC 1024
 #endif
 
+
 static int amx_state = -1;
 
 int ampy_gemm_amx_usable(void)
@@ -57,7 +58,7 @@ int ampy_gemm_amx_usable(void)
 }
 
 #pragma GCC push_options
-#pragma GCC target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")
+#pragma GCC target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,prfchw")
 
 static inline uint16_t ld16b(const char *p, int64_t idx)
 {
@@ -135,10 +136,24 @@ static void pack_a_panel_kmajor(const gemm_operand *a, int64_t i0, int64_t h, in
     }
 }
 
-/* A micro-panel: dst[kb][g][r][kk] = A[i0+16g+r][k0 + 32kb + kk]. */
+/* A micro-panel: dst[kb][g][r][kk] = A[i0+16g+r][k0 + 32kb + kk]. Row by
+ * row when A's rows are contiguous in k: each source row is then read as
+ * one sequential run (k block by k block it would be 32 interleaved
+ * streams, which the prefetchers follow worse). */
 static void pack_a_panel(const gemm_operand *a, int64_t i0, int64_t h, int64_t k0, int64_t kc,
                          int64_t kcp, uint16_t *dst)
 {
+    if (a->cs == 1) {
+        for (int r = 0; r < T_MR; r++) {
+            const char *src = a->p + ((i0 + r) * a->rs + k0) * 2;
+            uint16_t *d = dst + r * T_KB;
+            for (int64_t kb = 0; kb < kcp; kb += T_KB, d += T_MR * T_KB)
+                _mm512_storeu_si512(d, r < h ? _mm512_maskz_loadu_epi16(lanes32(kc - kb),
+                                                                         src + kb * 2)
+                                             : _mm512_setzero_si512());
+        }
+        return;
+    }
     for (int64_t kb = 0; kb < kcp; kb += T_KB)
         for (int r = 0; r < T_MR; r++, dst += T_KB) {
             if (r >= h) {
@@ -146,13 +161,8 @@ static void pack_a_panel(const gemm_operand *a, int64_t i0, int64_t h, int64_t k
                 continue;
             }
             int64_t base = (i0 + r) * a->rs + (k0 + kb) * a->cs;
-            if (a->cs == 1) {
-                __m512i v = _mm512_maskz_loadu_epi16(lanes32(kc - kb), a->p + base * 2);
-                _mm512_storeu_si512(dst, v);
-            } else {
-                for (int kk = 0; kk < T_KB; kk++)
-                    dst[kk] = kb + kk < kc ? ld16b(a->p, base + kk * a->cs) : 0;
-            }
+            for (int kk = 0; kk < T_KB; kk++)
+                dst[kk] = kb + kk < kc ? ld16b(a->p, base + kk * a->cs) : 0;
         }
 }
 
@@ -384,6 +394,9 @@ typedef struct amx_pend {
 
 static inline void pend_rows(amx_pend *p, int64_t crs, int n)
 {
+#ifdef AMX_NOEPI
+    p->next = T_MR;
+#endif
     if (p->next >= T_MR)
         return;
     int r1 = p->next + n < T_MR ? p->next + n : T_MR;
@@ -393,11 +406,16 @@ static inline void pend_rows(amx_pend *p, int64_t crs, int n)
 
 /* One 32 x 32 tile over nsteps k steps of 32; A tiles at a0/a1 + s * astep
  * (row stride lda bytes), B at b + s * 2048 (packed). While the tile unit
- * works, `rps` rows of the pending tile per step are rounded into C. The
- * result is left in tiles 0-3. */
+ * works, `rps` rows of the pending tile per step are rounded into C, and
+ * `pf_n` lines (row stride pf_ld bytes) from pf on are prefetched for writing
+ * (the next tile's C rows: a first store to an uncached output line costs a
+ * read-for-ownership miss, which stalled the epilogue). The result is left
+ * in tiles 0-3. */
 static inline void tile_chain(int64_t nsteps, const char *a0, const char *a1, int64_t astep,
-                              int64_t lda, const char *b, amx_pend *pend, int64_t crs, int rps)
+                              int64_t lda, const char *b, amx_pend *pend, int64_t crs, int rps,
+                              const char *pf, int64_t pf_ld, int pf_n)
 {
+    int pf_per = (int)((pf_n + nsteps - 1) / nsteps), pf_i = 0;
     _tile_zero(0);
     _tile_zero(1);
     _tile_zero(2);
@@ -411,19 +429,41 @@ static inline void tile_chain(int64_t nsteps, const char *a0, const char *a1, in
         _tile_dpbf16ps(1, 4, 7);
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
+        for (int i = 0; i < pf_per && pf_i < pf_n; i++, pf_i++)
+            _mm_prefetch(pf + pf_i * pf_ld, _MM_HINT_ET0);
         pend_rows(pend, crs, rps);
     }
     pend_rows(pend, crs, T_MR);
 }
 
+#ifndef AMX_L1_PANEL
+#define AMX_L1_PANEL (24 << 10)
+#endif
+
+/* Tile order: with a short K the 32-row A panel (32 x K bf16) stays in L1
+ * while the packed B panels stream past it (row panel outer); with a long K
+ * it would not, so B's panel stays (as far as it can) and the packed A block
+ * streams (column panel outer): the operand that streams is then contiguous,
+ * which the L2 prefetcher follows. */
 static void macro(const gemm_task *t)
 {
     const gemm_operand *a = t->a;
-    int64_t nsteps = t->kcp / T_KB, pstride = (int64_t)T_NR * t->kcp * 2;
+    int64_t nsteps = t->kcp / T_KB, pbytes = (int64_t)T_MR * t->kcp * 2;
     int64_t csz = t->cdt == AMPY_FLOAT32 ? 4 : 2;
     int fast_c = t->ccs == 1 && (t->cdt == AMPY_FLOAT32 || t->cdt == AMPY_BFLOAT16);
+    int qouter = pbytes > AMX_L1_PANEL;
     int direct = a->cs == 1 && t->kcp == t->K;
+#ifndef AMX_QDIRECT
+    if (qouter)
+        direct = 0;
+#endif
     int rps = (int)((T_MR + nsteps - 1) / nsteps);
+    int64_t np = (t->rows + T_MR - 1) / T_MR, nq = (t->cols + T_NR - 1) / T_NR;
+    int64_t hlast = t->rows - (np - 1) * T_MR;
+    /* packed A: every panel, each just before its first tile (below), or (A
+     * read in place) only a ragged last one */
+    if (direct && hlast < T_MR)
+        pack_a(a, t->i0 + (np - 1) * T_MR, hlast, 0, t->K, t->kcp, t->ap);
     float scratch[2][T_MR * T_NR] __attribute__((aligned(64)));
     amx_epi e0;
     memset(&e0, 0, sizeof e0);
@@ -435,46 +475,56 @@ static void macro(const gemm_task *t)
     e0.f32 = t->cdt == AMPY_FLOAT32;
     amx_pend pend = {scratch[0], NULL, T_MR, e0};
     int cur = 0;
-    for (int64_t p0 = 0; p0 < t->rows; p0 += T_MR) {
+    for (int64_t n = 0, ntiles = np * nq; n < ntiles; n++) {
+        int64_t p = qouter ? n % np : n / nq, q = qouter ? n / np : n % nq;
+        int64_t p0 = p * T_MR, q0 = q * T_NR;
         int64_t h = t->rows - p0 < T_MR ? t->rows - p0 : T_MR;
-        const char *a0, *a1;
-        int64_t astep, lda;
+        int64_t w = t->cols - q0 < T_NR ? t->cols - q0 : T_NR;
+        const char *a0;
+        int64_t astep = 2048, lda = 64, a1off = 1024;
         if (direct && h == T_MR) {
             lda = a->rs * 2;
             a0 = a->p + (t->i0 + p0) * lda;
-            a1 = a0 + 16 * lda;
+            a1off = 16 * lda;
             astep = 64;
         } else {
-            pack_a(a, t->i0 + p0, h, 0, t->K, t->kcp, t->ap);
-            lda = 64;
-            a0 = t->ap;
-            a1 = a0 + 1024;
-            astep = 2048;
+            a0 = (const char *)t->ap + (direct ? 0 : p * pbytes);
+            if (!direct && q == 0)
+                pack_a(a, t->i0 + p0, h, 0, t->K, t->kcp, (char *)t->ap + p * pbytes);
         }
-        for (int64_t q0 = 0; q0 < t->cols; q0 += T_NR) {
-            int64_t w = t->cols - q0 < T_NR ? t->cols - q0 : T_NR;
-            const char *bq = t->bp + q0 / T_NR * pstride;
-            char *cq = t->c + (p0 * t->crs + q0 * t->ccs) * csz;
-            tile_chain(nsteps, a0, a1, astep, lda, bq, &pend, t->crs, rps);
-            float *sc = scratch[cur];
-            _tile_stored(0, sc, 128);
-            _tile_stored(1, sc + 16, 128);
-            _tile_stored(2, sc + 16 * T_NR, 128);
-            _tile_stored(3, sc + 16 * T_NR + 16, 128);
-            if (fast_c && h == T_MR && w == T_NR) {
-                pend.t = sc;
-                pend.c = cq;
-                pend.next = 0;
-                if (e0.bias) {
-                    pend.e.b0 = _mm512_loadu_ps(t->bias + q0);
-                    pend.e.b1 = _mm512_loadu_ps(t->bias + q0 + 16);
-                }
-                cur ^= 1;
-            } else {
-                ampy_gemm_epilogue_avx512(sc, T_NR, h, w, t->alpha, t->beta,
-                                          t->bias ? t->bias + q0 : NULL, cq, t->cdt, t->crs,
-                                          t->ccs);
+        const char *bq = t->bp + q * pbytes;
+        char *cq = t->c + (p0 * t->crs + q0 * t->ccs) * csz;
+        /* prefetch the C rows of the next tile when it is a full one */
+        const char *pf = NULL;
+        int pf_n = 0;
+        if (fast_c && n + 1 < ntiles) {
+            int64_t pn = qouter ? (n + 1) % np : (n + 1) / nq;
+            int64_t qn = qouter ? (n + 1) / np : (n + 1) % nq;
+            if ((pn + 1) * T_MR <= t->rows && (qn + 1) * T_NR <= t->cols) {
+                pf = t->c + (pn * T_MR * t->crs + qn * T_NR) * csz;
+                pf_n = T_MR;
             }
+        }
+        tile_chain(nsteps, a0, a0 + a1off, astep, lda, bq, &pend, t->crs, rps, pf,
+                   t->crs * csz, pf_n);
+        float *sc = scratch[cur];
+        _tile_stored(0, sc, 128);
+        _tile_stored(1, sc + 16, 128);
+        _tile_stored(2, sc + 16 * T_NR, 128);
+        _tile_stored(3, sc + 16 * T_NR + 16, 128);
+        if (fast_c && h == T_MR && w == T_NR) {
+            pend.t = sc;
+            pend.c = cq;
+            pend.next = 0;
+            if (e0.bias) {
+                pend.e.b0 = _mm512_loadu_ps(t->bias + q0);
+                pend.e.b1 = _mm512_loadu_ps(t->bias + q0 + 16);
+            }
+            cur ^= 1;
+        } else {
+            ampy_gemm_epilogue_avx512(sc, T_NR, h, w, t->alpha, t->beta,
+                                      t->bias ? t->bias + q0 : NULL, cq, t->cdt, t->crs,
+                                      t->ccs);
         }
     }
     pend_rows(&pend, t->crs, T_MR);

@@ -296,10 +296,15 @@ static void kernel(int64_t kcp, const void *va, const void *vb, float *w, int64_
 /* ---- the single-K-block macro-kernel ------------------------------------
  * For K <= T_KC the driver hands each task (rows x cols of C, B packed) to
  * macro() below instead of "pack A, kernel into a float tile, epilogue":
- *  - A is read by tileloadd straight from its rows when they are contiguous
- *    in k (a->cs == 1) and K is a multiple of 32 (a 16 x 32 A tile is just
- *    16 rows of 64 bytes at A's row stride); other layouts and the ragged
- *    last row panel are packed as before, one panel at a time;
+ *  - with a short K (32-row A panel <= 24 KiB) tiles go row panel by row
+ *    panel, and A is read by tileloadd straight from its rows when they are
+ *    contiguous in k (a->cs == 1) and K is a multiple of 32 (a 16 x 32 A
+ *    tile is just 16 rows of 64 bytes at A's row stride); with a longer K,
+ *    and for other layouts or a ragged last row panel, A panels are packed,
+ *    each just before its first use;
+ *  - the C rows of the next tile are prefetched for writing (prefetchw)
+ *    while the current one computes (a store to a line not in cache waited
+ *    for its read-for-ownership);
  *  - each finished 32 x 32 float32 tile is stored to one of two L1 scratch
  *    tiles and rounded into C a few rows per k step DURING the next tile's
  *    TDPBF16PS chain (the tile unit and the vector units overlap, where
@@ -452,7 +457,7 @@ static void macro(const gemm_task *t)
     int64_t csz = t->cdt == AMPY_FLOAT32 ? 4 : 2;
     int fast_c = t->ccs == 1 && (t->cdt == AMPY_FLOAT32 || t->cdt == AMPY_BFLOAT16);
     int qouter = pbytes > AMX_L1_PANEL;
-    int direct = a->cs == 1 && t->kcp == t->K;
+    int direct = a->cs == 1 && a->rs > 0 && t->kcp == t->K;
     if (qouter) /* measured: packing once beats re-reading A's rows per column */
         direct = 0;
     int rps = (int)((T_MR + nsteps - 1) / nsteps);

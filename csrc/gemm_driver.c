@@ -10,7 +10,10 @@
  *      (nr panel, mr panel) pair, accumulating into a float32 block W;
  *   3. the epilogue writes alpha * W + beta * C, rounded once to C's dtype.
  * When K fits in one K block, W is skipped: each micro-tile goes through an
- * L1-sized scratch tile and is rounded into C right after its kernel call.
+ * L1-sized scratch tile and is rounded into C right after its kernel call,
+ * or the implementation's own macro-kernel (gemm_impl.macro, the AMX one)
+ * runs the whole task. A bias row (ampy_gemm_bias) is handed to the epilogue
+ * at the block's first column.
  * Keeping all of K inside one task (the loop order jc -> ic -> pc) is what
  * lets W hold the complete fp32 sum before the single rounding.
  */

@@ -18,15 +18,20 @@ __all__ = ["matmul", "mm", "bmm", "addmm", "baddbmm", "linear", "dot", "mv"]
 _FLOAT_OK = (D.float32, D.float16, D.bfloat16, D.float64)
 
 
-def _gemm(a, b, out=None, out_dtype=None, alpha=1.0, beta=0.0):
-    """_C.gemm for fp32/fp16/bf16; float64 (not an AMP dtype, no fast kernel)
-    goes through an exact broadcast multiply + float64 sum in C."""
+def _gemm(a, b, out=None, out_dtype=None, alpha=1.0, beta=0.0, bias=None):
+    """_C.gemm for fp32/fp16/bf16 (bias: a 1-d row added in fp32 before the
+    one rounding); float64 (not an AMP dtype, no fast kernel) goes through an
+    exact broadcast multiply + float64 sum in C."""
     if a.dtype is not D.float64:
-        return _C.gemm(a, b, out=out, out_dtype=out_dtype, alpha=alpha, beta=beta)
+        if bias is None:
+            return _C.gemm(a, b, out=out, out_dtype=out_dtype, alpha=alpha, beta=beta)
+        return _C.gemm(a, b, out=out, out_dtype=out_dtype, alpha=alpha, beta=beta, bias=bias)
     from . import _math
     prod = _math.sum(_math.mul(V.unsqueeze(a, -1), V.unsqueeze(b, -3)), -2)
     if alpha != 1.0:
         prod = _math.mul(prod, alpha)
+    if bias is not None:
+        prod = _math.add(prod, bias)
     if out is None:
         return prod if out_dtype in (None, D.float64) else _C.cast(prod, out_dtype)
     if beta != 0.0:
@@ -174,7 +179,21 @@ def _addmm_fwd(input, mat1, mat2, *, beta=1, alpha=1):
     if mat1.ndim != 2 or mat2.ndim != 2 or mat1.shape[1] != mat2.shape[0]:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({'x'.join(map(str, mat1.shape))}"
                            f" and {'x'.join(map(str, mat2.shape))})")
-    out = _scaled_into(input, (mat1.shape[0], mat2.shape[1]), mat1.dtype, beta)
+    N = mat2.shape[1]
+    if beta != 0 and isinstance(input, Tensor) and input.dtype is mat1.dtype and \
+            mat1.dtype is not D.float64 and input.shape[-1:] == (N,) and \
+            (input.ndim == 1 or (input.ndim == 2 and (input.shape[0] == 1 or
+                                                      input.stride(0) == 0))):
+        # a row broadcast over the rows: beta * input added in fp32 inside the
+        # GEMM's epilogue (one rounding, as torch), not copied into out first
+        row = V.reshape(input, N) if input.ndim == 1 or input.shape[0] == 1 else \
+            V.select(input, 0, 0)
+        if beta != 1:
+            row = _C.cast(row, D.float32) if row.dtype is not D.float32 else row
+            from . import _math
+            row = _math.mul(row, float(beta))
+        return _gemm(mat1, mat2, alpha=float(alpha), bias=row)
+    out = _scaled_into(input, (mat1.shape[0], N), mat1.dtype, beta)
     return _gemm(mat1, mat2, out=out, alpha=float(alpha), beta=float(beta))
 
 
@@ -209,9 +228,12 @@ def _linear_fwd(input, weight, bias=None):
         if bias.dtype is not input.dtype:
             raise TypeError(f"linear: bias dtype {bias.dtype} differs from input dtype "
                             f"{input.dtype}")
-        # bias broadcast into the output, then C = x2 @ W^T + C in the GEMM (beta = 1)
-        out = _scaled_into(bias, (x2.shape[0], weight.shape[0]), input.dtype, 1)
-        out = _gemm(x2, wt, out=out, beta=1.0)
+        if bias.ndim <= 1 and (bias.ndim == 0 or bias.shape[0] in (1, weight.shape[0])):
+            # x2 @ W^T + bias, the bias added in fp32 in the GEMM's epilogue
+            out = _gemm(x2, wt, bias=V.expand(bias, weight.shape[0]))
+        else:  # any other broadcastable bias: copied into the output first
+            out = _scaled_into(bias, (x2.shape[0], weight.shape[0]), input.dtype, 1)
+            out = _gemm(x2, wt, out=out, beta=1.0)
     return out if flat else V.reshape(out, tuple(input.shape[:-1]) + (weight.shape[0],))
 
 

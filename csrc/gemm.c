@@ -6,6 +6,7 @@
  * / epilogue in gemm_portable.c, the SIMD kernels in gemm_x86.c and
  * gemm_amx.c.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "ampy/cpu.h"
@@ -15,8 +16,8 @@
 
 ampy_status ampy_gemm_run(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha,
                           const gemm_operand *a, int64_t a_bs, const gemm_operand *b,
-                          int64_t b_bs, float beta, char *c, ampy_dtype cdt, int64_t c_bs,
-                          int64_t crs, int64_t ccs, const gemm_impl *impl);
+                          int64_t b_bs, float beta, const float *bias, char *c, ampy_dtype cdt,
+                          int64_t c_bs, int64_t crs, int64_t ccs, const gemm_impl *impl);
 
 /* ---- implementation selection ------------------------------------------ */
 
@@ -150,12 +151,15 @@ static void store_f32(char *p, ampy_dtype dt, int64_t idx, float v)
     memcpy(p + idx * 2, &h, 2);
 }
 
-/* out = alpha * acc + beta * c, with c not read when beta == 0. */
-static void finish(char *c, ampy_dtype cdt, int64_t idx, float acc, float alpha, float beta)
+/* out = alpha * acc + beta * c (+ bias), with c not read when beta == 0. */
+static void finish(char *c, ampy_dtype cdt, int64_t idx, float acc, float alpha, float beta,
+                   const float *bias)
 {
     float r = alpha * acc;
     if (beta != 0.0f)
         r += beta * load_f32(c, cdt, idx);
+    if (bias)
+        r += *bias;
     store_f32(c, cdt, idx, r);
 }
 
@@ -175,9 +179,47 @@ ampy_status ampy_gemm_reference(int64_t batch, int64_t M, int64_t N, int64_t K, 
                 for (int64_t k = 0; k < K; k++)
                     acc += load_f32(A, adt, bi * a_bs + i * a_rs + k * a_cs) *
                            load_f32(B, bdt, bi * b_bs + k * b_rs + j * b_cs);
-                finish(C, cdt, bi * c_bs + i * c_rs + j * c_cs, acc, alpha, beta);
+                finish(C, cdt, bi * c_bs + i * c_rs + j * c_cs, acc, alpha, beta, NULL);
             }
     return AMPY_OK;
+}
+
+ampy_status ampy_gemm_bias(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha,
+                           const void *A, ampy_dtype adt, int64_t a_bs, int64_t a_rs,
+                           int64_t a_cs, const void *B, ampy_dtype bdt, int64_t b_bs,
+                           int64_t b_rs, int64_t b_cs, float beta, void *C, ampy_dtype cdt,
+                           int64_t c_bs, int64_t c_rs, int64_t c_cs, const void *bias,
+                           ampy_dtype bias_dt, int64_t bias_stride)
+{
+    ampy_status s = validate("ampy_gemm", batch, M, N, K, A, adt, B, bdt, C, cdt);
+    if (s == AMPY_OK && bias && !gemm_input_dtype(bias_dt))
+        s = ampy_error(AMPY_ERR_DTYPE, "ampy_gemm: bias must be float32, float16 or bfloat16, "
+                       "got %s", ampy_dtype_name(bias_dt));
+    if (s != AMPY_OK || batch == 0 || M == 0 || N == 0)
+        return s;
+    /* The bias, widened once to a contiguous float32 row (exact). */
+    float *bf = NULL;
+    if (bias) {
+        if (N > ((int64_t)1 << 40) || !(bf = malloc((size_t)N * sizeof(float))))
+            return ampy_error(AMPY_ERR_NOMEM, "ampy_gemm: cannot allocate the bias row");
+        for (int64_t j = 0; j < N; j++)
+            bf[j] = load_f32(bias, bias_dt, j * bias_stride);
+    }
+    if (K == 0) { /* C = beta * C (+ bias) (alpha * empty sum = 0) */
+        for (int64_t bi = 0; bi < batch; bi++)
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++)
+                    finish(C, cdt, bi * c_bs + i * c_rs + j * c_cs, 0.0f, alpha, beta,
+                           bf ? bf + j : NULL);
+        free(bf);
+        return AMPY_OK;
+    }
+    gemm_operand a = {(const char *)A, adt, a_rs, a_cs};
+    gemm_operand b = {(const char *)B, bdt, b_rs, b_cs};
+    s = ampy_gemm_run(batch, M, N, K, alpha, &a, a_bs, &b, b_bs, beta, bf, (char *)C, cdt, c_bs,
+                      c_rs, c_cs, select_impl(adt));
+    free(bf);
+    return s;
 }
 
 ampy_status ampy_gemm(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha,
@@ -186,18 +228,6 @@ ampy_status ampy_gemm(int64_t batch, int64_t M, int64_t N, int64_t K, float alph
                       float beta, void *C, ampy_dtype cdt, int64_t c_bs, int64_t c_rs,
                       int64_t c_cs)
 {
-    ampy_status s = validate("ampy_gemm", batch, M, N, K, A, adt, B, bdt, C, cdt);
-    if (s != AMPY_OK || batch == 0 || M == 0 || N == 0)
-        return s;
-    if (K == 0) { /* C = beta * C (alpha * empty sum = 0) */
-        for (int64_t bi = 0; bi < batch; bi++)
-            for (int64_t i = 0; i < M; i++)
-                for (int64_t j = 0; j < N; j++)
-                    finish(C, cdt, bi * c_bs + i * c_rs + j * c_cs, 0.0f, alpha, beta);
-        return AMPY_OK;
-    }
-    gemm_operand a = {(const char *)A, adt, a_rs, a_cs};
-    gemm_operand b = {(const char *)B, bdt, b_rs, b_cs};
-    return ampy_gemm_run(batch, M, N, K, alpha, &a, a_bs, &b, b_bs, beta, (char *)C, cdt,
-                         c_bs, c_rs, c_cs, select_impl(adt));
+    return ampy_gemm_bias(batch, M, N, K, alpha, A, adt, a_bs, a_rs, a_cs, B, bdt, b_bs, b_rs,
+                          b_cs, beta, C, cdt, c_bs, c_rs, c_cs, NULL, AMPY_FLOAT32, 0);
 }

@@ -10,7 +10,10 @@
  *      (nr panel, mr panel) pair, accumulating into a float32 block W;
  *   3. the epilogue writes alpha * W + beta * C, rounded once to C's dtype.
  * When K fits in one K block, W is skipped: each micro-tile goes through an
- * L1-sized scratch tile and is rounded into C right after its kernel call.
+ * L1-sized scratch tile and is rounded into C right after its kernel call,
+ * or the implementation's own macro-kernel (gemm_impl.macro, the AMX one)
+ * runs the whole task. A bias row (ampy_gemm_bias) is handed to the epilogue
+ * at the block's first column.
  * Keeping all of K inside one task (the loop order jc -> ic -> pc) is what
  * lets W hold the complete fp32 sum before the single rounding.
  */
@@ -33,6 +36,7 @@ typedef struct gemm_ctx {
     gemm_operand a, b;
     int64_t M, N, K, kp; /* kp: K with every block padded to kunit       */
     float alpha, beta;
+    const float *bias;    /* NULL or N float32 */
     char *c;
     ampy_dtype cdt;
     int64_t crs, ccs;
@@ -157,8 +161,17 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
          * it goes through a tile-sized scratch that stays in L1 and is rounded
          * into C at once. A full-width W would be written and read back from
          * L2/L3 and evict the packed A block that every B panel reuses. */
-        float tile[GEMM_MAX_TILE] __attribute__((aligned(64)));
         int64_t kcp = round_up(x->K, im->kunit);
+        if (im->macro) {
+            gemm_task t = {&x->a, i0, rows, cols, x->K, kcp,
+                           x->bp + bp_offset(x, 0, q0, kcp) * pe, ap, x->alpha, x->beta,
+                           x->bias ? x->bias + x->jc + j0 : NULL,
+                           x->c + (i0 * x->crs + (x->jc + j0) * x->ccs) * csz,
+                           x->cdt, x->crs, x->ccs};
+            im->macro(&t);
+            return;
+        }
+        float tile[GEMM_MAX_TILE] __attribute__((aligned(64)));
         im->pack_a(&x->a, i0, rows, 0, x->K, kcp, ap);
         for (int64_t q = q0; q < q1; q++) {
             const char *bq = x->bp + bp_offset(x, 0, q, kcp) * pe;
@@ -167,6 +180,7 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
                 int64_t ip = p * im->mr, tr = rows - ip < im->mr ? rows - ip : im->mr;
                 im->kernel(kcp, ap + ip * kcp * pe, bq, tile, im->nr, 0);
                 im->epilogue(tile, im->nr, tr, tc, x->alpha, x->beta,
+                             x->bias ? x->bias + x->jc + jq : NULL,
                              x->c + ((i0 + ip) * x->crs + (x->jc + jq) * x->ccs) * csz,
                              x->cdt, x->crs, x->ccs);
             }
@@ -185,7 +199,7 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
                            k0 > 0);
         }
     }
-    im->epilogue(w, ldw, rows, cols, x->alpha, x->beta,
+    im->epilogue(w, ldw, rows, cols, x->alpha, x->beta, x->bias ? x->bias + x->jc + j0 : NULL,
                  x->c + (i0 * x->crs + (x->jc + j0) * x->ccs) * csz, x->cdt, x->crs, x->ccs);
 }
 
@@ -311,8 +325,8 @@ static void batch_range(int64_t b0, int64_t b1, void *vctx)
 
 ampy_status ampy_gemm_run(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha,
                           const gemm_operand *a, int64_t a_bs, const gemm_operand *b,
-                          int64_t b_bs, float beta, char *c, ampy_dtype cdt, int64_t c_bs,
-                          int64_t crs, int64_t ccs, const gemm_impl *im)
+                          int64_t b_bs, float beta, const float *bias, char *c, ampy_dtype cdt,
+                          int64_t c_bs, int64_t crs, int64_t ccs, const gemm_impl *im)
 {
     if (M > MAX_DIM || N > MAX_DIM || K > MAX_DIM)
         return ampy_error(AMPY_ERR_NOMEM, "ampy_gemm: sizes too large (M=%lld N=%lld K=%lld)",
@@ -325,7 +339,7 @@ ampy_status ampy_gemm_run(int64_t batch, int64_t M, int64_t N, int64_t K, float 
     x->b = *b;
     x->M = M, x->N = N, x->K = K;
     x->kp = K / im->kc * im->kc + round_up(K % im->kc, im->kunit);
-    x->alpha = alpha, x->beta = beta;
+    x->alpha = alpha, x->beta = beta, x->bias = bias;
     x->c = c, x->cdt = cdt, x->crs = crs, x->ccs = ccs;
     bc.a = a->p, bc.b = b->p;
     bc.a_bs = a_bs, bc.b_bs = b_bs, bc.c_bs = c_bs;

@@ -38,11 +38,32 @@ typedef void (*gemm_pack_b_fn)(const gemm_operand *b, int64_t k0, int64_t kc, in
  * over kcp packed k. */
 typedef void (*gemm_kernel_fn)(int64_t kcp, const void *a, const void *b, float *w,
                                int64_t ldw, int accumulate);
-/* C block = alpha * W + beta * C (C not read when beta == 0), rounded once to
- * C's dtype; C points at the block's first element, strides in elements. */
+/* C block = alpha * W + beta * C + bias (C not read when beta == 0, bias[j]
+ * added to column j when bias != NULL), all in float32 in that order, rounded
+ * once to C's dtype; C points at the block's first element, strides in
+ * elements; bias at the block's first column (float32, contiguous). */
 typedef void (*gemm_epilogue_fn)(const float *w, int64_t ldw, int64_t rows, int64_t cols,
-                                 float alpha, float beta, void *c, ampy_dtype cdt,
-                                 int64_t crs, int64_t ccs);
+                                 float alpha, float beta, const float *bias, void *c,
+                                 ampy_dtype cdt, int64_t crs, int64_t ccs);
+
+/* One task of a single-K-block problem (K <= kc), for an implementation's
+ * own macro-kernel: C[i0:i0+rows, cols] (c at its first element) from A rows
+ * [i0, i0+rows) x all K and the packed B micro-panels at bp (panel q at
+ * bp + q * nr * kcp elements, kcp = K rounded up to kunit), finished as the
+ * epilogue says. ap: a packing buffer of mc' x kcp elements (mc' = rows
+ * rounded up to mr). */
+typedef struct gemm_task {
+    const gemm_operand *a;
+    int64_t i0, rows, cols, K, kcp;
+    const char *bp;
+    void *ap;
+    float alpha, beta;
+    const float *bias;
+    char *c;
+    ampy_dtype cdt;
+    int64_t crs, ccs;
+} gemm_task;
+typedef void (*gemm_macro_fn)(const gemm_task *t);
 
 typedef struct gemm_impl {
     const char *name;
@@ -55,6 +76,7 @@ typedef struct gemm_impl {
     gemm_epilogue_fn epilogue;
     void (*thread_begin)(void); /* per-thread setup before kernels (or NULL) */
     void (*thread_end)(void);   /* and teardown after them (or NULL)          */
+    gemm_macro_fn macro;        /* single-K-block task (or NULL: the driver's) */
 } gemm_impl;
 
 /* Portable pieces (gemm.c), also the fallbacks the SIMD files call for
@@ -64,12 +86,13 @@ void ampy_gemm_pack_a_f32(const gemm_operand *a, int64_t i0, int64_t rows, int64
 void ampy_gemm_pack_b_f32(const gemm_operand *b, int64_t k0, int64_t kc, int64_t kcp,
                           int64_t j0, int64_t cols, int nr, float *dst);
 void ampy_gemm_epilogue_portable(const float *w, int64_t ldw, int64_t rows, int64_t cols,
-                                 float alpha, float beta, void *c, ampy_dtype cdt,
-                                 int64_t crs, int64_t ccs);
+                                 float alpha, float beta, const float *bias, void *c,
+                                 ampy_dtype cdt, int64_t crs, int64_t ccs);
 /* The AVX-512 epilogue (gemm_x86.c), shared with the AMX path. */
 void ampy_gemm_epilogue_avx512(const float *w, int64_t ldw, int64_t rows, int64_t cols,
-                               float alpha, float beta, void *c, ampy_dtype cdt,
-                               int64_t crs, int64_t ccs);
+                               float alpha, float beta, const float *bias, void *c,
+                               ampy_dtype cdt, int64_t crs, int64_t ccs);
+
 
 /* The implementation tables. NULL when not compiled for this platform; the
  * *_usable() probes check CPUID (and, for AMX, the OS permission). */

@@ -88,8 +88,8 @@ static void kernel(int64_t kcp, const void *va, const void *vb, float *w, int64_
 }
 
 void ampy_gemm_epilogue_portable(const float *w, int64_t ldw, int64_t rows, int64_t cols,
-                                 float alpha, float beta, void *vc, ampy_dtype cdt,
-                                 int64_t crs, int64_t ccs)
+                                 float alpha, float beta, const float *bias, void *vc,
+                                 ampy_dtype cdt, int64_t crs, int64_t ccs)
 {
     char *c = vc;
     for (int64_t i = 0; i < rows; i++)
@@ -98,6 +98,8 @@ void ampy_gemm_epilogue_portable(const float *w, int64_t ldw, int64_t rows, int6
             float r = alpha * w[i * ldw + j];
             if (beta != 0.0f)
                 r += beta * ld(c, cdt, idx);
+            if (bias)
+                r += bias[j];
             if (cdt == AMPY_FLOAT32) {
                 memcpy(c + idx * 4, &r, 4);
             } else {
@@ -109,5 +111,5 @@ void ampy_gemm_epilogue_portable(const float *w, int64_t ldw, int64_t rows, int6
 
 const gemm_impl ampy_gemm_impl_portable = {
     "portable", P_MR, P_NR, 1, 128, 256, sizeof(float),
-    pack_a, pack_b, kernel, ampy_gemm_epilogue_portable, 0, 0,
+    pack_a, pack_b, kernel, ampy_gemm_epilogue_portable, 0, 0, 0,
 };

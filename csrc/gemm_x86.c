@@ -248,11 +248,11 @@ static inline __m256i f32_to_bf16_16(__m512 v)
 }
 
 void ampy_gemm_epilogue_avx512(const float *w, int64_t ldw, int64_t rows, int64_t cols,
-                               float alpha, float beta, void *vc, ampy_dtype cdt,
-                               int64_t crs, int64_t ccs)
+                               float alpha, float beta, const float *bias, void *vc,
+                               ampy_dtype cdt, int64_t crs, int64_t ccs)
 {
     if (ccs != 1) {
-        ampy_gemm_epilogue_portable(w, ldw, rows, cols, alpha, beta, vc, cdt, crs, ccs);
+        ampy_gemm_epilogue_portable(w, ldw, rows, cols, alpha, beta, bias, vc, cdt, crs, ccs);
         return;
     }
     char *c = vc;
@@ -269,13 +269,19 @@ void ampy_gemm_epilogue_avx512(const float *w, int64_t ldw, int64_t rows, int64_
                     r0 = _mm512_add_ps(r0, _mm512_mul_ps(vbeta, ld16(ci, cdt, j, 0xFFFF)));
                     r1 = _mm512_add_ps(r1, _mm512_mul_ps(vbeta, ld16(ci, cdt, j + 16, 0xFFFF)));
                 }
+                if (bias) {
+                    r0 = _mm512_add_ps(r0, _mm512_loadu_ps(bias + j));
+                    r1 = _mm512_add_ps(r1, _mm512_loadu_ps(bias + j + 16));
+                }
                 _mm512_storeu_si512(ci + j * 2, f32_to_bf16_32(r0, r1));
             }
         for (; j < cols; j += 16) {
             __mmask16 m = lanes(cols - j);
-            __m512 r = _mm512_mul_ps(va, _mm512_loadu_ps(w + i * ldw + j));
+            __m512 r = _mm512_mul_ps(va, _mm512_maskz_loadu_ps(m, w + i * ldw + j));
             if (beta != 0.0f)
                 r = _mm512_add_ps(r, _mm512_mul_ps(vbeta, ld16(ci, cdt, j, m)));
+            if (bias)
+                r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(m, bias + j));
             if (cdt == AMPY_FLOAT32)
                 _mm512_mask_storeu_ps(ci + j * 4, m, r);
             else if (cdt == AMPY_FLOAT16)
@@ -291,7 +297,7 @@ void ampy_gemm_epilogue_avx512(const float *w, int64_t ldw, int64_t rows, int64_
 
 static const gemm_impl impl512 = {
     "avx512", X_MR, X_NR, 1, X_MC, X_KC, sizeof(float),
-    pack_a512, pack_b512, kernel512, ampy_gemm_epilogue_avx512, 0, 0,
+    pack_a512, pack_b512, kernel512, ampy_gemm_epilogue_avx512, 0, 0, 0,
 };
 
 const gemm_impl *ampy_gemm_impl_avx512(ampy_dtype dt) { (void)dt; return &impl512; }
@@ -350,7 +356,7 @@ static void kernel256(int64_t kcp, const void *va, const void *vb, float *w, int
 
 static const gemm_impl impl256 = {
     "avx2", Y_MR, Y_NR, 1, 126, 256, sizeof(float),
-    pack_a256, pack_b256, kernel256, ampy_gemm_epilogue_portable, 0, 0,
+    pack_a256, pack_b256, kernel256, ampy_gemm_epilogue_portable, 0, 0, 0,
 };
 
 const gemm_impl *ampy_gemm_impl_avx2(ampy_dtype dt) { (void)dt; return &impl256; }

@@ -1,11 +1,13 @@
 /* gemm_py.c — binding of gemm.h.
  *
- * _C.gemm(a, b, out=None, out_dtype=None, alpha=1.0, beta=0.0) -> Tensor
+ * _C.gemm(a, b, out=None, out_dtype=None, alpha=1.0, beta=0.0, bias=None) -> Tensor
  *   a: (M, K) or (batch, M, K); b: (K, N) or (batch, K, N), same ndim and
  *   dtype (float32/float16/bfloat16), any strides (a batch stride of 0 is a
  *   broadcast). out: None (a new contiguous tensor of dtype out_dtype or
  *   a.dtype; beta is then ignored) or a tensor of shape (…, M, N) that is
- *   updated in place: out = alpha * a @ b + beta * out.
+ *   updated in place: out = alpha * a @ b + beta * out. bias: None or a 1-d
+ *   CPU tensor of N (= b's columns) float32/float16/bfloat16 values, any
+ *   stride, added to every row in float32 before the single rounding.
  * _C.gemm_set_impl(name), _C.gemm_impl_name(dtype),
  * _C.gemm_impl_available(name): implementation selection (gemm.h).
  * Shape and broadcasting rules of matmul/addmm/linear live in ampy/_gemm.py.
@@ -58,13 +60,39 @@ static AmpyTensor *make_out(PyObject *out_obj, int ndim, const int64_t *shape, i
     return c;
 }
 
+/* bias: a 1-d CPU float32/float16/bfloat16 tensor of n elements. */
+static int check_bias(PyObject *o, int64_t n, AmpyTensor **out)
+{
+    AmpyTensor *t = ampy_py_tensor_arg(o, "gemm", "bias");
+    if (!t)
+        return -1;
+    if (t->device != AMPY_DEV_CPU) {
+        PyErr_Format(PyExc_RuntimeError, "gemm: bias is on cuda:%d; this kernel takes CPU "
+                     "tensors", t->device);
+        return -1;
+    }
+    if (t->dtype != AMPY_FLOAT32 && t->dtype != AMPY_FLOAT16 && t->dtype != AMPY_BFLOAT16) {
+        PyErr_Format(PyExc_TypeError, "gemm: bias must be float32, float16 or bfloat16, got %s",
+                     ampy_dtype_name(t->dtype));
+        return -1;
+    }
+    if (t->ndim != 1 || t->shape[0] != n) {
+        PyErr_Format(PyExc_ValueError, "gemm: bias must be 1-d with %lld elements (the columns "
+                     "of the result), got %d-d of %lld", (long long)n, t->ndim,
+                     (long long)(t->ndim ? t->shape[0] : 1));
+        return -1;
+    }
+    *out = t;
+    return 0;
+}
+
 static PyObject *f_gemm(PyObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"a", "b", "out", "out_dtype", "alpha", "beta", NULL};
-    PyObject *ao, *bo, *out_obj = Py_None, *dt_obj = Py_None;
+    static char *kwlist[] = {"a", "b", "out", "out_dtype", "alpha", "beta", "bias", NULL};
+    PyObject *ao, *bo, *out_obj = Py_None, *dt_obj = Py_None, *bias_obj = Py_None;
     double alpha = 1.0, beta = 0.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOdd:gemm", kwlist, &ao, &bo, &out_obj,
-                                     &dt_obj, &alpha, &beta))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOddO:gemm", kwlist, &ao, &bo, &out_obj,
+                                     &dt_obj, &alpha, &beta, &bias_obj))
         return NULL;
     AmpyTensor *a = ampy_py_tensor_arg(ao, "gemm", "a");
     AmpyTensor *b = a ? ampy_py_tensor_arg(bo, "gemm", "b") : NULL;
@@ -86,6 +114,9 @@ static PyObject *f_gemm(PyObject *self, PyObject *args, PyObject *kw)
                      (long long)bd[0], (long long)bd[1], (long long)bd[2]);
         return NULL;
     }
+    AmpyTensor *bias = NULL;
+    if (bias_obj != Py_None && check_bias(bias_obj, bd[2], &bias) < 0)
+        return NULL;
     int out_dt;
     if (ampy_py_parse_dtype(dt_obj, a->dtype, &out_dt, "gemm", "out_dtype") < 0)
         return NULL;
@@ -105,10 +136,12 @@ static PyObject *f_gemm(PyObject *self, PyObject *args, PyObject *kw)
     double work = (double)ad[0] * (double)ad[1] * (double)ad[2] * (double)bd[2];
     ampy_status st;
     PyThreadState *ts = work >= AMPY_PY_GIL_RELEASE_MIN ? PyEval_SaveThread() : NULL;
-    st = ampy_gemm(ad[0], ad[1], bd[2], ad[2], (float)alpha, a->data, (ampy_dtype)a->dtype,
-                   as[0], as[1], as[2], b->data, (ampy_dtype)b->dtype, bs[0], bs[1], bs[2],
-                   created ? 0.0f : (float)beta, c->data, (ampy_dtype)c->dtype, cs[0], cs[1],
-                   cs[2]);
+    st = ampy_gemm_bias(ad[0], ad[1], bd[2], ad[2], (float)alpha, a->data,
+                        (ampy_dtype)a->dtype, as[0], as[1], as[2], b->data, (ampy_dtype)b->dtype,
+                        bs[0], bs[1], bs[2], created ? 0.0f : (float)beta, c->data,
+                        (ampy_dtype)c->dtype, cs[0], cs[1], cs[2], bias ? bias->data : NULL,
+                        bias ? (ampy_dtype)bias->dtype : AMPY_FLOAT32,
+                        bias ? bias->strides[0] : 0);
     if (ts)
         PyEval_RestoreThread(ts);
     if (st != AMPY_OK) {
@@ -149,9 +182,10 @@ static PyObject *f_impl_available(PyObject *self, PyObject *arg)
 
 PyMethodDef ampy_py_gemm_methods[] = {
     {"gemm", (PyCFunction)(void (*)(void))f_gemm, METH_VARARGS | METH_KEYWORDS,
-     "gemm($module, /, a, b, out=None, out_dtype=None, alpha=1.0, beta=0.0)\n--\n\n"
-     "out = alpha * a @ b + beta * out for 2-d or 3-d (batched) CPU tensors, float32 "
-     "accumulation, rounded once to out's dtype. A new tensor when out is None."},
+     "gemm($module, /, a, b, out=None, out_dtype=None, alpha=1.0, beta=0.0, bias=None)\n--\n\n"
+     "out = alpha * a @ b + beta * out (+ bias[j] per column) for 2-d or 3-d (batched) CPU "
+     "tensors, float32 accumulation, rounded once to out's dtype. A new tensor when out is "
+     "None."},
     {"gemm_set_impl", f_set_impl, METH_O,
      "gemm_set_impl($module, name, /)\n--\n\n"
      "Select the GEMM implementation: 'auto', 'amx', 'avx512', 'avx2' or 'portable'."},

@@ -75,6 +75,24 @@ ampy_status ampy_gemm(int64_t batch, int64_t M, int64_t N, int64_t K, float alph
                       void *C, ampy_dtype c_dtype, int64_t c_batch_stride,
                       int64_t c_row_stride, int64_t c_col_stride);
 
+/* ampy_gemm plus a per-column bias, added in float32 before the single
+ * rounding:   C[b][i][j] = alpha * (A[b] @ B[b])[i][j] + beta * C[b][i][j] + bias[j]
+ * (torch's addmm / linear with a row-broadcast input, bfloat16 and float16
+ * included: one rounding of the float32 sum).
+ *   bias         in: N elements, element j at bias + j * bias_stride (0 is a
+ *                scalar broadcast); NULL for none (then this is ampy_gemm).
+ *   bias_dtype   in: float32, float16 or bfloat16 (any of them, whatever A's).
+ * Returns as ampy_gemm, plus AMPY_ERR_DTYPE for a bias dtype that is not
+ * float32/float16/bfloat16 (the message names "bias"). */
+ampy_status ampy_gemm_bias(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha,
+                           const void *A, ampy_dtype a_dtype, int64_t a_batch_stride,
+                           int64_t a_row_stride, int64_t a_col_stride,
+                           const void *B, ampy_dtype b_dtype, int64_t b_batch_stride,
+                           int64_t b_row_stride, int64_t b_col_stride, float beta,
+                           void *C, ampy_dtype c_dtype, int64_t c_batch_stride,
+                           int64_t c_row_stride, int64_t c_col_stride, const void *bias,
+                           ampy_dtype bias_dtype, int64_t bias_stride);
+
 /* The test oracle: the same contract and validation as ampy_gemm, computed by
  * a plain triple loop (k innermost, left to right, float32 sum; conversions
  * from elem.h). Slow; for tests only. */

@@ -1,0 +1,78 @@
+/* bench_gemm_shapes_c.c — the bf16 forward (X @ W.T) and dX (dY @ W) GEMMs of
+ * bench_train.py's transformer block (batch 32 x seq 128 rows, d 256, MLP
+ * 1024), timed through ampy_gemm alone (no Python, no torch) at 1 thread:
+ * the minimum over runs of the calling thread's CPU time, which on a shared
+ * machine is steadier than wall time. Prints ms and ns per 16x16x32 AMX tile
+ * product (TDPBF16PS) of each shape.
+ *
+ *   gcc -O2 -std=c11 -D_GNU_SOURCE -Icsrc/include csrc/gemm*.c csrc/status.c \
+ *       csrc/parallel.c csrc/cpu.c benchmarks/bench_gemm_shapes_c.c -lpthread -lm \
+ *       -o /tmp/bench_gemm_shapes_c && /tmp/bench_gemm_shapes_c [runs] [shape index]
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ampy/gemm.h"
+#include "ampy/parallel.h"
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static const struct {
+    const char *name;
+    int64_t M, N, K;
+    int b_transposed; /* forward: B = W.T of a row-major (N x K) W */
+} shapes[] = {
+    {"qkv fwd", 4096, 768, 256, 1},  {"qkv dX", 4096, 256, 768, 0},
+    {"proj fwd", 4096, 256, 256, 1}, {"proj dX", 4096, 256, 256, 0},
+    {"fc1 fwd", 4096, 1024, 256, 1}, {"fc1 dX", 4096, 256, 1024, 0},
+    {"fc2 fwd", 4096, 256, 1024, 1}, {"fc2 dX", 4096, 1024, 256, 0},
+};
+
+int main(int argc, char **argv)
+{
+    int runs = argc > 1 ? atoi(argv[1]) : 20, only = argc > 2 ? atoi(argv[2]) : -1;
+    double total = 0;
+    ampy_set_num_threads(1);
+    srand(1);
+    for (int s = 0; s < (int)(sizeof shapes / sizeof *shapes); s++) {
+        if (only >= 0 && s != only)
+            continue;
+        int64_t M = shapes[s].M, N = shapes[s].N, K = shapes[s].K;
+        /* 64-byte aligned like ampy's tensors: unaligned C rows split lines */
+        uint16_t *A = aligned_alloc(64, (size_t)(M * K * 2));
+        uint16_t *B = aligned_alloc(64, (size_t)(K * N * 2));
+        uint16_t *C = aligned_alloc(64, (size_t)(M * N * 2));
+        if (!A || !B || !C)
+            return 1;
+        for (int64_t i = 0; i < M * K; i++) /* bf16 in +-[1, 2) */
+            A[i] = (uint16_t)(0x3F80 + (rand() & 0x7F) + ((rand() & 1) << 15));
+        for (int64_t i = 0; i < K * N; i++)
+            B[i] = (uint16_t)(0x3F80 + (rand() & 0x7F) + ((rand() & 1) << 15));
+        memset(C, 0, (size_t)(M * N * 2));
+        int64_t brs = shapes[s].b_transposed ? 1 : N, bcs = shapes[s].b_transposed ? K : 1;
+        double best = 1e30;
+        for (int r = 0; r < runs; r++) {
+            double t0 = now();
+            if (ampy_gemm(1, M, N, K, 1.0f, A, AMPY_BFLOAT16, 0, K, 1, B, AMPY_BFLOAT16, 0, brs,
+                          bcs, 0.0f, C, AMPY_BFLOAT16, 0, N, 1) != AMPY_OK)
+                return 1;
+            double t = now() - t0;
+            best = t < best ? t : best;
+        }
+        double tiles = (double)M / 16 * (double)N / 16 * (double)K / 32;
+        printf("%-9s %7.3f ms  %5.2f ns/tile product\n", shapes[s].name, best * 1e3,
+               best * 1e9 / tiles);
+        total += best;
+        free(A), free(B), free(C);
+    }
+    printf("total %.3f ms\n", total * 1e3);
+    return 0;
+}

@@ -17,7 +17,7 @@ class OpDef:
     policy: {"cpu": name, "cuda": name} with names from ampy.amp's policies
     ("lower_precision_fp", "fp32", "fp32_set_opt_dtype", "promote") or None."""
 
-    __slots__ = ("name", "forward", "backward", "policy", "cuda", "doc")
+    __slots__ = ("name", "forward", "backward", "policy", "cuda", "doc", "_ag")
 
     def __init__(self, name, forward, backward=None, policy=None, doc=""):
         self.name = name
@@ -26,6 +26,7 @@ class OpDef:
         self.policy = dict(policy or {})
         self.cuda = None  # forward for CUDA tensors (installed by ampy.cuda)
         self.doc = doc
+        self._ag = None  # autograd's per-rule recording info (ampy/autograd/_recording.py)
 
     def __repr__(self):
         return f"OpDef({self.name!r}, policy={self.policy})"

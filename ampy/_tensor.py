@@ -96,6 +96,15 @@ class Tensor(_C.TensorBase):
     __array_priority__ = 1000
     __array_ufunc__ = None  # NumPy defers to our operators (x + ndarray stays a Tensor)
 
+    # autograd's per-tensor extras, set on the instance only when used; class
+    # defaults make reading them as cheap as a plain attribute (recording reads
+    # them for every input)
+    _output_nr = 0               # which output of grad_fn this tensor is
+    _grad_accumulator = None     # weakref to the leaf's AccumulateGrad node
+    _is_view_of_grad = False     # a view (made under recording) of a tensor needing grad
+    _backward_hooks = None       # leaf hooks (register_hook)
+    _post_accumulate_hooks = None
+
     # ---------------------------------------------------------------- basics
     @property
     def device(self):
@@ -282,7 +291,7 @@ class Tensor(_C.TensorBase):
         return self if self.is_contiguous() else dispatch(_CLONE, self)
 
     def detach(self):
-        return self._view(self.shape, self.stride(), 0)
+        return self._alias()
 
     def detach_(self):
         if self.grad_fn is not None:

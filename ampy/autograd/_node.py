@@ -198,7 +198,10 @@ def node_class(op_name, rule, backward_name=None):
     if cls is None:
         name = backward_name or (getattr(rule, "backward_name", None) or
                                  _camel(op_name) + "Backward0")
-        cls = type(name, (Node,), {"_rule": staticmethod(rule), "_op_name": op_name})
+        # object.__init__: recording sets _seq itself, and a class without a
+        # Python __init__ is several times cheaper to instantiate
+        cls = type(name, (Node,), {"_rule": staticmethod(rule), "_op_name": op_name,
+                                   "__init__": object.__init__})
         _CLASSES[key] = cls
     return cls
 

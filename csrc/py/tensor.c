@@ -258,11 +258,33 @@ static PyObject *shape_tuple(const AmpyTensor *t)
 
 static PyObject *get_shape(AmpyTensor *t, void *c)
 {
-    PyObject *tup = shape_tuple(t);
-    if (!tup || !ampy_py.size_type)
-        return tup;
-    PyObject *r = PyObject_CallOneArg(ampy_py.size_type, tup);
-    Py_DECREF(tup);
+    PyTypeObject *st = (PyTypeObject *)ampy_py.size_type;
+    if (!st)
+        return shape_tuple(t);
+    /* ampy.Size is a tuple subclass without fields of its own (__slots__ = ()):
+     * build it in place instead of calling the class on a tuple, which costs
+     * several times more on this hot attribute. */
+    PyObject *r = PyType_Check(st) && PyType_IsSubtype(st, &PyTuple_Type)
+                      ? st->tp_alloc(st, t->ndim)
+                      : NULL;
+    if (!r) {
+        if (PyErr_Occurred())
+            return NULL;
+        PyObject *tup = shape_tuple(t);
+        if (!tup)
+            return NULL;
+        r = PyObject_CallOneArg((PyObject *)st, tup);
+        Py_DECREF(tup);
+        return r;
+    }
+    for (int d = 0; d < t->ndim; d++) {
+        PyObject *v = PyLong_FromLongLong(t->shape[d]);
+        if (!v) {
+            Py_DECREF(r);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(r, d, v);
+    }
     return r;
 }
 
@@ -496,6 +518,13 @@ static PyObject *m_item(AmpyTensor *t, PyObject *u)
     }
 }
 
+/* _alias(): a new tensor object on the same elements (same shape, strides
+ * and offset), without autograd history: detach() without parsing a shape. */
+static PyObject *m_alias(AmpyTensor *t, PyObject *u)
+{
+    return (PyObject *)ampy_py_view(t, t->ndim, t->shape, t->strides, 0);
+}
+
 static PyObject *m_bump_version(AmpyTensor *t, PyObject *u)
 {
     ampy_py_bump_version(t);
@@ -523,6 +552,8 @@ static PyMethodDef tensor_methods[] = {
      "_numpy()\n--\n\nInternal: an ndarray sharing the memory."},
     {"item", (PyCFunction)m_item, METH_NOARGS,
      "item()\n--\n\nThe value of a one-element tensor as a Python number."},
+    {"_alias", (PyCFunction)m_alias, METH_NOARGS,
+     "_alias()\n--\n\nInternal: a new tensor on the same elements, without history."},
     {"_bump_version", (PyCFunction)m_bump_version, METH_NOARGS,
      "_bump_version()\n--\n\nInternal: record an in-place write."},
     {NULL, NULL, 0, NULL},

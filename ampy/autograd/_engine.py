@@ -14,13 +14,14 @@ import heapq
 import sys
 
 from ._grad_mode import _set, _state
-from ._node import Meta, AccumulateGrad
+from ._node import AccumulateGrad, Meta, Node
 from ._ops import O, cast, is_expandable_to, sum_to, wrap_dim
 from ._recording import _SEQ_TYPES, _is_tensor, autograd_hook, edge_of
 
 __all__ = ["autograd_hook", "run_backward", "edge_of"]
 
 _heappush, _heappop = heapq.heappush, heapq.heappop
+_NODE_APPLY = Node.apply
 
 
 
@@ -115,6 +116,8 @@ def _accumulate_leaf(node, g, create_graph):
         leaf._grad = g
     elif create_graph:
         leaf._grad = _add(old, g)
+    elif old.__class__ is g.__class__:
+        O.add_(old, g)  # (old.add_(g) without the dispatch hooks: grad mode is off)
     else:
         add_ = getattr(old, "add_", None)
         if add_ is not None:
@@ -334,7 +337,7 @@ def _execute(node, grads, create_graph, capture, captured, accumulate, active, b
                     _into_owned(node, grads, buffers, owned):
                 out_flat = None
             else:
-                out_flat = _apply(node, grads)
+                out_flat = _apply(node, grads, create_graph)
     i = -1
     for nxt, nr in nf:
         i += 1
@@ -362,7 +365,7 @@ def _execute(node, grads, create_graph, capture, captured, accumulate, active, b
             _heappush(heap, (-nxt._seq, id(nxt), nxt))
 
 
-def _apply(node, grads):
+def _apply(node, grads, create_graph):
     if node._pre_hooks:
         for fn in list(node._pre_hooks.values()):
             r = fn(tuple(grads))
@@ -375,8 +378,10 @@ def _apply(node, grads):
             node.check_saved()  # raises
     if node._out_meta is not None and getattr(node, "materialize_grads", True):
         grads = _materialize(node, grads)
-    if _state.create_graph and node.out is not None:
+    if create_graph and node.out is not None:
         res = _apply_with_graph_outputs(node, grads)
+    elif node.__class__.apply is _NODE_APPLY:
+        res = node._rule(node, *grads)
     else:
         res = node.apply(grads)
     nf = node.next_functions

@@ -7,7 +7,8 @@ inputs and autograd records the graph (ampy/autograd, ampy/amp install
 themselves here through `set_hooks`). Read the table with `ops()` / `print_ops()`.
 """
 
-__all__ = ["OpDef", "defop", "get_op", "ops", "dispatch", "set_hooks", "forward_for"]
+__all__ = ["OpDef", "defop", "get_op", "ops", "dispatch", "set_hooks", "forward_for",
+           "dispatch_below_autocast"]
 
 _TABLE = {}
 
@@ -91,6 +92,18 @@ def dispatch(op, *args, **kwargs):
     ac = _hooks.autocast
     if ac is not None:
         args, kwargs = ac(op, args, kwargs)
+    ag = _hooks.autograd
+    if ag is not None:
+        return ag(op, args, kwargs)
+    dev = _hooks.device
+    if dev is not None:
+        return dev(op, args, kwargs)(*args, **kwargs)
+    return op.forward(*args, **kwargs)
+
+
+def dispatch_below_autocast(op, args, kwargs):
+    """dispatch without the autocast step: for the casts autocast itself makes
+    (torch runs them with autocast excluded too)."""
     ag = _hooks.autograd
     if ag is not None:
         return ag(op, args, kwargs)

@@ -319,6 +319,7 @@ def _execute(node, grads, create_graph, capture, captured, accumulate, active, b
                 break
         else:
             grads = None
+        g = None  # (holds no gradient: _stealable counts the references to it)
     if grads is not None:
         if node._tensor_pre_hooks or node._retains:
             grads = _tensor_pre_hooks(node, grads)

@@ -228,6 +228,11 @@ def accumulator(leaf):
     ref = getattr(leaf, "_grad_accumulator", None)
     node = ref() if ref is not None else None
     if node is None:
-        node = AccumulateGrad(leaf)
+        node = _new(AccumulateGrad)  # (AccumulateGrad(leaf) without the __init__ call)
+        node._seq = next(_SEQ)
+        node.variable = leaf
         leaf._grad_accumulator = weakref.ref(node)
     return node
+
+
+_new = object.__new__

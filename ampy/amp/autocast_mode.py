@@ -375,9 +375,13 @@ def _hook(op, args, kwargs):
     pol = op.policy
     if not pol or (kwargs and "out" in kwargs):
         return args, kwargs
-    dev = _device_of(args) or (_device_of(tuple(kwargs.values())) if kwargs else None)
-    if dev is None:
-        return args, kwargs
+    a = args[0] if args else None
+    if isinstance(a, Tensor):  # (inlined _device_of: the common case)
+        dev = "cpu" if a._device_index < 0 else "cuda"
+    else:
+        dev = _device_of(args) or (_device_of(tuple(kwargs.values())) if kwargs else None)
+        if dev is None:
+            return args, kwargs
     rule = pol.get(dev)
     if rule is None or not st.enabled[dev]:
         return args, kwargs

@@ -16,6 +16,7 @@ general multi-output bookkeeping.
 """
 import inspect
 
+from .. import _C
 from .._dispatch import _hooks
 from ._grad_mode import _OFF_LIST, _state
 from ._node import _SEQ, Meta, accumulator, node_class
@@ -29,6 +30,7 @@ _SIGS = {}
 _NO_EDGE = (None, 0)
 _new = object.__new__
 _next_seq = _SEQ.__next__
+_ag_inputs = _C.TensorBase._ag_inputs
 
 _LEAF_INPLACE_MSG = ("a leaf Variable that requires grad is being used in an in-place "
                      "operation.")
@@ -194,18 +196,8 @@ def _check_inplace(op, target):
             f"is not supported by ampy's autograd; clone() the view first")
 
 
-def _record(op, args, kwargs):
-    if kwargs:
-        args, kwargs = _bind_tensor_kwargs(op, args, kwargs)
-    info = op._ag
-    if info is None or info.rule is not op.backward:
-        info = op_info(op)
-    inplace = info.inplace
-    if inplace:
-        _check_inplace(op, args[0])
-    save = info.save
-
-    # edges and input metadata, from the state before the forward
+def _inputs(args, save, inplace):
+    """The Python version of TensorBase._ag_inputs, for every case."""
     edges = []
     sargs = []
     saved = []
@@ -248,6 +240,27 @@ def _record(op, args, kwargs):
             sargs.append(a)
             needs.append(False)
         i += 1
+    return tuple(sargs), tuple(edges), tuple(needs), tuple(saved)
+
+
+def _record(op, args, kwargs):
+    if kwargs:
+        args, kwargs = _bind_tensor_kwargs(op, args, kwargs)
+    info = op._ag
+    if info is None or info.rule is not op.backward:
+        info = op_info(op)
+    inplace = info.inplace
+    if inplace:
+        _check_inplace(op, args[0])
+    save = info.save
+
+    # edges and input metadata, from the state before the forward (in C for
+    # the common case: no list argument holding tensors, not in place)
+    r = None if inplace else _ag_inputs(args, save, Meta, accumulator)
+    if r is not None:
+        sargs, edges, needs, saved = r
+    else:
+        sargs, edges, needs, saved = _inputs(args, save, inplace)
 
     # the forward, with grad mode off (ops it calls itself are not recorded);
     # grad mode is on here (the hook only records then), so no _set() needed
@@ -267,7 +280,15 @@ def _record(op, args, kwargs):
     if rg is not None:  # one tensor out (the common case)
         if not out.dtype.is_floating_point:
             return out
-        node = _node(info, sargs, kwargs, edges, needs, saved)
+        node = info.cls()  # (inlined _node)
+        node._seq = _next_seq()
+        node.args = sargs
+        if kwargs:
+            node.kwargs = kwargs
+        node.next_functions = edges
+        node.needs_input_grad = needs
+        if saved:
+            node._saved = saved
         if info.save_out:
             keep = out._alias()
             node.out = (keep,)
@@ -290,13 +311,13 @@ def _record(op, args, kwargs):
 def _node(info, sargs, kwargs, edges, needs, saved):
     node = info.cls()
     node._seq = _next_seq()
-    node.args = tuple(sargs)
+    node.args = sargs
     if kwargs:
         node.kwargs = kwargs
-    node.next_functions = tuple(edges)
-    node.needs_input_grad = tuple(needs)
+    node.next_functions = edges
+    node.needs_input_grad = needs
     if saved:
-        node._saved = tuple(saved)
+        node._saved = saved
     return node
 
 

@@ -226,15 +226,17 @@ def run_backward(roots, grads, retain_graph, create_graph, capture=None, accumul
             buf = buffers[n] = [None] * _n_out(n)
         buf[nr] = g if buf[nr] is None else _add(buf[nr], g)
     heap = []
-    for n in {n for n, _ in roots if n is not None and n in active}:
-        if n not in deps:
+    for n in ({roots[0][0]} if len(roots) == 1 else {n for n, _ in roots}):
+        if n is not None and n in active and n not in deps:
             _heappush(heap, (-n._seq, id(n), n))
     captured = {}
     owned = {}  # id -> buffered grad that only the engine references (see _into_owned)
     st = _state
     prev_enabled, prev_cg = st.enabled, st.create_graph
-    _set(create_graph)
-    st.create_graph = create_graph
+    if prev_enabled != create_graph:
+        _set(create_graph)
+    if prev_cg != create_graph:
+        st.create_graph = create_graph
     # every collected node is active unless only some inputs' grads are wanted
     act = active if capture is not None else None
     try:
@@ -250,8 +252,10 @@ def run_backward(roots, grads, retain_graph, create_graph, capture=None, accumul
             if not retain_graph:
                 node.release()
     finally:
-        _set(prev_enabled)
-        st.create_graph = prev_cg
+        if st.enabled != prev_enabled:
+            _set(prev_enabled)
+        if st.create_graph != prev_cg:
+            st.create_graph = prev_cg
     return captured
 
 

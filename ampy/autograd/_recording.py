@@ -8,11 +8,14 @@ attaches a Node (ampy/autograd/_node.py) to the floating-point outputs.
 
 Recording is on the path of every differentiable op, so it is written for
 speed: what a node class, the rule's `save` set and its flags are is worked
-out once per op and kept in the op's `_ag` slot (`_OpInfo`), tensor attributes
-that are usually absent (`_output_nr`, `_grad_accumulator`, ...) have class
-defaults on ampy.Tensor instead of `getattr(..., default)`, arguments' metadata
-is built without calling a Python `__init__`, and single-output ops skip the
-general multi-output bookkeeping.
+out once per op and kept in the op's `_ag` slot (`_OpInfo`); the edges, saved
+inputs and Metas of the common case (no list of tensors, not in place) come
+from one C call (`TensorBase._ag_inputs`, csrc/py/tensor.c; `_inputs` below is
+the same in Python, for every case); tensor attributes that are usually absent
+(`_output_nr`, `_grad_accumulator`, ...) have class defaults on ampy.Tensor;
+grad mode is switched off around the forward without a lock (`_OFF_LIST`);
+node classes have no Python `__init__`; single-output ops skip the
+multi-output bookkeeping.
 """
 import inspect
 

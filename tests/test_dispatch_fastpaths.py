@@ -177,3 +177,47 @@ def test_fast_paths_record_like_torch():
         else:
             gt = x.grad.numpy()
     np.testing.assert_array_equal(ga, gt)
+
+
+def test_c_input_bookkeeping_matches_python():
+    # TensorBase._ag_inputs (C) against _recording._inputs (Python), same state
+    from ampy import _C
+    from ampy.autograd import _recording as R
+    from ampy.autograd._node import Meta, accumulator
+
+    leaf = ampy.ones(2, 3).requires_grad_()
+    inner = leaf * 2                        # non-leaf, output 0
+    plain = ampy.ones(3)                    # no grad
+    ints = ampy.tensor([1, 2])              # not floating: kept as is
+    half = ampy.ones(3, dtype=ampy.float16).requires_grad_()
+
+    def norm(x):
+        if isinstance(x, Meta):
+            return ("meta", tuple(x.shape), x.dtype, x._device_index)
+        if isinstance(x, tuple):
+            return tuple(norm(y) for y in x)
+        return x
+
+    cases = [(leaf, inner), (inner, 2.0, plain), (ints, leaf, None), (half,), (plain, "x"),
+             (leaf, leaf), (), (3, slice(1, 2), (1, 2))]
+    for args in cases:
+        for save in (None, frozenset(), frozenset({0}), frozenset({1, 2})):
+            c = _C.TensorBase._ag_inputs(args, save, Meta, accumulator)
+            p = R._inputs(args, save, False)
+            assert c is not None
+            assert len(c) == 4
+            for a, b in zip(c, p):
+                assert norm(a) == norm(b)
+            for x, y in zip(c[0], p[0]):  # kept arguments are the objects themselves
+                assert isinstance(x, Meta) or x is y
+    # a list holding a tensor: C declines, Python handles it
+    assert _C.TensorBase._ag_inputs(([leaf, plain],), None, Meta, accumulator) is None
+    with pytest.raises(TypeError, match="_ag_inputs"):
+        _C.TensorBase._ag_inputs([leaf], None, Meta, accumulator)
+    # the edges point at the graph: grad_fn for a non-leaf, the leaf's accumulator
+    _, edges, needs, saved = _C.TensorBase._ag_inputs((inner, leaf, plain), None, Meta,
+                                                      accumulator)
+    assert edges[0] == (inner.grad_fn, 0) and edges[1][0] is accumulator(leaf)
+    assert edges[2] == (None, 0) and needs == (True, True, False)
+    assert [t for t, _ in saved] == [inner, leaf, plain]
+    assert all(v == t._version for t, v in saved)

@@ -7,7 +7,8 @@ inputs and autograd records the graph (ampy/autograd, ampy/amp install
 themselves here through `set_hooks`). Read the table with `ops()` / `print_ops()`.
 """
 
-__all__ = ["OpDef", "defop", "get_op", "ops", "dispatch", "set_hooks", "forward_for"]
+__all__ = ["OpDef", "defop", "get_op", "ops", "dispatch", "set_hooks", "forward_for",
+           "dispatch_below_autocast"]
 
 _TABLE = {}
 
@@ -17,7 +18,7 @@ class OpDef:
     policy: {"cpu": name, "cuda": name} with names from ampy.amp's policies
     ("lower_precision_fp", "fp32", "fp32_set_opt_dtype", "promote") or None."""
 
-    __slots__ = ("name", "forward", "backward", "policy", "cuda", "doc")
+    __slots__ = ("name", "forward", "backward", "policy", "cuda", "doc", "_ag")
 
     def __init__(self, name, forward, backward=None, policy=None, doc=""):
         self.name = name
@@ -26,6 +27,7 @@ class OpDef:
         self.policy = dict(policy or {})
         self.cuda = None  # forward for CUDA tensors (installed by ampy.cuda)
         self.doc = doc
+        self._ag = None  # autograd's per-rule recording info (ampy/autograd/_recording.py)
 
     def __repr__(self):
         return f"OpDef({self.name!r}, policy={self.policy})"
@@ -90,6 +92,18 @@ def dispatch(op, *args, **kwargs):
     ac = _hooks.autocast
     if ac is not None:
         args, kwargs = ac(op, args, kwargs)
+    ag = _hooks.autograd
+    if ag is not None:
+        return ag(op, args, kwargs)
+    dev = _hooks.device
+    if dev is not None:
+        return dev(op, args, kwargs)(*args, **kwargs)
+    return op.forward(*args, **kwargs)
+
+
+def dispatch_below_autocast(op, args, kwargs):
+    """dispatch without the autocast step: for the casts autocast itself makes
+    (torch runs them with autocast excluded too)."""
     ag = _hooks.autograd
     if ag is not None:
         return ag(op, args, kwargs)

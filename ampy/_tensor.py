@@ -96,6 +96,15 @@ class Tensor(_C.TensorBase):
     __array_priority__ = 1000
     __array_ufunc__ = None  # NumPy defers to our operators (x + ndarray stays a Tensor)
 
+    # autograd's per-tensor extras, set on the instance only when used; class
+    # defaults make reading them as cheap as a plain attribute (recording reads
+    # them for every input)
+    _output_nr = 0               # which output of grad_fn this tensor is
+    _grad_accumulator = None     # weakref to the leaf's AccumulateGrad node
+    _is_view_of_grad = False     # a view (made under recording) of a tensor needing grad
+    _backward_hooks = None       # leaf hooks (register_hook)
+    _post_accumulate_hooks = None
+
     # ---------------------------------------------------------------- basics
     @property
     def device(self):
@@ -282,7 +291,7 @@ class Tensor(_C.TensorBase):
         return self if self.is_contiguous() else dispatch(_CLONE, self)
 
     def detach(self):
-        return self._view(self.shape, self.stride(), 0)
+        return self._alias()
 
     def detach_(self):
         if self.grad_fn is not None:
@@ -453,7 +462,47 @@ def _fwd_copy_(dst, src):
 
 
 def _fwd_getitem(x, key):
+    # fast paths, same views as _indexing.getitem: x[i] and x[a:b(:s)] on dim 0
+    c = key.__class__
+    if c is int and x.ndim:
+        shape = x.shape
+        n = shape[0]
+        if -n <= key < n:
+            st = x.stride()
+            return x._view(shape[1:], st[1:], (key + n if key < 0 else key) * st[0])
+    elif (c is slice and x.ndim and key.start.__class__ in _INT_OR_NONE and
+          key.stop.__class__ in _INT_OR_NONE and
+          (key.step is None or (key.step.__class__ is int and key.step > 0))):
+        shape = x.shape
+        start, stop, step = key.indices(shape[0])
+        n = max(0, (stop - start + step - 1) // step)
+        st = x.stride()
+        return x._view((n,) + shape[1:], (st[0] * step,) + st[1:], start * st[0] if n else 0)
     return _indexing.getitem(x, key)[0]
+
+
+_INT_OR_NONE = (int, type(None))
+
+
+def _fwd_reshape(x, shape):
+    # fast path, the view _views.reshape makes: a contiguous, non-empty tensor
+    # to a shape of ints > 1 (size-1 dims take computeStride's strides there)
+    n = x.numel()
+    if n and x.is_contiguous():
+        prod = 1
+        for s in shape:
+            if s.__class__ is not int or s < 2:
+                break
+            prod *= s
+        else:
+            if prod == n:
+                st, strides = 1, []
+                for s in reversed(shape):
+                    strides.append(st)
+                    st *= s
+                strides.reverse()
+                return x._view(shape, strides, 0)
+    return _views.reshape(x, *shape)
 
 
 def _fwd_setitem(x, key, value):
@@ -466,7 +515,7 @@ defop("to_device")(_fwd_to_device)
 defop("clone")(_fwd_clone)
 defop("copy_")(_fwd_copy_)
 defop("view")(lambda x, shape: _views.view(x, *shape))
-defop("reshape")(lambda x, shape: _views.reshape(x, *shape))
+defop("reshape")(_fwd_reshape)
 defop("transpose")(_views.transpose)
 defop("permute")(lambda x, dims: _views.permute(x, *dims))
 defop("unsqueeze")(_views.unsqueeze)

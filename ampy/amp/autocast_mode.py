@@ -305,6 +305,10 @@ def _eligible(t, dev):
             and (t._device_index < 0) == (dev == "cpu"))
 
 
+_below = _dispatch.dispatch_below_autocast
+_EMPTY = {}
+
+
 def _cast(t, dt, st, lower):
     if t.dtype is dt:
         return t
@@ -315,10 +319,10 @@ def _cast(t, dt, st, lower):
         version = t._version
         if hit is not None and hit[0]() is t and hit[1] == version:
             return hit[2]
-        out = _dispatch.dispatch(_TO_DTYPE, t, dt)
+        out = _below(_TO_DTYPE, (t, dt), _EMPTY)
         st.cache[key] = (weakref.ref(t), version, out)
         return out
-    return _dispatch.dispatch(_TO_DTYPE, t, dt)
+    return _below(_TO_DTYPE, (t, dt), _EMPTY)
 
 
 def _cast_one(a, dt, dev, st, lower):
@@ -333,10 +337,20 @@ def _cast_one(a, dt, dev, st, lower):
 def _cast_all(args, kwargs, dt, dev, st, lower):
     """(args, kwargs) with every eligible tensor (also in lists/tuples and
     keyword arguments) cast to dt."""
-    args = tuple(_cast_one(a, dt, dev, st, lower) for a in args)
+    cpu = dev == "cpu"
+    out = []
+    for a in args:
+        if isinstance(a, Tensor):  # (inlined _cast_one / _eligible: the common case)
+            t = a.dtype
+            if (t is not dt and t.is_floating_point and t is not D.float64
+                    and (a._device_index < 0) == cpu):
+                a = _cast(a, dt, st, lower)
+            out.append(a)
+        else:
+            out.append(_cast_one(a, dt, dev, st, lower))
     if kwargs:
         kwargs = {k: _cast_one(v, dt, dev, st, lower) for k, v in kwargs.items()}
-    return args, kwargs
+    return tuple(out), kwargs
 
 
 def _promote_type(args, kwargs, dev, lower):
@@ -359,13 +373,17 @@ def _hook(op, args, kwargs):
     if not st.active:
         return args, kwargs
     pol = op.policy
-    if not pol or "out" in kwargs:
+    if not pol or (kwargs and "out" in kwargs):
         return args, kwargs
-    dev = _device_of(args) or (_device_of(tuple(kwargs.values())) if kwargs else None)
-    if dev is None or not st.enabled[dev]:
-        return args, kwargs
+    a = args[0] if args else None
+    if isinstance(a, Tensor):  # (inlined _device_of: the common case)
+        dev = "cpu" if a._device_index < 0 else "cuda"
+    else:
+        dev = _device_of(args) or (_device_of(tuple(kwargs.values())) if kwargs else None)
+        if dev is None:
+            return args, kwargs
     rule = pol.get(dev)
-    if rule is None:
+    if rule is None or not st.enabled[dev]:
         return args, kwargs
     lower = st.dtype[dev]
     if rule == P.LOWER:

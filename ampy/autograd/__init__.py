@@ -11,6 +11,7 @@ retain_grad, retains_grad, register_post_accumulate_grad_hook.
 """
 import weakref
 
+from .. import _C
 from .. import _dispatch
 from .._tensor import Tensor
 from . import _rules_gemm, _rules_math, _rules_more, _rules_views  # noqa: F401 (rules)
@@ -63,7 +64,7 @@ def _make_grads(outputs, grads):
             if not t.dtype.is_floating_point:
                 raise RuntimeError(f"grad can be implicitly created only for real scalar "
                                    f"outputs but got {t.dtype}")
-            g = ones_like(t)
+            g = _one_like(t) if t._device_index < 0 else ones_like(t)
         elif not isinstance(g, Tensor):
             raise TypeError(f"grad_tensors: element {i} is a {type(g).__name__}, expected a "
                             f"Tensor or None")
@@ -75,6 +76,20 @@ def _make_grads(outputs, grads):
                 g = g.to(t.dtype)
         out.append(g)
     return out
+
+
+_ONES = {}
+
+
+def _one_like(t):
+    """A fresh 1 of t's shape and dtype (CPU): ones_like without its checks."""
+    one = _ONES.get(t.dtype)
+    if one is None:
+        one = _ONES[t.dtype] = _C.empty((), t.dtype)
+        one._numpy()[()] = 1
+    g = _C.empty(tuple(t.shape), t.dtype)
+    _C.copy_(g, one)
+    return g
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):

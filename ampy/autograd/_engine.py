@@ -1,10 +1,4 @@
-"""Recording (the dispatch hook) and the reverse-mode engine.
-
-`autograd_hook(op, args, kwargs)` is installed into the op table through
-`_dispatch.set_hooks(autograd=...)`. It runs for every op, so the common case —
-grad mode off, or no argument requiring grad — is a short loop with no
-allocation. Otherwise it runs the forward with grad mode off and attaches a
-Node (ampy/autograd/_node.py) to the floating-point outputs.
+"""The reverse-mode engine (recording lives in ampy/autograd/_recording.py).
 
 `run_backward` walks the graph from the roots in dependency order (a heap on
 the creation sequence, newest first, as torch's engine), summing the
@@ -12,276 +6,53 @@ gradients that reach each node, validating each rule's output against its
 input's shape and dtype (broadcast grads are summed down, other dtypes cast
 back — torch's validate_outputs), and either accumulating into leaf `.grad`
 (backward) or capturing the gradients of chosen inputs (grad).
+
+The recording names (`autograd_hook`, `edge_of`, `_is_tensor`) are re-exported
+from here, where the rest of ampy imports them.
 """
 import heapq
-import inspect
 import sys
 
-from .._dispatch import _hooks, forward_for
-from ._grad_mode import _OFF, _set, _state
-from ._node import Meta, accumulator, node_class, AccumulateGrad
-from ._registry import NAMES, install_one
-from ._ops import O, cast, detached, is_expandable_to, sum_to, wrap_dim
+from ._grad_mode import _set, _state
+from ._node import AccumulateGrad, Meta, Node
+from ._ops import O, cast, is_expandable_to, sum_to, wrap_dim
+from ._recording import _SEQ_TYPES, _is_tensor, autograd_hook, edge_of
 
 __all__ = ["autograd_hook", "run_backward", "edge_of"]
 
-_SEQ_TYPES = (list, tuple)
-_SIGS = {}
-
-_LEAF_INPLACE_MSG = ("a leaf Variable that requires grad is being used in an in-place "
-                     "operation.")
+_heappush, _heappop = heapq.heappush, heapq.heappop
+_NODE_APPLY = Node.apply
 
 
-def _is_tensor(a):
-    return getattr(a, "_requires_grad", None) is not None
-
-
-def _wants_grad(args, kwargs):
-    for a in args:
-        if a.__class__ in _SEQ_TYPES:
-            for b in a:
-                if getattr(b, "_requires_grad", False):
-                    return True
-        elif getattr(a, "_requires_grad", False):
-            return True
-    if kwargs:
-        for a in kwargs.values():
-            if getattr(a, "_requires_grad", False):
-                return True
-    return False
-
-
-def autograd_hook(op, args, kwargs):
-    """The dispatch hook: record `op` when grad mode is on and an argument
-    requires grad, else just run its forward."""
-    if _OFF[0] == 0 or _state.enabled:
-        # inlined _wants_grad: this runs for every op
-        for a in args:
-            rg = getattr(a, "_requires_grad", None)
-            if rg:
-                return _record(op, args, kwargs)
-            if rg is None and a.__class__ in _SEQ_TYPES and _wants_grad(a, None):
-                return _record(op, args, kwargs)
-        if kwargs and _wants_grad((), kwargs):
-            return _record(op, args, kwargs)
-    dev = _hooks.device
-    if dev is not None:
-        return dev(op, args, kwargs)(*args, **kwargs)
-    if kwargs:
-        return op.forward(*args, **kwargs)
-    return op.forward(*args)
-
-
-def _bind_tensor_kwargs(op, args, kwargs):
-    """Move tensor keyword arguments to their positions, so that rules see
-    one layout whatever the call style."""
-    if not any(_is_tensor(v) for v in kwargs.values()):
-        return args, kwargs
-    sig = _SIGS.get(op.name)
-    if sig is None:
-        sig = _SIGS[op.name] = inspect.signature(op.forward)
-    ba = sig.bind(*args, **kwargs)
-    ba.apply_defaults()
-    pos, kw = [], {}
-    for name, p in sig.parameters.items():
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-            pos.append(ba.arguments[name])
-        elif p.kind == p.VAR_POSITIONAL:
-            pos.extend(ba.arguments.get(name, ()))
-        elif p.kind == p.KEYWORD_ONLY:
-            kw[name] = ba.arguments[name]
-        else:
-            kw.update(ba.arguments.get(name, {}))
-    for k, v in kw.items():
-        if getattr(v, "_requires_grad", False):
-            raise NotImplementedError(f"{op.name}: ampy's autograd cannot differentiate the "
-                                      f"keyword-only tensor argument {k!r}")
-    return tuple(pos), kw
-
-
-def edge_of(t):
-    """The (node, output_nr) a gradient for tensor t flows into."""
-    g = t.grad_fn
-    if g is not None:
-        return (g, getattr(t, "_output_nr", 0))
-    if t._requires_grad:
-        return (accumulator(t), 0)
-    return (None, 0)
-
-
-def _missing_rule(op):
-    def rule(ctx, *grads):
-        raise NotImplementedError(f"the derivative for '{op.name}' is not implemented")
-    rule.backward_name = None
-    return rule
-
-
-# op -> (rule, save, inplace, save_out, is_view, Node class), rebuilt when
-# op.backward changes; recording reads it instead of the rule's attributes.
-_INFO = {}
-_NO_EDGE = (None, 0)
-
-
-def _op_info(op):
-    rule = op.backward
-    info = _INFO.get(op)
-    if info is not None and info[0] is rule:
-        return info
-    if rule is None:
-        rule = install_one(op)
-        if rule is None:  # not cached: a rule may be registered later
-            rule = _missing_rule(op)
-            return (rule, getattr(rule, "save", None), op.name.endswith("_"), False, False,
-                    node_class(op.name, rule, NAMES.get(op.name)))
-    info = (rule, getattr(rule, "save", None),
-            bool(getattr(rule, "inplace", False) or op.name.endswith("_")),
-            bool(getattr(rule, "save_out", False)), bool(getattr(rule, "is_view", False)),
-            node_class(op.name, rule, NAMES.get(op.name)))
-    _INFO[op] = info
-    return info
-
-
-def _record(op, args, kwargs):
-    if kwargs:
-        args, kwargs = _bind_tensor_kwargs(op, args, kwargs)
-    rule, save, inplace, save_out, is_view, cls = _op_info(op)
-    if inplace:
-        target = args[0]
-        if target.grad_fn is None and target._requires_grad:
-            raise RuntimeError(_LEAF_INPLACE_MSG)
-        if getattr(target, "_is_view_of_grad", False):
-            raise NotImplementedError(
-                f"{op.name}: in-place modification of a view of a tensor that requires grad "
-                f"is not supported by ampy's autograd; clone() the view first")
-
-    # edges and input metadata, from the state before the forward
-    edges = []
-    saved_args = []
-    saved = []
-    needs = []
-    for i, a in enumerate(args):
-        rg = getattr(a, "_requires_grad", None)
-        if rg is not None:  # a tensor (the common case, inlined edge_of/_save)
-            g = a.grad_fn
-            if g is not None:
-                e = (g, getattr(a, "_output_nr", 0))
-            elif rg:
-                e = (accumulator(a), 0)
-            else:
-                e = _NO_EDGE
-            edges.append(e)
-            if not a.dtype.is_floating_point:
-                saved_args.append(a)
-            elif save is None or i in save:
-                if inplace and i == 0:
-                    a = O.clone(a)
-                saved.append((a, a._version))
-                saved_args.append(a)
-            else:
-                saved_args.append(Meta(a))
-            needs.append(e[0] is not None)
-        elif a.__class__ in _SEQ_TYPES and any(_is_tensor(b) for b in a):
-            keep = save is None or i in save
-            items = []
-            n0 = len(edges)
-            for b in a:
-                if _is_tensor(b):
-                    edges.append(edge_of(b))
-                    items.append(_save(b, keep, saved, inplace and i == 0))
-                else:
-                    items.append(b)
-            saved_args.append(type(a)(items) if a.__class__ is list else tuple(items))
-            needs.append(any(e[0] is not None for e in edges[n0:]))
-        else:
-            saved_args.append(a)
-            needs.append(False)
-
-    st = _state
-    prev = st.enabled
-    if prev:
-        _set(False)
-    try:
-        dev = _hooks.device
-        fwd = op.forward if dev is None else dev(op, args, kwargs)
-        out = fwd(*args, **kwargs) if kwargs else fwd(*args)
-    finally:
-        if prev:
-            _set(True)
-
-    if out.__class__ in _SEQ_TYPES or isinstance(out, tuple):
-        outs = out
-        if not any(_is_tensor(o) and o.dtype.is_floating_point for o in outs):
-            return out
-    else:
-        if getattr(out, "_requires_grad", None) is None or not out.dtype.is_floating_point:
-            return out
-        outs = (out,)
-    node = cls()
-    node.args = tuple(saved_args)
-    if kwargs:
-        node.kwargs = kwargs
-    node.next_functions = tuple(edges)
-    node.needs_input_grad = tuple(needs)
-    if saved:
-        node._saved = tuple(saved)
-    if len(outs) > 1:
-        node._out_meta = tuple((o.shape, o.dtype) if _is_tensor(o) else None for o in outs)
-    if save_out:
-        node.out = tuple(detached(o) if _is_tensor(o) else o for o in outs)
-        node._saved = node._saved + tuple((o, o._version) for o in node.out
-                                          if _is_tensor(o))
-    view = is_view and _is_tensor(args[0])
-    for i, o in enumerate(outs):
-        if _is_tensor(o) and o.dtype.is_floating_point:
-            o.grad_fn = node
-            o._requires_grad = True
-            if i or inplace:
-                o._output_nr = i
-            if view and o._storage is args[0]._storage:
-                o._is_view_of_grad = True
-    return out
-
-
-def _save(t, keep, saved, clone_first):
-    """The argument as the node holds it: the tensor itself (version-checked
-    at backward), a clone (for in-place ops, whose first input is about to
-    change), or only its metadata."""
-    if not keep or not t.dtype.is_floating_point:
-        return t if not t.dtype.is_floating_point else Meta(t)
-    if clone_first:
-        t = O.clone(t)
-    saved.append((t, t._version))
-    return t
 
 
 # ---------------------------------------------------------------- the engine
-def _input_meta(node):
-    """(shape, dtype) per tensor input of node, in edge order."""
-    out = []
-    for a in node.args:
-        if a.__class__ in _SEQ_TYPES:
-            out.extend((b.shape, b.dtype) for b in a if _is_tensor(b) or isinstance(b, Meta))
-        elif _is_tensor(a) or isinstance(a, Meta):
-            out.append((a.shape, a.dtype))
-    return out
-
-
-def _flatten_grads(node, grads):
-    """The rule's per-argument grads flattened to one per edge."""
-    flat = []
-    if not isinstance(grads, (tuple, list)):
+def _edge_grads(node, grads):
+    """The rule's per-argument grads as one (grad, input) pair list per edge:
+    a list argument gets one entry per tensor in it. None when the rule gave
+    the wrong number of gradients."""
+    if grads.__class__ is not tuple and not isinstance(grads, (tuple, list)):
         grads = (grads,)
     args = node.args
+    if args is None:
+        return None, None
     if len(grads) < len(args):
         grads = tuple(grads) + (None,) * (len(args) - len(grads))
+    flat = []
+    src = []
     for a, g in zip(args, grads):
-        if a.__class__ in _SEQ_TYPES:
-            n = sum(1 for b in a if _is_tensor(b) or isinstance(b, Meta))
-            if n:
-                flat.extend(g if g is not None else (None,) * n)
-        elif _is_tensor(a) or isinstance(a, Meta):
+        if getattr(a, "_requires_grad", None) is not None or a.__class__ is Meta:
             flat.append(g)
-    return flat
+            src.append(a)
+        elif a.__class__ in _SEQ_TYPES:
+            items = [b for b in a if _is_tensor(b) or isinstance(b, Meta)]
+            if items:
+                flat.extend(g if g is not None else (None,) * len(items))
+                src.extend(items)
+        elif isinstance(a, Meta):
+            flat.append(g)
+            src.append(a)
+    return flat, src
 
 
 def _check_grad(node, i, g, shape, dtype):
@@ -290,13 +61,15 @@ def _check_grad(node, i, g, shape, dtype):
     if not _is_tensor(g):
         raise RuntimeError(f"function {node.name()} returned a gradient of type "
                            f"{type(g).__name__} at index {i}, expected a Tensor or None")
-    gs = tuple(g.shape)
-    if gs != tuple(shape):
-        if not is_expandable_to(shape, gs):
-            raise RuntimeError(f"Function {node.name()} returned an invalid gradient at index "
-                               f"{i} - got {list(gs)} but expected shape compatible with "
-                               f"{list(shape)}")
-        g = sum_to(g, shape)
+    gs = g.shape
+    if gs != shape:
+        gs, shape = tuple(gs), tuple(shape)
+        if gs != shape:
+            if not is_expandable_to(shape, gs):
+                raise RuntimeError(f"Function {node.name()} returned an invalid gradient at "
+                                   f"index {i} - got {list(gs)} but expected shape compatible "
+                                   f"with {list(shape)}")
+            g = sum_to(g, shape)
     if g.dtype is not dtype:
         g = cast(g, dtype)
     return g
@@ -333,7 +106,7 @@ def _tensor_pre_hooks(node, grads):
 
 def _accumulate_leaf(node, g, create_graph):
     leaf = node.variable
-    hooks = getattr(leaf, "_backward_hooks", None)
+    hooks = leaf._backward_hooks
     if hooks:
         g = _run_hooks(hooks, g)
     old = leaf._grad
@@ -343,13 +116,15 @@ def _accumulate_leaf(node, g, create_graph):
         leaf._grad = g
     elif create_graph:
         leaf._grad = _add(old, g)
+    elif old.__class__ is g.__class__:
+        O.add_(old, g)  # (old.add_(g) without the dispatch hooks: grad mode is off)
     else:
         add_ = getattr(old, "add_", None)
         if add_ is not None:
             add_(g)
         else:
             leaf._grad = _add(old, g)
-    post = getattr(leaf, "_post_accumulate_hooks", None)
+    post = leaf._post_accumulate_hooks
     if post:
         for fn in list(post.values()):
             fn(leaf)
@@ -451,29 +226,36 @@ def run_backward(roots, grads, retain_graph, create_graph, capture=None, accumul
             buf = buffers[n] = [None] * _n_out(n)
         buf[nr] = g if buf[nr] is None else _add(buf[nr], g)
     heap = []
-    for n in {n for n, _ in roots if n is not None and n in active}:
-        if deps.get(n, 0) == 0:
-            heapq.heappush(heap, (-n._seq, id(n), n))
+    for n in ({roots[0][0]} if len(roots) == 1 else {n for n, _ in roots}):
+        if n is not None and n in active and n not in deps:
+            _heappush(heap, (-n._seq, id(n), n))
     captured = {}
     owned = {}  # id -> buffered grad that only the engine references (see _into_owned)
-    prev_enabled, prev_cg = _state.enabled, _state.create_graph
-    _set(create_graph)
-    _state.create_graph = create_graph
+    st = _state
+    prev_enabled, prev_cg = st.enabled, st.create_graph
+    if prev_enabled != create_graph:
+        _set(create_graph)
+    if prev_cg != create_graph:
+        st.create_graph = create_graph
+    # every collected node is active unless only some inputs' grads are wanted
+    act = active if capture is not None else None
     try:
         while heap:
-            _, _, node = heapq.heappop(heap)
+            node = _heappop(heap)[2]
             grads_in = buffers.pop(node, None)
             if grads_in is not None and owned:
                 for g in grads_in:
                     if g is not None:
                         owned.pop(id(g), None)
-            _execute(node, grads_in, create_graph, capture, captured, accumulate, active,
+            _execute(node, grads_in, create_graph, capture, captured, accumulate, act,
                      buffers, deps, heap, owned)
             if not retain_graph:
                 node.release()
     finally:
-        _set(prev_enabled)
-        _state.create_graph = prev_cg
+        if st.enabled != prev_enabled:
+            _set(prev_enabled)
+        if st.create_graph != prev_cg:
+            st.create_graph = prev_cg
     return captured
 
 
@@ -528,11 +310,23 @@ def _into_owned(node, grads, buffers, owned):
 
 
 def _execute(node, grads, create_graph, capture, captured, accumulate, active, buffers, deps,
-             heap, owned=None):
+             heap, owned):
+    """Run one node: hooks, capture, the rule (or the leaf's accumulation),
+    then hand each input's gradient to the buffer of the node it came from.
+    active: the nodes that lead to a captured input, or None for all."""
+    nf = node.next_functions
     out_flat = None
-    plain = owned is not None and _plain(node, capture, create_graph)
-    if grads is not None and any(g is not None for g in grads):
-        grads = _tensor_pre_hooks(node, grads)
+    plain = node._op_name in _SCATTER_OPS and _plain(node, capture, create_graph)
+    if grads is not None:
+        for g in grads:
+            if g is not None:
+                break
+        else:
+            grads = None
+        g = None  # (holds no gradient: _stealable counts the references to it)
+    if grads is not None:
+        if node._tensor_pre_hooks or node._retains:
+            grads = _tensor_pre_hooks(node, grads)
         if capture is not None:
             for nr, g in enumerate(grads):
                 slots = capture.get((node, nr))
@@ -543,58 +337,74 @@ def _execute(node, grads, create_graph, capture, captured, accumulate, active, b
             if accumulate and grads[0] is not None:
                 _accumulate_leaf(node, grads[0], create_graph)
             return
-        if node.next_functions and (capture is None or any(
-                nxt in active for nxt, _ in node.next_functions)):
-            if plain and node.next_functions[0][0] in active and \
+        if nf and (active is None or any(nxt in active for nxt, _ in nf)):
+            if plain and (active is None or nf[0][0] in active) and \
                     _into_owned(node, grads, buffers, owned):
-                out_flat = [None] * len(node.next_functions)
+                out_flat = None
             else:
-                out_flat = _apply(node, grads)
-    for i, (nxt, nr) in enumerate(node.next_functions):
-        if nxt is None or nxt not in active:
+                out_flat = _apply(node, grads, create_graph)
+    i = -1
+    for nxt, nr in nf:
+        i += 1
+        if nxt is None or (active is not None and nxt not in active):
             continue
         g = out_flat[i] if out_flat is not None else None
         if g is not None:
             buf = buffers.get(nxt)
             if buf is None:
-                buf = buffers[nxt] = [None] * _n_out(nxt)
-            if buf[nr] is None:
+                m = nxt._out_meta
+                buf = buffers[nxt] = [None] if m is None else [None] * len(m)
+            old = buf[nr]
+            if old is None:
                 buf[nr] = g
                 if plain:  # the rule's fresh zeros-with-g: nobody else holds it
                     owned[id(g)] = g
             else:
-                old = buf[nr]
-                buf[nr] = _add(old, g)
-                if owned is not None and not create_graph:
+                new = buf[nr] = _add(old, g)
+                if not create_graph:  # the sum is the engine's own
                     owned.pop(id(old), None)
-                    owned[id(buf[nr])] = buf[nr]
+                    owned[id(new)] = new
         d = deps[nxt] - 1
         deps[nxt] = d
         if d == 0:
-            heapq.heappush(heap, (-nxt._seq, id(nxt), nxt))
+            _heappush(heap, (-nxt._seq, id(nxt), nxt))
 
 
-def _apply(node, grads):
+def _apply(node, grads, create_graph):
     if node._pre_hooks:
         for fn in list(node._pre_hooks.values()):
             r = fn(tuple(grads))
             if r is not None:
                 grads = list(r)
-    node.check_saved()
+    if node._freed:
+        node.check_saved()  # raises
+    for t, version in node._saved:
+        if t._version != version:
+            node.check_saved()  # raises
     if node._out_meta is not None and getattr(node, "materialize_grads", True):
         grads = _materialize(node, grads)
-    if _state.create_graph and node.out is not None:
+    if create_graph and node.out is not None:
         res = _apply_with_graph_outputs(node, grads)
+    elif node.__class__.apply is _NODE_APPLY:
+        res = node._rule(node, *grads)
     else:
         res = node.apply(grads)
-    flat = _flatten_grads(node, res)
-    metas = _input_meta(node) if node.args is not None else None
-    if metas is None or len(flat) != len(node.next_functions):
+    nf = node.next_functions
+    flat, src = _edge_grads(node, res)
+    if flat is None or len(flat) != len(nf):
         raise RuntimeError(f"function {node.name()} returned an incorrect number of gradients "
-                           f"(expected {len(node.next_functions)}, got {len(flat)})")
+                           f"(expected {len(nf)}, got {len(flat) if flat is not None else 0})")
     out = []
-    for i, (g, (shape, dtype), (nxt, _)) in enumerate(zip(flat, metas, node.next_functions)):
-        out.append(_check_grad(node, i, g, shape, dtype) if nxt is not None else None)
+    i = 0
+    for g, a, (nxt, _) in zip(flat, src, nf):
+        if nxt is None or g is None:
+            out.append(None)
+        elif (getattr(g, "_requires_grad", None) is not None and g.dtype is a.dtype
+              and g.shape == a.shape):
+            out.append(g)  # (the common case of _check_grad)
+        else:
+            out.append(_check_grad(node, i, g, a.shape, a.dtype))
+        i += 1
     if node._post_hooks:
         for fn in list(node._post_hooks.values()):
             r = fn(tuple(out), tuple(grads))
@@ -611,7 +421,7 @@ def _apply_with_graph_outputs(node, grads):
     live = []
     for i, t in enumerate(saved):
         if _is_tensor(t) and t.dtype.is_floating_point:
-            v = detached(t)
+            v = t._alias()
             v.grad_fn = node
             v._requires_grad = True
             if i:

@@ -22,20 +22,24 @@ class _State(threading.local):
 
 _state = _State()
 
-# How many threads have grad mode off right now. While it is 0 (the common
-# case) the dispatch hook knows grad mode is on without the thread-local
-# lookup, which costs more than the rest of its fast path.
-_OFF = [0]
-_lock = threading.Lock()
+# One entry per thread that has grad mode off right now. While it is empty
+# (the common case) the dispatch hook knows grad mode is on without the
+# thread-local lookup, which costs more than the rest of its fast path. A list
+# because append() and pop() are atomic: no lock on the recording path, which
+# switches grad mode off around every recorded forward.
+_OFF_LIST = []
 
 
 def _set(mode):
-    """Set this thread's grad mode, keeping _OFF in step."""
+    """Set this thread's grad mode, keeping _OFF_LIST in step."""
     st = _state
     if st.enabled != mode:
-        with _lock:
-            _OFF[0] += -1 if mode else 1
-        st.enabled = mode
+        if mode:
+            st.enabled = True
+            _OFF_LIST.pop()
+        else:
+            _OFF_LIST.append(None)
+            st.enabled = False
 
 
 def is_grad_enabled():

@@ -198,7 +198,10 @@ def node_class(op_name, rule, backward_name=None):
     if cls is None:
         name = backward_name or (getattr(rule, "backward_name", None) or
                                  _camel(op_name) + "Backward0")
-        cls = type(name, (Node,), {"_rule": staticmethod(rule), "_op_name": op_name})
+        # object.__init__: recording sets _seq itself, and a class without a
+        # Python __init__ is several times cheaper to instantiate
+        cls = type(name, (Node,), {"_rule": staticmethod(rule), "_op_name": op_name,
+                                   "__init__": object.__init__})
         _CLASSES[key] = cls
     return cls
 
@@ -225,6 +228,11 @@ def accumulator(leaf):
     ref = getattr(leaf, "_grad_accumulator", None)
     node = ref() if ref is not None else None
     if node is None:
-        node = AccumulateGrad(leaf)
+        node = _new(AccumulateGrad)  # (AccumulateGrad(leaf) without the __init__ call)
+        node._seq = next(_SEQ)
+        node.variable = leaf
         leaf._grad_accumulator = weakref.ref(node)
     return node
+
+
+_new = object.__new__

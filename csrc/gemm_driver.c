@@ -297,11 +297,12 @@ static ampy_status run_one(gemm_ctx *x, int nthreads)
  * each) are split over the threads one item at a time; large ones use the
  * threads inside each item. */
 
-/* While a small item runs on one thread, the next item's A, B and C are
- * pulled into L2 a few cache lines before each micro-kernel call. Those
- * operands are usually strided views (rows of 128-256 bytes a few KiB
- * apart) that the hardware prefetchers do not follow, and packing them from
- * DRAM was a third of the time of such a GEMM. */
+/* While a small item runs on one thread, the next item's strided operands
+ * (rows of 128-256 bytes a few KiB apart: the heads of a permuted qkv
+ * projection, which the hardware prefetchers do not follow) are pulled into
+ * L2 a few cache lines before each micro-kernel call; packing them from L3
+ * was up to a quarter of such a GEMM's time. Contiguous operands are left to
+ * the hardware. */
 typedef struct gemm_pf_region {
     const char *p;
     int64_t nruns, run_bytes, stride; /* bytes */
@@ -354,6 +355,8 @@ static int64_t pf_add(gemm_prefetch *pf, const char *p, int64_t rows, int64_t co
     } else {
         return -1;
     }
+    if (g.stride == g.run_bytes) /* contiguous: the hardware prefetchers follow it */
+        return -1;
     pf->write[pf->nr] = write;
     pf->r[pf->nr++] = g;
     return g.nruns * (g.run_bytes + 63);
@@ -417,7 +420,12 @@ static void batch_range(int64_t b0, int64_t b1, void *vctx)
     int64_t asz = (int64_t)ampy_dtype_size(bc->base.a.dt);
     int64_t csz = (int64_t)ampy_dtype_size(bc->base.cdt);
     /* prefetch only when each item runs on this thread alone, in one K block */
-    int use_pf = bc->nthreads == 1 && b1 - b0 > 1 && bc->base.K <= bc->base.im->kc;
+    /* Prefetch only when each item runs on this thread alone, in one K
+     * block, with a float32 FMA kernel: an AMX item is over before the
+     * prefetches land, and they stalled it (bf16 attention GEMMs 10-20 %
+     * slower with them, the FMA ones 3-8 % faster). */
+    int use_pf = bc->nthreads == 1 && b1 - b0 > 1 && bc->base.K <= bc->base.im->kc &&
+                 bc->base.im->pelem == 4;
     int64_t off[3], nx[3];
     if (b0 < b1)
         item_offsets(bc, b0, off);

@@ -42,7 +42,13 @@ typedef struct gemm_ctx {
     int64_t next;         /* next unclaimed panel / task (atomic)       */
     int failed;           /* a task could not get its workspace         */
     struct gemm_prefetch *pf; /* next batch item's operands (or NULL)   */
+    int direct_a;         /* A read in place by gemm_direct.c's kernel  */
 } gemm_ctx;
+
+/* gemm_direct.c */
+int ampy_gemm_direct_a_ok(const gemm_impl *im, const gemm_operand *a, int64_t K);
+void ampy_gemm_direct_a_f32(int64_t K, const float *a, int64_t rs, int64_t cs, int rows,
+                            const float *b, float *w, int64_t ldw);
 
 static void prefetch_step(struct gemm_prefetch *pf);
 
@@ -162,6 +168,24 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
          * L2/L3 and evict the packed A block that every B panel reuses. */
         float tile[GEMM_MAX_TILE] __attribute__((aligned(64)));
         int64_t kcp = round_up(x->K, im->kunit);
+        if (x->direct_a) { /* float32 A read in place: no pack */
+            const float *a0 = (const float *)x->a.p + i0 * x->a.rs;
+            for (int64_t q = q0; q < q1; q++) {
+                const float *bq = (const float *)(x->bp + bp_offset(x, 0, q, kcp) * pe);
+                int64_t jq = q * im->nr, tc = j0 + cols - jq < im->nr ? j0 + cols - jq : im->nr;
+                for (int64_t ip = 0; ip < rows; ip += im->mr) {
+                    int64_t tr = rows - ip < im->mr ? rows - ip : im->mr;
+                    if (x->pf)
+                        prefetch_step(x->pf);
+                    ampy_gemm_direct_a_f32(x->K, a0 + ip * x->a.rs, x->a.rs, x->a.cs, (int)tr,
+                                           bq, tile, im->nr);
+                    im->epilogue(tile, im->nr, tr, tc, x->alpha, x->beta,
+                                 x->c + ((i0 + ip) * x->crs + (x->jc + jq) * x->ccs) * csz,
+                                 x->cdt, x->crs, x->ccs);
+                }
+            }
+            return;
+        }
         im->pack_a(&x->a, i0, rows, 0, x->K, kcp, ap);
         for (int64_t q = q0; q < q1; q++) {
             const char *bq = x->bp + bp_offset(x, 0, q, kcp) * pe;
@@ -470,6 +494,7 @@ ampy_status ampy_gemm_run_nd(int nd, const int64_t *shape, int64_t M, int64_t N,
     x->alpha = alpha, x->beta = beta;
     x->c = c, x->cdt = cdt, x->crs = crs, x->ccs = ccs;
     x->pf = NULL;
+    x->direct_a = ampy_gemm_direct_a_ok(im, a, K);
     bc.a = a->p, bc.b = b->p;
     int64_t batch = 1;
     bc.nd = nd;

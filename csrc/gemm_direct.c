@@ -20,7 +20,7 @@
 #include <immintrin.h>
 
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,fma")
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")
 
 #define D_NR 32
 
@@ -87,8 +87,30 @@ void ampy_gemm_direct_a_f32(int64_t K, const float *a, int64_t rs, int64_t cs, i
     }
 }
 
+/* dst[i*K + k] = float32(A[i][k]) for a row-major float16/bfloat16 A (row
+ * stride rs elements): the same exact widening as packing (vcvtph2ps / a
+ * 16-bit shift), but a plain row copy instead of packing's 16 x 16
+ * transposes; the rows are then read in place by the kernel above. */
+void ampy_gemm_direct_widen_rows(const void *src, ampy_dtype dt, int64_t rs, int64_t rows,
+                                 int64_t K, float *dst)
+{
+    const uint16_t *a = src;
+    for (int64_t i = 0; i < rows; i++, a += rs, dst += K)
+        for (int64_t k = 0; k < K; k += 16) {
+            __mmask16 m = K - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (K - k)) - 1u);
+            __m256i h = _mm256_maskz_loadu_epi16(m, a + k);
+            __m512 f = dt == AMPY_FLOAT16
+                           ? _mm512_cvtph_ps(h)
+                           : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+            _mm512_mask_storeu_ps(dst + k, m, f);
+        }
+}
+
 #pragma GCC pop_options
 
+/* 0: pack A as usual; 1: float32 A read in place; 2: float16/bfloat16
+ * row-major A widened row by row (ampy_gemm_direct_widen_rows), then read
+ * by the kernel. */
 int ampy_gemm_direct_a_ok(const gemm_impl *im, const gemm_operand *a, int64_t K)
 {
     /* the AVX-512 float32 table (14 x 32 tile, unpadded K), float32 A with
@@ -96,8 +118,11 @@ int ampy_gemm_direct_a_ok(const gemm_impl *im, const gemm_operand *a, int64_t K)
      * is a multiple of 4 KiB would put the 14 rows (row-major A) or the K
      * lines (k-major A) in one L1 set */
     if (strcmp(im->name, "avx512") != 0 || im->mr != 14 || im->nr != D_NR || im->kunit != 1 ||
-        im->pelem != 4 || a->dt != AMPY_FLOAT32 || K > im->kc)
+        im->pelem != 4 || K > im->kc)
         return 0;
+    if (a->dt != AMPY_FLOAT32) /* k-major half A packs cheaply already */
+        return (a->dt == AMPY_FLOAT16 || a->dt == AMPY_BFLOAT16) && a->cs == 1 && a->rs != 0
+                   ? 2 : 0;
     int64_t ls = a->cs == 1 ? a->rs : a->rs == 1 ? a->cs : 0;
     return ls > 0 && (ls * 4) % 4096 != 0;
 }
@@ -108,6 +133,12 @@ void ampy_gemm_direct_a_f32(int64_t K, const float *a, int64_t rs, int64_t cs, i
                             const float *b, float *w, int64_t ldw)
 {
     (void)K, (void)a, (void)rs, (void)cs, (void)rows, (void)b, (void)w, (void)ldw;
+}
+
+void ampy_gemm_direct_widen_rows(const void *src, ampy_dtype dt, int64_t rs, int64_t rows,
+                                 int64_t K, float *dst)
+{
+    (void)src, (void)dt, (void)rs, (void)rows, (void)K, (void)dst;
 }
 
 int ampy_gemm_direct_a_ok(const gemm_impl *im, const gemm_operand *a, int64_t K)

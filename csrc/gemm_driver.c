@@ -49,6 +49,8 @@ typedef struct gemm_ctx {
 int ampy_gemm_direct_a_ok(const gemm_impl *im, const gemm_operand *a, int64_t K);
 void ampy_gemm_direct_a_f32(int64_t K, const float *a, int64_t rs, int64_t cs, int rows,
                             const float *b, float *w, int64_t ldw);
+void ampy_gemm_direct_widen_rows(const void *src, ampy_dtype dt, int64_t rs, int64_t rows,
+                                 int64_t K, float *dst);
 
 static void prefetch_step(struct gemm_prefetch *pf);
 
@@ -168,8 +170,14 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
          * L2/L3 and evict the packed A block that every B panel reuses. */
         float tile[GEMM_MAX_TILE] __attribute__((aligned(64)));
         int64_t kcp = round_up(x->K, im->kunit);
-        if (x->direct_a) { /* float32 A read in place: no pack */
+        if (x->direct_a) { /* A read in place (float32) or widened row by row */
             const float *a0 = (const float *)x->a.p + i0 * x->a.rs;
+            int64_t ars = x->a.rs, acs = x->a.cs;
+            if (x->direct_a == 2) {
+                ampy_gemm_direct_widen_rows(x->a.p + i0 * x->a.rs * 2, x->a.dt, x->a.rs, rows,
+                                            x->K, (float *)ap);
+                a0 = (const float *)ap, ars = x->K, acs = 1;
+            }
             for (int64_t q = q0; q < q1; q++) {
                 const float *bq = (const float *)(x->bp + bp_offset(x, 0, q, kcp) * pe);
                 int64_t jq = q * im->nr, tc = j0 + cols - jq < im->nr ? j0 + cols - jq : im->nr;
@@ -177,8 +185,8 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
                     int64_t tr = rows - ip < im->mr ? rows - ip : im->mr;
                     if (x->pf)
                         prefetch_step(x->pf);
-                    ampy_gemm_direct_a_f32(x->K, a0 + ip * x->a.rs, x->a.rs, x->a.cs, (int)tr,
-                                           bq, tile, im->nr);
+                    ampy_gemm_direct_a_f32(x->K, a0 + ip * ars, ars, acs, (int)tr, bq, tile,
+                                           im->nr);
                     im->epilogue(tile, im->nr, tr, tc, x->alpha, x->beta,
                                  x->c + ((i0 + ip) * x->crs + (x->jc + jq) * x->ccs) * csz,
                                  x->cdt, x->crs, x->ccs);

@@ -246,21 +246,23 @@ def test_broadcast_grads_vs_torch():
 
 
 @pytest.mark.skipif("avx512" not in IMPLS, reason="needs the AVX-512 implementation")
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("m", [1, 2, 5, 13, 14, 15, 29, 128])
 @pytest.mark.parametrize("k", [1, 17, 256])
-def test_direct_a_kernel_same_bits_as_packed(m, k):
-    """float32 A read in place (row-major or k-major; gemm_direct.c) gives the bits
-    of the packed-A path (an A with no unit stride is always packed)."""
+def test_direct_a_kernel_same_bits_as_packed(dtype, m, k):
+    """A read in place (float32 row-major or k-major) or widened row by row (half
+    row-major; gemm_direct.c) gives the bits of the packed-A path (an A with no
+    unit stride is always packed)."""
     _C.gemm_set_impl("avx512")
     try:
-        b = operand((2, 2), k, 40, ampy.float32, "row", 40)
+        b = operand((2, 2), k, 40, dtype, "row", 40)
         for la in ("row", "col"):
-            a = operand((2, 2), m, k, ampy.float32, la, 41)
-            g = base((2, m, 2, k, 2), ampy.float32, 42)
+            a = operand((2, 2), m, k, dtype, la, 41)
+            g = base((2, m, 2, k, 2), dtype, 42)
             g[..., 1] = a.permute(0, 2, 1, 3)       # same values, no unit stride
             ag = g[..., 1].permute(0, 2, 1, 3)
             got, ref = f64(ampy.matmul(a, b)), f64(ampy.matmul(ag, b))
             assert np.array_equal(got, ref), (la, np.abs(got - ref).max())
-            check_close(ampy.matmul(a, b), f64(a), f64(b), ampy.float32)
+            check_close(ampy.matmul(a, b), f64(a), f64(b), dtype)
     finally:
         _C.gemm_set_impl("auto")

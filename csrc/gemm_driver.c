@@ -402,6 +402,7 @@ typedef struct batch_ctx {
     int64_t a_bs[AMPY_GEMM_MAX_BATCH_DIMS], b_bs[AMPY_GEMM_MAX_BATCH_DIMS],
         c_bs[AMPY_GEMM_MAX_BATCH_DIMS];
     int nthreads;
+    int64_t batch, chunk, next; /* items claimed `chunk` at a time (atomic next) */
     ampy_status status;
 } batch_ctx;
 
@@ -477,6 +478,18 @@ static void batch_range(int64_t b0, int64_t b1, void *vctx)
     }
 }
 
+/* One thread of a batch split: consecutive runs of `chunk` items are claimed
+ * from a shared counter (as the driver's panels and tasks are), so a
+ * descheduled thread's share is taken by the others. */
+static void batch_worker(int64_t t0, int64_t t1, void *vctx)
+{
+    (void)t0, (void)t1;
+    batch_ctx *bc = vctx;
+    for (int64_t b0; (b0 = __atomic_fetch_add(&bc->next, bc->chunk, __ATOMIC_RELAXED)) <
+                     bc->batch;)
+        batch_range(b0, b0 + bc->chunk < bc->batch ? b0 + bc->chunk : bc->batch, bc);
+}
+
 /* The driver over nd batch dims (sizes >= 1, already validated; nd may be
  * 0): see ampy_gemm_batched in gemm.h. */
 ampy_status ampy_gemm_run_nd(int nd, const int64_t *shape, int64_t M, int64_t N, int64_t K,
@@ -522,7 +535,12 @@ ampy_status ampy_gemm_run_nd(int nd, const int64_t *shape, int64_t M, int64_t N,
     /* Many small items: one item per thread; otherwise threads inside each. */
     if (batch > 1 && nthreads > 1 && flops < 64.0 * SERIAL_FLOPS) {
         bc.nthreads = 1;
-        ampy_parallel_for(batch, 1, batch_range, &bc);
+        bc.batch = batch;
+        bc.chunk = batch / ((int64_t)nthreads * 8);
+        if (bc.chunk < 1)
+            bc.chunk = 1;
+        bc.next = 0;
+        ampy_parallel_for(batch < nthreads ? batch : nthreads, 1, batch_worker, &bc);
     } else {
         batch_range(0, batch, &bc);
     }

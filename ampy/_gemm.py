@@ -1,9 +1,11 @@
 """GEMM ops: matmul, mm, bmm, addmm, baddbmm, linear and the @ operator.
 
 Shapes and broadcasting follow torch; every product is one call to
-_C.gemm (csrc/gemm*.c: fp16/bf16/fp32 inputs, fp32 accumulation, rounded once
-to the output dtype; `out_dtype=ampy.float32` keeps the fp32 result).
-Transposed operands such as weight.T are read in place through their strides.
+_C.gemm, or _C.gemm_batched for operands with several batch dims
+(csrc/gemm*.c: fp16/bf16/fp32 inputs, fp32 accumulation, rounded once to the
+output dtype; `out_dtype=ampy.float32` keeps the fp32 result). Transposed,
+permuted (attention heads) and broadcast operands are read in place through
+their strides.
 Forwards call _C and the view helpers directly (not dispatch), so autocast and
 autograd see each public op exactly once.
 """

@@ -1,9 +1,11 @@
 """GEMM ops: matmul, mm, bmm, addmm, baddbmm, linear and the @ operator.
 
 Shapes and broadcasting follow torch; every product is one call to
-_C.gemm (csrc/gemm*.c: fp16/bf16/fp32 inputs, fp32 accumulation, rounded once
-to the output dtype; `out_dtype=ampy.float32` keeps the fp32 result).
-Transposed operands such as weight.T are read in place through their strides.
+_C.gemm, or _C.gemm_batched for operands with several batch dims
+(csrc/gemm*.c: fp16/bf16/fp32 inputs, fp32 accumulation, rounded once to the
+output dtype; `out_dtype=ampy.float32` keeps the fp32 result). Transposed,
+permuted (attention heads) and broadcast operands are read in place through
+their strides.
 Forwards call _C and the view helpers directly (not dispatch), so autocast and
 autograd see each public op exactly once.
 """
@@ -132,37 +134,15 @@ def _matmul_fwd(input, other, *, out_dtype=None):
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
                            f"[{K}, {N}] but got: [{K2}, {N}].")
     batch = _broadcast_batch(a2.shape[:-2], b.shape[:-2])
-    ea, eb = V.expand(a2, *(batch + (M, K))), V.expand(b, *(batch + (K, N)))
-    out = None
-    if len(batch) > 1 and a.dtype is not D.float64:
-        out = _strided_batches(ea, eb, batch, M, K, N, od)
-    if out is None:
-        A = V.reshape(ea, -1, M, K)
-        B = V.reshape(eb, -1, K, N)
+    if a.dtype is not D.float64:
+        # One C call over all batch dims: permuted views (the heads of a qkv
+        # projection) and broadcast dims (stride 0) are read in place.
+        out = _C.gemm_batched(a2, b, out_dtype=od)
+    else:
+        A = V.reshape(V.expand(a2, *(batch + (M, K))), -1, M, K)
+        B = V.reshape(V.expand(b, *(batch + (K, N))), -1, K, N)
         out = V.reshape(_gemm(A, B, out_dtype=od), batch + (M, N))
     return V.squeeze(out, -2) if a.ndim == 1 else out
-
-
-def _strided_batches(ea, eb, batch, M, K, N, od):
-    """When the batch dims of an operand do not flatten into one stride (e.g.
-    the heads of a permuted qkv projection), one GEMM per index of the outer
-    batch dims reads both operands in place instead of copying them; None when
-    a plain reshape is a view anyway (one GEMM call)."""
-    nb = 1
-    for s in batch:
-        nb *= s
-    va = V._view_strides(tuple(ea.shape), ea.stride(), (nb, M, K))
-    vb = V._view_strides(tuple(eb.shape), eb.stride(), (nb, K, N))
-    if va is not None and vb is not None:
-        return None
-    out = _C.empty(batch + (M, N), od or ea.dtype)
-    outer = batch[:-1]
-    A = V.reshape(ea, (-1,) + tuple(ea.shape[-3:])) if len(outer) > 1 else ea
-    B = V.reshape(eb, (-1,) + tuple(eb.shape[-3:])) if len(outer) > 1 else eb
-    C = V.reshape(out, (-1, batch[-1], M, N))
-    for i in range(C.shape[0]):
-        _C.gemm(V.select(A, 0, i), V.select(B, 0, i), out=V.select(C, 0, i))
-    return out
 
 
 def _scaled_into(input, shape, dtype, beta):

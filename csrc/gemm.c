@@ -18,6 +18,11 @@ ampy_status ampy_gemm_run(int64_t batch, int64_t M, int64_t N, int64_t K, float 
                           const gemm_operand *a, int64_t a_bs, const gemm_operand *b,
                           int64_t b_bs, float beta, const float *bias, char *c, ampy_dtype cdt,
                           int64_t c_bs, int64_t crs, int64_t ccs, const gemm_impl *impl);
+ampy_status ampy_gemm_run_nd(int nd, const int64_t *shape, int64_t M, int64_t N, int64_t K,
+                             float alpha, const gemm_operand *a, const int64_t *a_bs,
+                             const gemm_operand *b, const int64_t *b_bs, float beta,
+                             const float *bias, char *c, ampy_dtype cdt, const int64_t *c_bs,
+                             int64_t crs, int64_t ccs, const gemm_impl *impl);
 
 /* ---- implementation selection ------------------------------------------ */
 
@@ -230,4 +235,72 @@ ampy_status ampy_gemm(int64_t batch, int64_t M, int64_t N, int64_t K, float alph
 {
     return ampy_gemm_bias(batch, M, N, K, alpha, A, adt, a_bs, a_rs, a_cs, B, bdt, b_bs, b_rs,
                           b_cs, beta, C, cdt, c_bs, c_rs, c_cs, NULL, AMPY_FLOAT32, 0);
+}
+
+/* ---- multi-dimensional batch ---------------------------------------------- */
+
+ampy_status ampy_gemm_batched(int nd, const int64_t *shape, int64_t M, int64_t N, int64_t K,
+                              float alpha, const void *A, ampy_dtype adt, const int64_t *a_bs,
+                              int64_t a_rs, int64_t a_cs, const void *B, ampy_dtype bdt,
+                              const int64_t *b_bs, int64_t b_rs, int64_t b_cs, float beta,
+                              void *C, ampy_dtype cdt, const int64_t *c_bs, int64_t c_rs,
+                              int64_t c_cs)
+{
+    static const char fn[] = "ampy_gemm_batched";
+    if (nd < 0 || nd > AMPY_GEMM_MAX_BATCH_DIMS)
+        return ampy_error(AMPY_ERR_SHAPE, "%s: nd must be in [0, %d], got %d", fn,
+                          AMPY_GEMM_MAX_BATCH_DIMS, nd);
+    if (nd > 0 && (!shape || !a_bs || !b_bs || !c_bs))
+        return ampy_error(AMPY_ERR_SHAPE, "%s: NULL %s with nd = %d", fn,
+                          !shape ? "batch_shape" : !a_bs ? "a_batch_strides"
+                          : !b_bs ? "b_batch_strides" : "c_batch_strides", nd);
+    int64_t batch = 1;
+    for (int d = 0; d < nd; d++) {
+        if (shape[d] < 0)
+            return ampy_error(AMPY_ERR_SHAPE, "%s: batch_shape[%d] must be >= 0, got %lld",
+                              fn, d, (long long)shape[d]);
+        batch = shape[d] == 0 ? 0 : batch;
+    }
+    ampy_status s = validate(fn, batch ? 1 : 0, M, N, K, A, adt, B, bdt, C, cdt);
+    if (s != AMPY_OK || batch == 0 || M == 0 || N == 0)
+        return s;
+    /* Drop size-1 dims and merge dim d into d+1 when it is a plain outer
+     * stride of it for all three operands (fewer index divisions per item). */
+    int64_t sh[AMPY_GEMM_MAX_BATCH_DIMS], as[AMPY_GEMM_MAX_BATCH_DIMS],
+        bs[AMPY_GEMM_MAX_BATCH_DIMS], cs[AMPY_GEMM_MAX_BATCH_DIMS];
+    int n = 0;
+    for (int d = 0; d < nd; d++) {
+        if (shape[d] == 1)
+            continue;
+        if (n > 0 && as[n - 1] == a_bs[d] * shape[d] && bs[n - 1] == b_bs[d] * shape[d] &&
+            cs[n - 1] == c_bs[d] * shape[d]) {
+            sh[n - 1] *= shape[d];
+            as[n - 1] = a_bs[d], bs[n - 1] = b_bs[d], cs[n - 1] = c_bs[d];
+            continue;
+        }
+        sh[n] = shape[d], as[n] = a_bs[d], bs[n] = b_bs[d], cs[n] = c_bs[d];
+        n++;
+    }
+    if (K == 0) { /* C = beta * C for every item */
+        int64_t idx[AMPY_GEMM_MAX_BATCH_DIMS] = {0}, off = 0;
+        for (;;) {
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++)
+                    finish(C, cdt, off + i * c_rs + j * c_cs, 0.0f, alpha, beta, NULL);
+            int d = n - 1;
+            for (; d >= 0; d--) {
+                off += cs[d];
+                if (++idx[d] < sh[d])
+                    break;
+                off -= cs[d] * sh[d];
+                idx[d] = 0;
+            }
+            if (d < 0)
+                return AMPY_OK;
+        }
+    }
+    gemm_operand a = {(const char *)A, adt, a_rs, a_cs};
+    gemm_operand b = {(const char *)B, bdt, b_rs, b_cs};
+    return ampy_gemm_run_nd(n, sh, M, N, K, alpha, &a, as, &b, bs, beta, NULL, (char *)C, cdt, cs,
+                            c_rs, c_cs, select_impl(adt));
 }

@@ -40,13 +40,20 @@ def _matmul_grads(a, b, g, need_a, need_b):
     if len(b_shape) == 1:
         g2 = O.unsqueeze(g2, -1)
     ga = gb = None
+    # The transposes are views: the batched GEMM reads them (and permuted
+    # operands such as attention heads) in place, as torch's bmm backward does.
     if need_a:
-        ga = O.matmul(g2, _mt(b2))
-        ga = O.reshape(sum_to(ga, tuple(a2.shape)), a_shape)
+        ga = _to_shape(O.matmul(g2, _mt(b2)), tuple(a2.shape), a_shape)
     if need_b:
-        gb = O.matmul(_mt(a2), g2)
-        gb = O.reshape(sum_to(gb, tuple(b2.shape)), b_shape)
+        gb = _to_shape(O.matmul(_mt(a2), g2), tuple(b2.shape), b_shape)
     return ga, gb
+
+
+def _to_shape(g, shape2, shape):
+    """g summed over broadcast dims to shape2, then viewed as shape (no op
+    recorded when it already has that shape)."""
+    g = sum_to(g, shape2)
+    return g if tuple(g.shape) == shape else O.reshape(g, shape)
 
 
 @rule("matmul", save=(0, 1))

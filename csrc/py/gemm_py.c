@@ -153,6 +153,136 @@ static PyObject *f_gemm(PyObject *self, PyObject *args, PyObject *kw)
     return (PyObject *)c;
 }
 
+/* _C.gemm_batched(a, b, out=None, out_dtype=None, alpha=1.0, beta=0.0):
+ * a (..., M, K) @ b (..., K, N) with the batch dims broadcast as in torch
+ * (missing leading dims and size-1 dims), every operand read in place through
+ * its strides (permuted, transposed, expanded views) by ONE ampy_gemm_batched
+ * call. out: None (a new contiguous tensor) or a tensor of the broadcast
+ * shape (..., M, N), updated as out = alpha * a @ b + beta * out. */
+static PyObject *f_gemm_batched(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"a", "b", "out", "out_dtype", "alpha", "beta", NULL};
+    PyObject *ao, *bo, *out_obj = Py_None, *dt_obj = Py_None;
+    double alpha = 1.0, beta = 0.0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOdd:gemm_batched", kwlist, &ao, &bo,
+                                     &out_obj, &dt_obj, &alpha, &beta))
+        return NULL;
+    AmpyTensor *a = ampy_py_tensor_arg(ao, "gemm_batched", "a");
+    AmpyTensor *b = a ? ampy_py_tensor_arg(bo, "gemm_batched", "b") : NULL;
+    if (!b)
+        return NULL;
+    AmpyTensor *ops[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        if (ops[i]->device != AMPY_DEV_CPU) {
+            PyErr_Format(PyExc_RuntimeError, "gemm_batched: %s is on cuda:%d; this kernel "
+                         "takes CPU tensors", i ? "b" : "a", ops[i]->device);
+            return NULL;
+        }
+        if (ops[i]->ndim < 2) {
+            PyErr_Format(PyExc_ValueError, "gemm_batched: %s must be at least 2-d, got %d-d",
+                         i ? "b" : "a", ops[i]->ndim);
+            return NULL;
+        }
+    }
+    if (a->dtype != b->dtype) {
+        PyErr_Format(PyExc_TypeError,
+                     "expected mat1 and mat2 to have the same dtype, but got: %s != %s",
+                     ampy_dtype_name(a->dtype), ampy_dtype_name(b->dtype));
+        return NULL;
+    }
+    int an = a->ndim, bn = b->ndim;
+    int64_t M = a->shape[an - 2], K = a->shape[an - 1], N = b->shape[bn - 1];
+    if (b->shape[bn - 2] != K) {
+        PyErr_Format(PyExc_ValueError, "gemm_batched: a's last dim (%lld) must equal b's "
+                     "second-to-last dim (%lld)", (long long)K, (long long)b->shape[bn - 2]);
+        return NULL;
+    }
+    /* broadcast batch shape, right-aligned */
+    int nd = (an > bn ? an : bn) - 2;
+    int64_t shape[AMPY_MAX_DIMS], ast[AMPY_MAX_DIMS], bst[AMPY_MAX_DIMS];
+    for (int d = 0; d < nd; d++) {
+        int ai = d - (nd - (an - 2)), bi = d - (nd - (bn - 2));
+        int64_t sa = ai >= 0 ? a->shape[ai] : 1, sb = bi >= 0 ? b->shape[bi] : 1;
+        if (sa != sb && sa != 1 && sb != 1) {
+            PyErr_Format(PyExc_ValueError, "gemm_batched: batch dims of a and b do not "
+                         "broadcast: a's size %lld vs b's size %lld at batch dim %d",
+                         (long long)sa, (long long)sb, d);
+            return NULL;
+        }
+        shape[d] = sa == 1 ? sb : sa;
+        ast[d] = sa == 1 ? 0 : a->strides[ai];
+        bst[d] = sb == 1 ? 0 : b->strides[bi];
+    }
+    int out_dt;
+    if (ampy_py_parse_dtype(dt_obj, a->dtype, &out_dt, "gemm_batched", "out_dtype") < 0)
+        return NULL;
+    if (out_dt != a->dtype && out_dt != AMPY_FLOAT32) {
+        PyErr_Format(PyExc_TypeError, "gemm_batched: out_dtype must be %s (the inputs' dtype) "
+                     "or float32, got %s", ampy_dtype_name(a->dtype), ampy_dtype_name(out_dt));
+        return NULL;
+    }
+    int64_t oshape[AMPY_MAX_DIMS];
+    memcpy(oshape, shape, (size_t)nd * sizeof *shape);
+    oshape[nd] = M, oshape[nd + 1] = N;
+    int created = out_obj == Py_None;
+    AmpyTensor *c;
+    if (created) {
+        c = ampy_py_empty(out_dt, nd + 2, oshape, AMPY_DEV_CPU);
+        if (!c)
+            return NULL;
+    } else {
+        c = ampy_py_tensor_arg(out_obj, "gemm_batched", "out");
+        if (!c)
+            return NULL;
+        int same = c->ndim == nd + 2 && c->device == AMPY_DEV_CPU;
+        for (int i = 0; same && i < nd + 2; i++)
+            same = c->shape[i] == oshape[i];
+        if (!same) {
+            PyErr_Format(PyExc_ValueError, "gemm_batched: out must be a CPU tensor of the "
+                         "broadcast shape of a @ b (%d-d)", nd + 2);
+            return NULL;
+        }
+        if (c->dtype != a->dtype && c->dtype != AMPY_FLOAT32) {
+            PyErr_Format(PyExc_TypeError, "gemm_batched: out must be %s or float32, got %s",
+                         ampy_dtype_name(a->dtype), ampy_dtype_name(c->dtype));
+            return NULL;
+        }
+        Py_INCREF(c);
+    }
+    /* drop size-1 batch dims (the C API takes at most AMPY_GEMM_MAX_BATCH_DIMS) */
+    int64_t fs[AMPY_MAX_DIMS], fa[AMPY_MAX_DIMS], fb[AMPY_MAX_DIMS], fc[AMPY_MAX_DIMS];
+    int n = 0;
+    double work = (double)M * (double)N * (double)K;
+    for (int d = 0; d < nd; d++) {
+        work *= (double)shape[d];
+        if (shape[d] == 1)
+            continue;
+        fs[n] = shape[d], fa[n] = ast[d], fb[n] = bst[d], fc[n] = c->strides[d];
+        n++;
+    }
+    if (n > AMPY_GEMM_MAX_BATCH_DIMS) {
+        Py_DECREF(c);
+        PyErr_Format(PyExc_ValueError, "gemm_batched: at most %d batch dims of size > 1, got %d",
+                     AMPY_GEMM_MAX_BATCH_DIMS, n);
+        return NULL;
+    }
+    PyThreadState *ts = work >= AMPY_PY_GIL_RELEASE_MIN ? PyEval_SaveThread() : NULL;
+    ampy_status st = ampy_gemm_batched(
+        n, fs, M, N, K, (float)alpha, a->data, (ampy_dtype)a->dtype, fa, a->strides[an - 2],
+        a->strides[an - 1], b->data, (ampy_dtype)b->dtype, fb, b->strides[bn - 2],
+        b->strides[bn - 1], created ? 0.0f : (float)beta, c->data, (ampy_dtype)c->dtype, fc,
+        c->strides[nd], c->strides[nd + 1]);
+    if (ts)
+        PyEval_RestoreThread(ts);
+    if (st != AMPY_OK) {
+        Py_DECREF(c);
+        return ampy_py_raise(st);
+    }
+    if (!created)
+        ampy_py_bump_version(c);
+    return (PyObject *)c;
+}
+
 static PyObject *f_set_impl(PyObject *self, PyObject *arg)
 {
     const char *name = PyUnicode_AsUTF8(arg);
@@ -186,6 +316,10 @@ PyMethodDef ampy_py_gemm_methods[] = {
      "out = alpha * a @ b + beta * out (+ bias[j] per column) for 2-d or 3-d (batched) CPU "
      "tensors, float32 accumulation, rounded once to out's dtype. A new tensor when out is "
      "None."},
+    {"gemm_batched", (PyCFunction)(void (*)(void))f_gemm_batched, METH_VARARGS | METH_KEYWORDS,
+     "gemm_batched($module, /, a, b, out=None, out_dtype=None, alpha=1.0, beta=0.0)\n--\n\n"
+     "out = alpha * a @ b + beta * out for (..., M, K) @ (..., K, N) CPU tensors with "
+     "broadcast batch dims, all read in place through their strides, in one C call."},
     {"gemm_set_impl", f_set_impl, METH_O,
      "gemm_set_impl($module, name, /)\n--\n\n"
      "Select the GEMM implementation: 'auto', 'amx', 'avx512', 'avx2' or 'portable'."},

@@ -93,6 +93,31 @@ ampy_status ampy_gemm_bias(int64_t batch, int64_t M, int64_t N, int64_t K, float
                            int64_t c_row_stride, int64_t c_col_stride, const void *bias,
                            ampy_dtype bias_dtype, int64_t bias_stride);
 
+/* The same GEMM over a multi-dimensional batch: for every batch index
+ * (b_0, ..., b_{nd-1}) < batch_shape, the M x K item of A starts at
+ *   A + sum_d b_d * a_batch_strides[d]     (elements; likewise B and C),
+ * so operands whose batch dims do not flatten into one stride (the heads of
+ * a permuted attention projection, broadcast dims with stride 0) are read in
+ * place by ONE call: the loop over batch items, and the threads' split of
+ * it, stay inside the driver. Dims that flatten for all three operands are
+ * merged internally; nd == 0 is a single GEMM.
+ *   nd               in: number of batch dims, 0 <= nd <= AMPY_GEMM_MAX_BATCH_DIMS.
+ *   batch_shape      in: nd sizes, each >= 0 (may be NULL when nd == 0).
+ *   a/b/c_batch_strides  in: nd strides each, in elements (any value; C's
+ *                    must not make two items overlap; NULL when nd == 0).
+ *   everything else  as for ampy_gemm.
+ * Returns as ampy_gemm, plus AMPY_ERR_SHAPE for nd out of range, a negative
+ * batch size or NULL shape/stride arrays with nd > 0. On error C is unchanged. */
+#define AMPY_GEMM_MAX_BATCH_DIMS 8
+ampy_status ampy_gemm_batched(int nd, const int64_t *batch_shape, int64_t M, int64_t N,
+                              int64_t K, float alpha,
+                              const void *A, ampy_dtype a_dtype, const int64_t *a_batch_strides,
+                              int64_t a_row_stride, int64_t a_col_stride,
+                              const void *B, ampy_dtype b_dtype, const int64_t *b_batch_strides,
+                              int64_t b_row_stride, int64_t b_col_stride, float beta,
+                              void *C, ampy_dtype c_dtype, const int64_t *c_batch_strides,
+                              int64_t c_row_stride, int64_t c_col_stride);
+
 /* The test oracle: the same contract and validation as ampy_gemm, computed by
  * a plain triple loop (k innermost, left to right, float32 sum; conversions
  * from elem.h). Slow; for tests only. */

@@ -22,6 +22,7 @@ typedef struct {
     ampy_dtype in_dt, out_dt;
     int kind, log, op;
     int simd;                /* AVX-512 float32 lines (softmax) */
+    int bf16ok;              /* AVX512-BF16 present (vcvtneps2bf16) */
     void *to_f32, *from_f32; /* SIMD cast kernels for contiguous half lines */
 } line_ctx;
 
@@ -299,10 +300,14 @@ SMX_T static inline __m512 smx_ld_half(const uint16_t *p, int bf, __mmask16 k)
     return _mm512_cvtph_ps(h);
 }
 
-SMX_T static inline void smx_st_half(uint16_t *p, int bf, __mmask16 k, __m512 v)
+SMX_T static inline void smx_st_half(uint16_t *p, int bf, int bf16ok, __mmask16 k, __m512 v)
 {
     __m256i h;
-    if (bf) {
+    if (bf && bf16ok && !_mm512_fpclass_ps_mask(v, 0xA1)) {
+        /* vcvtneps2bf16 rounds like elem.h except for NaN and denormal
+         * inputs (fpclass 0x01 | 0x20 | 0x80), which take the integer path */
+        __asm__("vcvtneps2bf16 %1, %0" : "=v"(h) : "v"(v));
+    } else if (bf) {
         const __m512i x = _mm512_castps_si512(v);
         const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
         __m512i r = _mm512_srli_epi32(
@@ -345,14 +350,14 @@ SMX_T static void smx_max_half(const uint16_t *p, int bf, int64_t n, float *buf,
 }
 
 /* p[i] = half(e[i] / s) (smx_div, then rounded once to the half type) */
-SMX_T static void smx_div_half(const float *e, int64_t n, float s, uint16_t *p, int bf)
+SMX_T static void smx_div_half(const float *e, int64_t n, float s, uint16_t *p, int bf, int bf16ok)
 {
     const __m512 vs = _mm512_set1_ps(s), vi = _mm512_set1_ps(1.0f / s);
     for (int64_t i = 0; i < n; i += 16) {
         const __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : smx_mask(n - i);
         const __m512 v = _mm512_maskz_loadu_ps(k, e + i);
         const __m512 q = _mm512_mul_ps(v, vi);
-        smx_st_half(p + i, bf, k, _mm512_fmadd_ps(_mm512_fnmadd_ps(q, vs, v), vi, q));
+        smx_st_half(p + i, bf, bf16ok, k, _mm512_fmadd_ps(_mm512_fnmadd_ps(q, vs, v), vi, q));
     }
 }
 
@@ -428,7 +433,7 @@ SMX_T static void smx_short_lines(const line_ctx *c, const char *const *in, char
         if (c->log)
             smx_subsub(x[q], L, m[q], (float)log(smx_sum(&a[q])), y[q]);
         else if (hout)
-            smx_div_half(y[q], L, (float)smx_sum(&a[q]), (uint16_t *)out[q], bfout);
+            smx_div_half(y[q], L, (float)smx_sum(&a[q]), (uint16_t *)out[q], bfout, c->bf16ok);
         else
             smx_div(y[q], L, (float)smx_sum(&a[q]), y[q]);
         if (c->log || !hout)
@@ -583,6 +588,7 @@ ampy_status ampy_softmax(int ndim, const int64_t *shape, const void *in,
 #ifdef HAVE_SMX
     if (c.kind == AMPY_KIND_F32 && ampy_cpu_level_get() >= AMPY_CPU_AVX512) {
         c.simd = 1;
+        c.bf16ok = (ampy_cpu_features() & AMPY_CPU_HAS_AVX512BF16) != 0;
         if (in_dtype != AMPY_FLOAT32)
             c.to_f32 = (void *)ampy_cast_simd_kernel(AMPY_CPU_AVX512, in_dtype, AMPY_FLOAT32);
         if (out_dtype != AMPY_FLOAT32)

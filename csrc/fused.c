@@ -429,6 +429,13 @@ SMB_T static inline void smb_dot(const void *g, const void *y, int64_t i0, int64
         const __mmask16 k = smb_mask(n, i);
         for (int q = 0; q < nr; q++) {
             const int64_t o = i0 + q * N + i;
+            /* the next group of rows (the streams are too short for the
+             * hardware prefetcher to run ahead); every 64 bytes */
+            const int64_t esz = dt == AMPY_FLOAT32 ? 4 : 2, pf = (o + SMB_NR * N) * esz;
+            if (esz == 4 || !(i & 16)) {
+                _mm_prefetch((const char *)g + pf, _MM_HINT_T0);
+                _mm_prefetch((const char *)y + pf, _MM_HINT_T0);
+            }
             const __m512 p = _mm512_mul_ps(smb_ld(g, o, dt, k), smb_ld(y, o, dt, k));
             s0[q] = _mm512_add_pd(s0[q], _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
             s1[q] = _mm512_add_pd(s1[q], _mm512_cvtps_pd(_mm256_castpd_ps(

@@ -487,7 +487,13 @@ static void softmax_inner(char **ptrs, const int64_t *s, int64_t n, void *arg)
 #ifdef HAVE_SMX
     if (c->simd && c->len <= SM_LINE / 2) {
         _Alignas(64) float buf[SM_LINE];
+        const int64_t esz = (int64_t)ampy_dtype_size(c->in_dt);
+        const int pf = c->sin == esz && c->len * esz <= 4096; /* contiguous lines */
         for (int64_t j = 0; j < n; j += 2) {
+            if (pf && j + 3 < n) /* the next pair: too short for the hardware prefetcher */
+                for (int q = 2; q < 4; q++)
+                    for (int64_t b = 0; b < c->len * esz; b += 64)
+                        _mm_prefetch(ptrs[0] + (j + q) * s[0] + b, _MM_HINT_T0);
             const char *in[2] = {ptrs[0] + j * s[0], ptrs[0] + (j + 1) * s[0]};
             char *out[2] = {ptrs[1] + j * s[1], ptrs[1] + (j + 1) * s[1]};
             smx_short_lines(c, in, out, n - j >= 2 ? 2 : 1, buf);

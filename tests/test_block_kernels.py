@@ -177,3 +177,21 @@ def test_softmax_bwd_short_rows_are_the_composite_bits(dt, shape, cpu_path):
     want = (y32 * (g32 - ampy.sum(g32 * y32, -1, keepdim=True))).to(dtype)
     got = _C.fused_softmax_bwd(y, g)
     assert got.dtype is dtype and (_bits(got) == _bits(want)).all()
+
+
+@pytest.mark.parametrize("dt", _DTS)
+def test_layer_norm_rows_do_not_depend_on_batching(dt, cpu_path):
+    """layer_norm's forward takes rows two at a time; a row's output, mean and
+    rstd must be the same bits alone, at an odd offset and in a batch."""
+    rng = np.random.default_rng(5)
+    dtype = getattr(ampy, dt)
+    x = ampy.tensor((rng.standard_normal((7, 300)) * 4 + 1).astype(np.float32)).to(dtype)
+    w = ampy.tensor(rng.standard_normal(300).astype(np.float32))
+    b = ampy.tensor(rng.standard_normal(300).astype(np.float32))
+    y, mean, rstd = _C.nn_layer_norm_fwd(x, 300, w, b, 1e-5, True)
+    yb, mb, rb = _bits(y), mean.numpy(), rstd.numpy()
+    for r0 in range(7):
+        yr, mr, rr = _C.nn_layer_norm_fwd(x[r0:], 300, w, b, 1e-5, True)
+        assert (_bits(yr) == yb[r0:]).all()
+        assert np.array_equal(mr.numpy().ravel(), mb.ravel()[r0:])
+        assert np.array_equal(rr.numpy().ravel(), rb.ravel()[r0:])

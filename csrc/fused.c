@@ -419,8 +419,9 @@ SMB_T static inline __mmask16 smb_mask(int64_t n, int64_t i)
  * sm_dot_block computes it; the rows' loops interleaved, so that their
  * addition chains (one per lane, in order) run side by side */
 #define SMB_NR 4
+#define SMB_KEEP 512 /* half rows up to this long keep their floats for pass 2 */
 SMB_T static inline void smb_dot(const void *g, const void *y, int64_t i0, int64_t N, int64_t n,
-                                 int dt, int nr, double *acc)
+                                 int dt, int nr, double *acc, float *keep)
 {
     __m512d s0[SMB_NR], s1[SMB_NR];
     for (int q = 0; q < SMB_NR; q++)
@@ -431,12 +432,17 @@ SMB_T static inline void smb_dot(const void *g, const void *y, int64_t i0, int64
             const int64_t o = i0 + q * N + i;
             /* the next group of rows (the streams are too short for the
              * hardware prefetcher to run ahead); every 64 bytes */
-            const int64_t esz = dt == AMPY_FLOAT32 ? 4 : 2, pf = (o + SMB_NR * N) * esz;
+            const int64_t esz = dt == AMPY_FLOAT32 ? 4 : 2, pf = (o + (8 / esz) * SMB_NR * N) * esz; /* ~2 KiB ahead */
             if (esz == 4 || !(i & 16)) {
                 _mm_prefetch((const char *)g + pf, _MM_HINT_T0);
                 _mm_prefetch((const char *)y + pf, _MM_HINT_T0);
             }
-            const __m512 p = _mm512_mul_ps(smb_ld(g, o, dt, k), smb_ld(y, o, dt, k));
+            const __m512 vg = smb_ld(g, o, dt, k), vy = smb_ld(y, o, dt, k);
+            if (keep) { /* stores cost no ALU slots; pass 2 skips its conversions */
+                _mm512_storeu_ps(keep + (2 * q) * SMB_KEEP + i, vy);
+                _mm512_storeu_ps(keep + (2 * q + 1) * SMB_KEEP + i, vg);
+            }
+            const __m512 p = _mm512_mul_ps(vg, vy);
             s0[q] = _mm512_add_pd(s0[q], _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
             s1[q] = _mm512_add_pd(s1[q], _mm512_cvtps_pd(_mm256_castpd_ps(
                                              _mm512_extractf64x4_pd(_mm512_castps_pd(p), 1))));
@@ -455,20 +461,28 @@ SMB_T static void smb_rows(const sm_ctx *c, int64_t r0, int nr)
     const int64_t N = c->N;
     const int dt = c->dt;
     double acc[SMB_NR] = {0.0, 0.0, 0.0, 0.0};
+    _Alignas(64) float kb[2 * SMB_NR * SMB_KEEP];
+    float *keep = dt != AMPY_FLOAT32 && nr == SMB_NR && N <= SMB_KEEP ? kb : NULL;
     for (int64_t j = 0; j < N; j += SM_SUM_BLOCK) {
         const int64_t n = N - j < SM_SUM_BLOCK ? N - j : SM_SUM_BLOCK;
         if (nr == SMB_NR)
-            smb_dot(c->g, c->y, r0 * N + j, N, n, dt, SMB_NR, acc);
+            smb_dot(c->g, c->y, r0 * N + j, N, n, dt, SMB_NR, acc, keep ? keep + j : NULL);
         else
             for (int q = 0; q < nr; q++)
-                smb_dot(c->g, c->y, (r0 + q) * N + j, N, n, dt, 1, acc + q);
+                smb_dot(c->g, c->y, (r0 + q) * N + j, N, n, dt, 1, acc + q, NULL);
     }
     for (int q = 0; q < nr; q++) {
         const __m512 s = _mm512_set1_ps((float)acc[q]);
         const int64_t o = (r0 + q) * N;
         for (int64_t i = 0; i < N; i += 16) {
             const __mmask16 k = smb_mask(N, i);
-            const __m512 y = smb_ld(c->y, o + i, dt, k), g = smb_ld(c->g, o + i, dt, k);
+            __m512 y, g;
+            if (keep) {
+                y = _mm512_loadu_ps(keep + (2 * q) * SMB_KEEP + i);
+                g = _mm512_loadu_ps(keep + (2 * q + 1) * SMB_KEEP + i);
+            } else {
+                y = smb_ld(c->y, o + i, dt, k), g = smb_ld(c->g, o + i, dt, k);
+            }
             smb_st(c->out, o + i, dt, c->bf16ok, k, _mm512_mul_ps(y, _mm512_sub_ps(g, s)));
         }
     }

@@ -7,6 +7,10 @@
  * ampy_ewise_load: the maximum (NaN propagates), the sum of exp(x - max)
  * in double, then exp(x - max) / sum (or (x - max) - log(sum)) rounded once
  * into the output dtype. Subtracting the maximum keeps exp from overflowing.
+ * Float32-computed lines (float32/float16/bfloat16) take the vmath.h row
+ * helpers, or on AVX-512 CPUs the intrinsics lines below (softmax_line_avx512,
+ * smx_short_lines): the same exponentials, the double sum in a fixed 16-lane
+ * order, a correctly rounded division, half conversions in registers.
  */
 #include <math.h>
 #include <string.h>

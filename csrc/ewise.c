@@ -216,7 +216,118 @@ typedef struct {
     int64_t ksize;             /* bytes per element of the kind */
     ampy_dtype in_dt[3], out_dt;
     volatile int div_by_zero;  /* set by any thread; read after the join */
+    int fast, fast_op, bf16ok; /* the AVX-512 one-pass float path (ewx_run) */
+    float alpha;
 } ew_ctx;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* ---- AVX-512 float add/sub/mul/div in one pass ------------------------------
+ * For float32/float16/bfloat16 operands that are contiguous or broadcast
+ * scalars (stride 0) and a contiguous output of those dtypes: each 16
+ * elements are widened in registers (exact), combined by the same float
+ * operation as ewise_ops.c's kernel (a OP b, or fmaf(alpha, b, a) for
+ * add/sub with alpha != 1) and rounded once to the output dtype with elem.h's
+ * bits (bfloat16: vcvtneps2bf16 where AVX512-BF16 is present and the block
+ * holds no NaN or denormal, else the integer rounding with NaN -> 0x7FC0;
+ * float16: vcvtps2ph, whose NaN equals elem.h's for the quiet NaNs that
+ * arithmetic produces). No float buffers and no separate conversion passes. */
+#include <immintrin.h>
+#define EWX_T __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")))
+
+typedef struct {
+    const char *p;
+    int dt; /* AMPY_FLOAT32 / FLOAT16 / BFLOAT16, or -1: the broadcast value v */
+    float v;
+} ewx_in;
+
+EWX_T static inline __m512 ewx_ld(const ewx_in *a, int64_t i, __mmask16 k)
+{
+    switch (a->dt) {
+    case AMPY_FLOAT32: return _mm512_maskz_loadu_ps(k, (const float *)a->p + i);
+    case AMPY_BFLOAT16:
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, (const uint16_t *)a->p + i)), 16));
+    case AMPY_FLOAT16:
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, (const uint16_t *)a->p + i));
+    default: return _mm512_set1_ps(a->v);
+    }
+}
+
+EWX_T static inline void ewx_st(char *p, int dt, int bf16ok, int64_t i, __mmask16 k, __m512 v)
+{
+    if (dt == AMPY_FLOAT32) {
+        _mm512_mask_storeu_ps((float *)p + i, k, v);
+        return;
+    }
+    __m256i h;
+    if (dt == AMPY_BFLOAT16 && bf16ok && !_mm512_fpclass_ps_mask(v, 0xA1)) {
+        __asm__("vcvtneps2bf16 %1, %0" : "=v"(h) : "v"(v));
+    } else if (dt == AMPY_BFLOAT16) {
+        const __m512i x = _mm512_castps_si512(v);
+        const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+        __m512i r = _mm512_srli_epi32(
+            _mm512_add_epi32(x, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), lsb)), 16);
+        r = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r,
+                                    _mm512_set1_epi32(0x7FC0));
+        h = _mm512_cvtepi32_epi16(r);
+    } else {
+        h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+    }
+    _mm256_mask_storeu_epi16((uint16_t *)p + i, k, h);
+}
+
+/* op: 0 a + b, 1 a - b, 2 a * b, 3 a / b, 4 fmaf(al, b, a) */
+EWX_T static inline __m512 ewx_op(int op, __m512 a, __m512 b, __m512 al)
+{
+    switch (op) {
+    case 0: return _mm512_add_ps(a, b);
+    case 1: return _mm512_sub_ps(a, b);
+    case 2: return _mm512_mul_ps(a, b);
+    case 3: return _mm512_div_ps(a, b);
+    default: return _mm512_fmadd_ps(al, b, a);
+    }
+}
+
+EWX_T static inline __attribute__((always_inline)) void ewx_run(int op, const ewx_in *a, const ewx_in *b, char *o, int odt, int bf16ok,
+                          float alpha, int64_t n)
+{
+    const __m512 al = _mm512_set1_ps(alpha);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __mmask16 k = (__mmask16)0xFFFF;
+        ewx_st(o, odt, bf16ok, i, k, ewx_op(op, ewx_ld(a, i, k), ewx_ld(b, i, k), al));
+    }
+    if (i < n) {
+        const __mmask16 k = (__mmask16)((1u << (n - i)) - 1u);
+        ewx_st(o, odt, bf16ok, i, k, ewx_op(op, ewx_ld(a, i, k), ewx_ld(b, i, k), al));
+    }
+}
+
+/* ewx_run with the op and output dtype as constants */
+EWX_T static void ewx_dispatch(int op, const ewx_in *a, const ewx_in *b, char *o, int odt,
+                               int bf16ok, float alpha, int64_t n)
+{
+#define EWX_O(OP)                                                                        \
+    case OP:                                                                             \
+        if (odt == AMPY_FLOAT32)                                                         \
+            ewx_run(OP, a, b, o, AMPY_FLOAT32, bf16ok, alpha, n);                        \
+        else if (odt == AMPY_BFLOAT16)                                                   \
+            ewx_run(OP, a, b, o, AMPY_BFLOAT16, bf16ok, alpha, n);                       \
+        else                                                                             \
+            ewx_run(OP, a, b, o, AMPY_FLOAT16, bf16ok, alpha, n);                        \
+        break;
+    switch (op) {
+        EWX_O(0)
+        EWX_O(1)
+        EWX_O(2)
+        EWX_O(3)
+        EWX_O(4)
+    default: break;
+    }
+#undef EWX_O
+}
+#define HAVE_EWX 1
+#endif
 
 /* Elements per block of ew_inner: 4 buffers of EW_BLOCK * 8 bytes stay in L1
  * (32 KB), and the per-block costs (conversion calls) are paid once per 1024
@@ -226,6 +337,29 @@ typedef struct {
 static void ew_inner(char **ptrs, const int64_t *s, int64_t n, void *arg)
 {
     ew_ctx *c = (ew_ctx *)arg;
+#ifdef HAVE_EWX
+    if (c->fast) {
+        ewx_in a[2];
+        int ok = s[2] == (int64_t)ampy_dtype_size(c->out_dt);
+        for (int k = 0; k < 2 && ok; k++) {
+            a[k].p = ptrs[k];
+            a[k].dt = c->in_dt[k];
+            a[k].v = 0.0f;
+            if (s[k] == 0) { /* broadcast: the value as the generic path loads it */
+                ampy_ewise_load(ptrs[k], 0, c->in_dt[k], AMPY_KIND_F32, &a[k].v, 1);
+                a[k].dt = -1;
+            } else if (s[k] != 4 * (c->in_dt[k] == AMPY_FLOAT32) +
+                                  2 * (c->in_dt[k] == AMPY_FLOAT16 ||
+                                       c->in_dt[k] == AMPY_BFLOAT16)) {
+                ok = 0; /* strided, or a dtype only a broadcast may have */
+            }
+        }
+        if (ok) {
+            ewx_dispatch(c->fast_op, &a[0], &a[1], ptrs[2], c->out_dt, c->bf16ok, c->alpha, n);
+            return;
+        }
+    }
+#endif
     const ampy_dtype kdt = ampy_kind_dtype(c->kind);
     _Alignas(64) char buf[4][EW_BLOCK * 8];
     const int na = c->arity;
@@ -279,6 +413,31 @@ ampy_status ampy_ewise(ampy_ewise_op op, int ndim, const int64_t *shape,
     c.ksize = (int64_t)ampy_dtype_size(ampy_kind_dtype(c.kind));
     c.out_dt = out->dtype;
     c.div_by_zero = 0;
+    c.fast = 0;
+#ifdef HAVE_EWX
+    if (c.kind == AMPY_KIND_F32 && na == 2 &&
+        (op == AMPY_EW_ADD || op == AMPY_EW_SUB || op == AMPY_EW_MUL || op == AMPY_EW_DIV) &&
+        ampy_cpu_level_get() >= AMPY_CPU_AVX512) {
+        int ok = 1;
+        for (int k = 0; k <= na; k++) {
+            const ampy_dtype d = k < na ? in[k].dtype : out->dtype;
+            /* a broadcast operand may have any dtype (loaded once, ew_inner) */
+            ok &= k < na || d == AMPY_FLOAT32 || d == AMPY_FLOAT16 || d == AMPY_BFLOAT16;
+        }
+        if (ok) {
+            c.fast = 1;
+            c.bf16ok = (ampy_cpu_features() & AMPY_CPU_HAS_AVX512BF16) != 0;
+            c.fast_op = op == AMPY_EW_ADD ? 0 : op == AMPY_EW_SUB ? 1 : op == AMPY_EW_MUL ? 2 : 3;
+            if ((op == AMPY_EW_ADD || op == AMPY_EW_SUB) && c.params->f[0] != 1.0) {
+                c.fast_op = 4; /* fmaf(al, b, a), al = (float)(0 +- alpha) as ewise_ops.c */
+                c.alpha = op == AMPY_EW_ADD ? (float)(0.0 + c.params->f[0])
+                                            : (float)(0.0 - c.params->f[0]);
+            } else {
+                c.alpha = 1.0f;
+            }
+        }
+    }
+#endif
     char *ptrs[4];
     int64_t strides[4 * AMPY_MAX_DIMS];
     for (int k = 0; k <= na; k++) {

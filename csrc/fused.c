@@ -308,63 +308,53 @@ ampy_status ampy_fused_relu_bwd(int64_t n, const void *y, const void *g, int dty
 }
 
 /* softmax backward over rows of N: s = sum_j float(g_j * y_j) accumulated in
- * double and rounded to float (ampy's sum), dx_j = y_j * (g_j - s) in float. */
+ * double and rounded to float (ampy's sum: per block of AMPY_EWISE_BLOCK, 16
+ * lanes by j mod 16 and a halving tree, see SUM16 in csrc/reduce.c), dx_j =
+ * y_j * (g_j - s) in float: the composite rule's bits. */
 typedef struct {
     const void *y, *g;
     void *out;
     int64_t N;
     int dt;
+    int bf16ok; /* AVX512-BF16 present (vcvtneps2bf16) */
 } sm_ctx;
 
-#define SM_ROWS_N 256 /* rows up to this long go four at a time */
+#define SM_SUM_BLOCK 256 /* AMPY_EWISE_BLOCK: the blocks of ampy's sum */
+
+/* the canonical double sum of float(g[k] * y[k]) over one block */
+static double sm_dot_block(const float *g, const float *y, int64_t n)
+{
+    double s[16] = {0};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++)
+            s[l] += (double)(g[i + l] * y[i + l]);
+    for (int l = 0; i + l < n; l++)
+        s[l] += (double)(g[i + l] * y[i + l]);
+    for (int h = 8; h >= 1; h >>= 1)
+        for (int l = 0; l < h; l++)
+            s[l] += s[l + h];
+    return s[0];
+}
+
 static void softmax_bwd_range(int64_t b, int64_t e, void *ctx)
 {
     const sm_ctx *c = (const sm_ctx *)ctx;
     const int64_t N = c->N;
-    float by[BLK], bg[BLK], bo[BLK];
+    float by[SM_SUM_BLOCK], bg[SM_SUM_BLOCK], bo[SM_SUM_BLOCK];
     conv cv;
     conv_init(&cv, c->dt);
-    int64_t r = b;
-    if (N <= SM_ROWS_N) {
-        /* short rows, four at a time: four independent double sums (each row
-         * still added in order, so the same bits) instead of one
-         * latency-bound chain */
-        float ry[4][SM_ROWS_N], rg[4][SM_ROWS_N], ro[SM_ROWS_N];
-        for (; r + 4 <= e; r += 4) {
-            const float *y[4], *g[4];
-            for (int q = 0; q < 4; q++) {
-                y[q] = ld_block(&cv, c->y, (r + q) * N, N, ry[q]);
-                g[q] = ld_block(&cv, c->g, (r + q) * N, N, rg[q]);
-            }
-            double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
-            for (int64_t k = 0; k < N; k++) {
-                a0 += (double)(g[0][k] * y[0][k]);
-                a1 += (double)(g[1][k] * y[1][k]);
-                a2 += (double)(g[2][k] * y[2][k]);
-                a3 += (double)(g[3][k] * y[3][k]);
-            }
-            const double acc[4] = {a0, a1, a2, a3};
-            for (int q = 0; q < 4; q++) {
-                const float s = (float)acc[q];
-                float *o = c->dt == AMPY_FLOAT32 ? (float *)c->out + (r + q) * N : ro;
-                for (int64_t k = 0; k < N; k++)
-                    o[k] = y[q][k] * (g[q][k] - s);
-                st_block(&cv, c->out, (r + q) * N, N, o);
-            }
-        }
-    }
-    for (; r < e; r++) {
+    for (int64_t r = b; r < e; r++) {
         double acc = 0.0;
-        for (int64_t j = 0; j < N; j += BLK) {
-            int64_t n = N - j < BLK ? N - j : BLK;
+        for (int64_t j = 0; j < N; j += SM_SUM_BLOCK) {
+            int64_t n = N - j < SM_SUM_BLOCK ? N - j : SM_SUM_BLOCK;
             const float *y = ld_block(&cv, c->y, r * N + j, n, by);
             const float *g = ld_block(&cv, c->g, r * N + j, n, bg);
-            for (int64_t k = 0; k < n; k++)
-                acc += (double)(g[k] * y[k]);
+            acc += sm_dot_block(g, y, n);
         }
         const float s = (float)acc;
-        for (int64_t j = 0; j < N; j += BLK) {
-            int64_t n = N - j < BLK ? N - j : BLK;
+        for (int64_t j = 0; j < N; j += SM_SUM_BLOCK) {
+            int64_t n = N - j < SM_SUM_BLOCK ? N - j : SM_SUM_BLOCK;
             const float *y = ld_block(&cv, c->y, r * N + j, n, by);
             const float *g = ld_block(&cv, c->g, r * N + j, n, bg);
             float *o = c->dt == AMPY_FLOAT32 ? (float *)c->out + r * N + j : bo;
@@ -375,6 +365,137 @@ static void softmax_bwd_range(int64_t b, int64_t e, void *ctx)
     }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/* The AVX-512 rows: conversions in registers (bfloat16 widening by a shift,
+ * narrowing by elem.h's integer rounding with NaN -> 0x7FC0; float16 by
+ * vcvtph2ps / vcvtps2ph, whose NaN result equals elem.h's for the quiet NaNs
+ * arithmetic produces), the sum's lanes as two vectors of 8 doubles, and two
+ * rows at a time so that one row's horizontal sum overlaps the other's
+ * loops. Same operations per element as softmax_bwd_range: the same bits. */
+#include <immintrin.h>
+#define SMB_T __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")))
+
+SMB_T static inline __m512 smb_ld(const void *p, int64_t i, int dt, __mmask16 k)
+{
+    if (dt == AMPY_FLOAT32)
+        return _mm512_maskz_loadu_ps(k, (const float *)p + i);
+    const __m256i h = _mm256_maskz_loadu_epi16(k, (const uint16_t *)p + i);
+    if (dt == AMPY_BFLOAT16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return _mm512_cvtph_ps(h);
+}
+
+SMB_T static inline void smb_st(void *p, int64_t i, int dt, int bf16ok, __mmask16 k, __m512 v)
+{
+    if (dt == AMPY_FLOAT32) {
+        _mm512_mask_storeu_ps((float *)p + i, k, v);
+        return;
+    }
+    __m256i h;
+    if (dt == AMPY_BFLOAT16 && bf16ok && !_mm512_fpclass_ps_mask(v, 0xA1)) {
+        /* vcvtneps2bf16 rounds like elem.h except for NaN and denormal
+         * inputs (fpclass 0x01 | 0x20 | 0x80), which take the integer path */
+        __asm__("vcvtneps2bf16 %1, %0" : "=v"(h) : "v"(v));
+    } else if (dt == AMPY_BFLOAT16) {
+        const __m512i x = _mm512_castps_si512(v);
+        const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+        __m512i r = _mm512_srli_epi32(
+            _mm512_add_epi32(x, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), lsb)), 16);
+        r = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r,
+                                    _mm512_set1_epi32(0x7FC0));
+        h = _mm512_cvtepi32_epi16(r);
+    } else {
+        h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+    }
+    _mm256_mask_storeu_epi16((uint16_t *)p + i, k, h);
+}
+
+SMB_T static inline __mmask16 smb_mask(int64_t n, int64_t i)
+{
+    return n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+}
+
+/* sum of one block of each of NR rows (row q at element offset i0 + q N) as
+ * sm_dot_block computes it; the rows' loops interleaved, so that their
+ * addition chains (one per lane, in order) run side by side */
+#define SMB_NR 4
+#define SMB_KEEP 512 /* half rows up to this long keep their floats for pass 2 */
+SMB_T static inline void smb_dot(const void *g, const void *y, int64_t i0, int64_t N, int64_t n,
+                                 int dt, int nr, double *acc, float *keep)
+{
+    __m512d s0[SMB_NR], s1[SMB_NR];
+    for (int q = 0; q < SMB_NR; q++)
+        s0[q] = s1[q] = _mm512_setzero_pd();
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = smb_mask(n, i);
+        for (int q = 0; q < nr; q++) {
+            const int64_t o = i0 + q * N + i;
+            /* the next group of rows (the streams are too short for the
+             * hardware prefetcher to run ahead); every 64 bytes */
+            const int64_t esz = dt == AMPY_FLOAT32 ? 4 : 2, pf = (o + (8 / esz) * SMB_NR * N) * esz; /* ~2 KiB ahead */
+            if (esz == 4 || !(i & 16)) {
+                _mm_prefetch((const char *)g + pf, _MM_HINT_T0);
+                _mm_prefetch((const char *)y + pf, _MM_HINT_T0);
+            }
+            const __m512 vg = smb_ld(g, o, dt, k), vy = smb_ld(y, o, dt, k);
+            if (keep) { /* stores cost no ALU slots; pass 2 skips its conversions */
+                _mm512_storeu_ps(keep + (2 * q) * SMB_KEEP + i, vy);
+                _mm512_storeu_ps(keep + (2 * q + 1) * SMB_KEEP + i, vg);
+            }
+            const __m512 p = _mm512_mul_ps(vg, vy);
+            s0[q] = _mm512_add_pd(s0[q], _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
+            s1[q] = _mm512_add_pd(s1[q], _mm512_cvtps_pd(_mm256_castpd_ps(
+                                             _mm512_extractf64x4_pd(_mm512_castps_pd(p), 1))));
+        }
+    }
+    for (int q = 0; q < nr; q++) {
+        const __m512d t = _mm512_add_pd(s0[q], s1[q]);
+        const __m256d u = _mm256_add_pd(_mm512_castpd512_pd256(t), _mm512_extractf64x4_pd(t, 1));
+        const __m128d v = _mm_add_pd(_mm256_castpd256_pd128(u), _mm256_extractf128_pd(u, 1));
+        acc[q] += _mm_cvtsd_f64(_mm_add_sd(v, _mm_unpackhi_pd(v, v)));
+    }
+}
+
+SMB_T static void smb_rows(const sm_ctx *c, int64_t r0, int nr)
+{
+    const int64_t N = c->N;
+    const int dt = c->dt;
+    double acc[SMB_NR] = {0.0, 0.0, 0.0, 0.0};
+    _Alignas(64) float kb[2 * SMB_NR * SMB_KEEP];
+    float *keep = dt != AMPY_FLOAT32 && nr == SMB_NR && N <= SMB_KEEP ? kb : NULL;
+    for (int64_t j = 0; j < N; j += SM_SUM_BLOCK) {
+        const int64_t n = N - j < SM_SUM_BLOCK ? N - j : SM_SUM_BLOCK;
+        if (nr == SMB_NR)
+            smb_dot(c->g, c->y, r0 * N + j, N, n, dt, SMB_NR, acc, keep ? keep + j : NULL);
+        else
+            for (int q = 0; q < nr; q++)
+                smb_dot(c->g, c->y, (r0 + q) * N + j, N, n, dt, 1, acc + q, NULL);
+    }
+    for (int q = 0; q < nr; q++) {
+        const __m512 s = _mm512_set1_ps((float)acc[q]);
+        const int64_t o = (r0 + q) * N;
+        for (int64_t i = 0; i < N; i += 16) {
+            const __mmask16 k = smb_mask(N, i);
+            __m512 y, g;
+            if (keep) {
+                y = _mm512_loadu_ps(keep + (2 * q) * SMB_KEEP + i);
+                g = _mm512_loadu_ps(keep + (2 * q + 1) * SMB_KEEP + i);
+            } else {
+                y = smb_ld(c->y, o + i, dt, k), g = smb_ld(c->g, o + i, dt, k);
+            }
+            smb_st(c->out, o + i, dt, c->bf16ok, k, _mm512_mul_ps(y, _mm512_sub_ps(g, s)));
+        }
+    }
+}
+
+static void softmax_bwd_range_avx512(int64_t b, int64_t e, void *ctx)
+{
+    for (int64_t r = b; r < e; r += SMB_NR)
+        smb_rows((const sm_ctx *)ctx, r, e - r >= SMB_NR ? SMB_NR : (int)(e - r));
+}
+#define HAVE_SMB 1
+#endif
+
 ampy_status ampy_fused_softmax_bwd(int64_t M, int64_t N, const void *y, const void *g,
                                    int dtype, void *dx)
 {
@@ -384,7 +505,14 @@ ampy_status ampy_fused_softmax_bwd(int64_t M, int64_t N, const void *y, const vo
         return ampy_error(AMPY_ERR_DTYPE, "softmax_backward: float32, float16 or bfloat16 only");
     if (N == 0)
         return AMPY_OK;
-    sm_ctx c = {y, g, dx, N, dtype};
+    sm_ctx c = {y, g, dx, N, dtype, 0};
+#ifdef HAVE_SMB
+    if (ampy_cpu_level_get() >= AMPY_CPU_AVX512) {
+        c.bf16ok = (ampy_cpu_features() & AMPY_CPU_HAS_AVX512BF16) != 0;
+        ampy_parallel_for(M, 32768 / N + 1, softmax_bwd_range_avx512, &c);
+        return AMPY_OK;
+    }
+#endif
     ampy_parallel_for(M, 32768 / N + 1, softmax_bwd_range, &c);
     return AMPY_OK;
 }

@@ -15,6 +15,7 @@
 #include "ampy/cast.h"
 #include "ampy/cpu.h"
 #include "ampy/dtype.h"
+#include "ampy/elem.h"
 #include "ampy/nn.h"
 #include "ampy/parallel.h"
 
@@ -110,14 +111,23 @@ void nn_store1(void *p, int dt, int64_t i, double v)
 
 /* Row [off, off+n) of a float32/float16/bfloat16 array as float32: the
  * array itself for float32, else converted into `scratch`. */
+/* (The SIMD cast kernel directly: ampy_cast_f16_to_f32 and friends go
+ * through the general strided ampy_cast, whose set-up cost more than
+ * converting a row of a few hundred elements. Same bits as elem.h.) */
 const float *nn_row_f32(const void *src, int dt, int64_t off, int64_t n, float *scratch)
 {
     if (dt == AMPY_FLOAT32)
         return (const float *)src + off;
-    if (dt == AMPY_FLOAT16)
-        ampy_cast_f16_to_f32((const uint16_t *)src + off, scratch, n);
+    const uint16_t *h = (const uint16_t *)src + off;
+    ampy_cast_kernel k = ampy_cast_simd_kernel(ampy_cpu_level_get(), dt, AMPY_FLOAT32);
+    if (k)
+        k(h, scratch, n);
+    else if (dt == AMPY_FLOAT16)
+        for (int64_t i = 0; i < n; i++)
+            scratch[i] = ampy_f16_to_f32(h[i]);
     else
-        ampy_cast_bf16_to_f32((const uint16_t *)src + off, scratch, n);
+        for (int64_t i = 0; i < n; i++)
+            scratch[i] = ampy_bf16_to_f32(h[i]);
     return scratch;
 }
 
@@ -130,10 +140,18 @@ static float *out_row(void *dst, int dt, int64_t off, float *scratch)
 /* Round a float32 row computed by out_row() into dst (no-op for float32). */
 void nn_store_row_f32(const float *row, void *dst, int dt, int64_t off, int64_t n)
 {
-    if (dt == AMPY_FLOAT16)
-        ampy_cast_f32_to_f16(row, (uint16_t *)dst + off, n);
-    else if (dt == AMPY_BFLOAT16)
-        ampy_cast_f32_to_bf16(row, (uint16_t *)dst + off, n);
+    if (dt != AMPY_FLOAT16 && dt != AMPY_BFLOAT16)
+        return;
+    uint16_t *h = (uint16_t *)dst + off;
+    ampy_cast_kernel k = ampy_cast_simd_kernel(ampy_cpu_level_get(), AMPY_FLOAT32, dt);
+    if (k)
+        k(row, h, n);
+    else if (dt == AMPY_FLOAT16)
+        for (int64_t i = 0; i < n; i++)
+            h[i] = ampy_f32_to_f16(row[i]);
+    else
+        for (int64_t i = 0; i < n; i++)
+            h[i] = ampy_f32_to_bf16(row[i]);
 }
 
 /* A float32 (float64 for f64) copy of n elements of p (dtype dt), or `fill`
@@ -192,9 +210,36 @@ static void ln_fwd_chunks(int64_t cb, int64_t ce, void *vc)
                 const double *x = (const double *)c->x + r * N;
                 rows_f64.ln_stats(x, N, c->eps, &mean, &rstd);
                 rows_f64.ln_fwd_row(x, N, c->w, c->b, mean, rstd, (double *)c->y + r * N);
+            } else if (r + 1 < r1) {
+                /* two rows: the second's statistics (serial sums, a division
+                 * and a square root) overlap the first's output loop; each
+                 * row's arithmetic is its own (the same bits as one by one) */
+                const nn_rows_f32 *R = rows_f32();
+                float *s = (float *)c->scratch + k * 4 * N;
+                const float *x = nn_row_f32(c->x, c->dt, r * N, N, s);
+                const float *x2 = nn_row_f32(c->x, c->dt, (r + 1) * N, N, s + N);
+                float *y = out_row(c->y, c->dt, r * N, s + 2 * N);
+                float *y2 = out_row(c->y, c->dt, (r + 1) * N, s + 3 * N);
+                double mean2, rstd2;
+                R->ln_stats(x, N, c->eps, &mean, &rstd);
+                R->ln_stats(x2, N, c->eps, &mean2, &rstd2);
+                R->ln_fwd_row(x, N, c->w, c->b, mean, rstd, y);
+                R->ln_fwd_row(x2, N, c->w, c->b, mean2, rstd2, y2);
+                nn_store_row_f32(y, c->y, c->dt, r * N, N);
+                nn_store_row_f32(y2, c->y, c->dt, (r + 1) * N, N);
+                if (c->mean) {
+                    c->mean[r + 1] = mean2;
+                    c->rstd[r + 1] = rstd2;
+                }
+                if (c->mean) {
+                    c->mean[r] = mean;
+                    c->rstd[r] = rstd;
+                }
+                r++;
+                continue;
             } else {
                 const nn_rows_f32 *R = rows_f32();
-                float *s = (float *)c->scratch + k * 3 * N;
+                float *s = (float *)c->scratch + k * 4 * N;
                 const float *x = nn_row_f32(c->x, c->dt, r * N, N, s);
                 float *y = out_row(c->y, c->dt, r * N, s + N);
                 R->ln_stats(x, N, c->eps, &mean, &rstd);
@@ -239,7 +284,7 @@ ampy_status ampy_nn_layer_norm_fwd(int64_t M, int64_t N, const void *x, int x_dt
                 .rstd = rstd};
     c.nchunks = nn_chunks(M, N);
     void *wv = nn_vec(w, w ? w_dtype : vdt, N, 1.0), *bv = nn_vec(b, b ? w_dtype : vdt, N, 0.0);
-    void *scr = malloc((size_t)c.nchunks * 3 * (size_t)N * sizeof(float));
+    void *scr = malloc((size_t)c.nchunks * 4 * (size_t)N * sizeof(float));
     if (!wv || !bv || !scr) {
         free(wv), free(bv), free(scr);
         return ampy_error(AMPY_ERR_NOMEM, "layer_norm: out of memory");

@@ -63,24 +63,30 @@ static acc_t acc_init(int cls)
     return a;
 }
 
-/* 4 independent partial sums of EXPR(x[i]): more accurate than one chain
- * and free of the loop-carried dependency. */
-#define SUM4(EXPR)                                                              \
+/* The canonical float sum of a block (AMPY_EWISE_BLOCK elements at most): 16
+ * partial sums in double, lane l taking the elements i == l (mod 16) in
+ * order, then a halving tree (lane l += lane l+8, then l+4, l+2, l+1). More
+ * accurate than one chain, free of its loop-carried latency, and the order
+ * SIMD lanes give: the fused kernels that need ampy.sum's bits (softmax
+ * backward, csrc/fused.c) use the same order. No lane ever holds -0.0, so
+ * lanes a short block does not reach are as good as absent. */
+#define SUM16(EXPR)                                                             \
     do {                                                                        \
-        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                  \
+        double s_[16] = {0};                                                    \
         int64_t i = 0;                                                          \
-        for (; i + 4 <= n; i += 4) {                                            \
-            double v0 = x[i], v1 = x[i + 1], v2 = x[i + 2], v3 = x[i + 3];      \
-            s0 += EXPR(v0);                                                     \
-            s1 += EXPR(v1);                                                     \
-            s2 += EXPR(v2);                                                     \
-            s3 += EXPR(v3);                                                     \
+        for (; i + 16 <= n; i += 16)                                            \
+            for (int l = 0; l < 16; l++) {                                      \
+                double v0 = x[i + l];                                           \
+                s_[l] += EXPR(v0);                                              \
+            }                                                                   \
+        for (int l = 0; i + l < n; l++) {                                       \
+            double v0 = x[i + l];                                               \
+            s_[l] += EXPR(v0);                                                  \
         }                                                                       \
-        for (; i < n; i++) {                                                    \
-            double v0 = x[i];                                                   \
-            s0 += EXPR(v0);                                                     \
-        }                                                                       \
-        a->s += (s0 + s1) + (s2 + s3);                                          \
+        for (int h = 8; h >= 1; h >>= 1)                                        \
+            for (int l = 0; l < h; l++)                                         \
+                s_[l] += s_[l + h];                                             \
+        a->s += s_[0];                                                          \
     } while (0)
 #define E_ID(v) (v)
 #define E_SQ(v) ((v) * (v))
@@ -111,10 +117,10 @@ static acc_t acc_init(int cls)
 static void block_d(int cls, const double *x, int64_t n, int64_t i0, double center, acc_t *a)
 {
     switch (cls) {
-    case C_SUM: SUM4(E_ID); break;
-    case C_SUMSQ: SUM4(E_SQ); break;
-    case C_DEV2: SUM4(E_DEV2); break;
-    case C_SUMEXP: SUM4(E_EXP); break;
+    case C_SUM: SUM16(E_ID); break;
+    case C_SUMSQ: SUM16(E_SQ); break;
+    case C_DEV2: SUM16(E_DEV2); break;
+    case C_SUMEXP: SUM16(E_EXP); break;
     case C_PROD:
         for (int64_t i = 0; i < n; i++)
             a->s *= x[i];
@@ -128,6 +134,9 @@ static void block_d(int cls, const double *x, int64_t n, int64_t i0, double cent
     default: break;
     }
 }
+
+/* C_SUM of a float32 block read in place: SUM16's bits (the widening is exact) */
+static void sum_f32(const float *x, int64_t n, acc_t *a) { SUM16(E_ID); }
 
 static void block_i(int cls, const int64_t *x, int64_t n, int64_t i0, acc_t *a)
 {
@@ -164,6 +173,10 @@ static void fold_row(const red_ctx *c, const char *p, int64_t s, int64_t m, int6
         const int64_t k = m - off < AMPY_EWISE_BLOCK ? m - off : AMPY_EWISE_BLOCK;
         const char *q = p + off * s;
         const void *x = buf;
+        if (cls == C_SUM && s == 4 && c->in_dt == AMPY_FLOAT32) {
+            sum_f32((const float *)q, k, a);
+            continue;
+        }
         if (s == 8 && (c->in_dt == ampy_kind_dtype(c->kind)))
             x = q;
         else

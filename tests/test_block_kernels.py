@@ -163,10 +163,11 @@ def test_slice_grads_summed_in_place_match_torch():
 
 @pytest.mark.parametrize("dt", _DTS)
 @pytest.mark.parametrize("shape", [(1, 128), (3, 128), (4, 128), (7, 5), (9, 256), (2, 257),
-                                   (4, 4, 129), (0, 128)])
-def test_softmax_bwd_short_rows_are_the_composite_bits(dt, shape):
-    """rows up to 256 long go through fused_softmax_bwd four at a time; each row
-    keeps its own in-order double sum, so the bits equal the composite rule's"""
+                                   (4, 4, 129), (0, 128), (6, 600), (5, 17)])
+def test_softmax_bwd_short_rows_are_the_composite_bits(dt, shape, cpu_path):
+    """fused_softmax_bwd takes rows four at a time (AVX-512) or one by one
+    (portable); each row's sum is ampy.sum's (16 lanes in double, then a tree,
+    per block of 256), so the bits equal the composite rule's"""
     dtype = getattr(ampy, dt)
     rng = np.random.default_rng(len(shape) + shape[-1])
     x = ampy.tensor(rng.standard_normal(shape).astype(np.float32) * 3).to(dtype)
@@ -176,3 +177,21 @@ def test_softmax_bwd_short_rows_are_the_composite_bits(dt, shape):
     want = (y32 * (g32 - ampy.sum(g32 * y32, -1, keepdim=True))).to(dtype)
     got = _C.fused_softmax_bwd(y, g)
     assert got.dtype is dtype and (_bits(got) == _bits(want)).all()
+
+
+@pytest.mark.parametrize("dt", _DTS)
+def test_layer_norm_rows_do_not_depend_on_batching(dt, cpu_path):
+    """layer_norm's forward takes rows two at a time; a row's output, mean and
+    rstd must be the same bits alone, at an odd offset and in a batch."""
+    rng = np.random.default_rng(5)
+    dtype = getattr(ampy, dt)
+    x = ampy.tensor((rng.standard_normal((7, 300)) * 4 + 1).astype(np.float32)).to(dtype)
+    w = ampy.tensor(rng.standard_normal(300).astype(np.float32))
+    b = ampy.tensor(rng.standard_normal(300).astype(np.float32))
+    y, mean, rstd = _C.nn_layer_norm_fwd(x, 300, w, b, 1e-5, True)
+    yb, mb, rb = _bits(y), mean.numpy(), rstd.numpy()
+    for r0 in range(7):
+        yr, mr, rr = _C.nn_layer_norm_fwd(x[r0:], 300, w, b, 1e-5, True)
+        assert (_bits(yr) == yb[r0:]).all()
+        assert np.array_equal(mr.numpy().ravel(), mb.ravel()[r0:])
+        assert np.array_equal(rr.numpy().ravel(), rb.ravel()[r0:])

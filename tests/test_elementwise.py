@@ -458,3 +458,54 @@ def test_operator_fallbacks():
     assert (x == None) is False and (x != "a") is True  # noqa: E711
     assert np.array_equal((np.array([1.0, 1.0]) + x).numpy(), [2.0, 3.0])
     assert (x + np.float32(1)).dtype is ampy.float32
+
+
+# ---- the one-pass AVX-512 add/sub/mul/div (csrc/ewise.c ewx_run) ----------------------
+_SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 3e38, 65504.0, 70000.0,
+                     1.0 + 2.0 ** -8, 1.0 + 2.0 ** -9 + 2.0 ** -20, 6e-8, -2.0 ** -133],
+                    np.float32)
+
+
+def _operand(rng, dt, n):
+    x = np.concatenate([rng.standard_normal(n - len(_SPECIAL)).astype(np.float32) * 50,
+                        _SPECIAL])
+    return ampy.tensor(rng.permutation(x)).to(getattr(ampy, dt))
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "add_alpha", "sub_alpha"])
+@pytest.mark.parametrize("da,db", [("float32", "bfloat16"), ("bfloat16", "float32"),
+                                   ("bfloat16", "bfloat16"), ("float16", "float16"),
+                                   ("float16", "float32"), ("bfloat16", "float16"),
+                                   ("float32", "float32"), ("bfloat16", "scalar"),
+                                   ("float16", "scalar"), ("scalar", "bfloat16")])
+def test_fast_float_binary_same_bits_as_portable(op, da, db):
+    """The AVX-512 one-pass path (in-register conversions, one rounding out)
+    gives the generic path's bits, tails (n % 16) and specials included; the
+    portable C path is the reference."""
+    rng = np.random.default_rng(len(op) + len(da) * 7 + len(db) * 13)
+    fn = {"add": lambda a, b: ampy.add(a, b), "sub": lambda a, b: ampy.sub(a, b),
+          "mul": lambda a, b: ampy.mul(a, b), "div": lambda a, b: ampy.div(a, b),
+          "add_alpha": lambda a, b: ampy.add(a, b, alpha=0.3),
+          "sub_alpha": lambda a, b: ampy.sub(a, b, alpha=-1.7)}[op]
+    for n in (16 * 70 + 5, 37, 3):
+        n = max(n, len(_SPECIAL) + 1)
+        a = 0.125 if da == "scalar" else _operand(rng, da, n)
+        b = -0.37 if db == "scalar" else _operand(rng, db, n)
+        got = fn(a, b)
+        outs = [got]
+        if not isinstance(a, float) and a.dtype is got.dtype:  # out= and in-place forms
+            o = ampy.empty_like(got)
+            fn_out = {"add": ampy.add, "sub": ampy.sub, "mul": ampy.mul, "div": ampy.div}
+            if op in fn_out:
+                fn_out[op](a, b, out=o)
+                outs.append(o)
+        ampy._C._set_cpu_level("portable")
+        try:
+            want = fn(a, b)
+        finally:
+            ampy._C._set_cpu_level(None)
+        w = want.to(ampy.float32).numpy().view(np.uint32)
+        for g in outs:
+            assert g.dtype is want.dtype
+            gb = g.to(ampy.float32).numpy().view(np.uint32)
+            assert np.array_equal(gb, w), (op, da, db, n, np.flatnonzero(gb != w)[:5])

@@ -285,6 +285,37 @@ def test_softmax_specials(log, cpu_path):
         assert np.allclose(got[ok], want[ok], rtol=rtol, atol=0), (dtype, got, want)
 
 
+@pytest.mark.parametrize("L", [1, 5, 16, 128, 300, 2048, 2049, 4096, 4097, 9000])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_softmax_line_bits_do_not_depend_on_batching(L, dtype, cpu_path):
+    """Each line's result is its own: the AVX-512 path takes short lines two at a
+    time and long ones in chunks, converts contiguous half lines in registers
+    and strided ones through a buffer; none of it may change a bit. Also
+    half -> float32 output (dtype=) against the float32 result of the
+    widened input."""
+    rng = np.random.default_rng(L)
+    rows = 5 if L <= 4096 else 2
+    x = (rng.normal(size=(rows, L)) * 6).astype(np.float32)
+    x[0, L // 2] = 90.0  # exponentials underflowing to subnormals and zero
+    t = ampy.tensor(x).to(getattr(ampy, dtype))
+    for fn in (ampy.softmax, ampy.log_softmax):
+        full = fn(t, -1)
+        bits = full.to(ampy.float32).numpy().view(np.uint32)
+        for r in range(rows):  # alone, and at an odd offset in a batch
+            one = fn(t[r:r + 1], -1).to(ampy.float32).numpy().view(np.uint32)
+            assert np.array_equal(one[0], bits[r]), (fn.__name__, r)
+        tail = fn(t[1:], -1).to(ampy.float32).numpy().view(np.uint32)
+        assert np.array_equal(tail, bits[1:])
+        strided = fn(t.t().contiguous().t(), -1).to(ampy.float32).numpy().view(np.uint32)
+        assert np.array_equal(strided, bits)
+        if dtype != "float32":
+            w = fn(t.to(ampy.float32), -1).numpy().view(np.uint32)
+            g = fn(t, -1, dtype=ampy.float32).numpy().view(np.uint32)
+            assert np.array_equal(g, w)
+            assert np.array_equal(bits, fn(t.to(ampy.float32), -1).to(getattr(ampy, dtype))
+                                  .to(ampy.float32).numpy().view(np.uint32))
+
+
 def test_softmax_strided_input_and_output(cpu_path):
     rng = np.random.default_rng(11)
     x = rng.normal(size=(40, 300)).astype(np.float32) * 5

@@ -5,9 +5,12 @@
  * The split. A float16 value x has an 11-bit significand; bfloat16 has 8 and
  * float32's exponent range. So x = hi + lo exactly, with hi = x truncated
  * to bfloat16 (toward zero) and lo = x - hi (at most 3 significant bits,
- * same sign as x, |lo| < 2^-7 |x|), both bfloat16. Then
+ * same sign as x, |lo| < 2^-7 |x|, a multiple of x's float16 ulp), both
+ * bfloat16. Then
  *     a * b = ah*bh + (ah*bl + al*bh + al*bl)
- * where every product of two bfloat16 is exact in float32. Two passes of
+ * where every product of two bfloat16 is exact in float32 (and when all
+ * parts are multiples of x's float16 ulp, as here, sums that an fp32 GEMM
+ * would form exactly are exact here too). Two passes of
  * TDPBF16PS per K block: the "main" sum of ah*bh over k (accumulated onto W
  * like any other K block), then the "correction" sum of the three small
  * products from zero in the same tiles, added to W with one AVX-512 add.
@@ -22,23 +25,20 @@
  * performs tmp += a0*b0 then tmp += a1*b1 as float32 FMAs, round to nearest
  * even on each accumulation; bfloat16 input denormals are treated as zero and
  * float32 output denormals are flushed to zero; MXCSR is neither read nor
- * written. None of that changes a result here: an fp16 value has magnitude
- * >= 2^-24, so hi and lo are >= 2^-32 (normal bfloat16), every product is a
- * nonzero multiple of 2^-64 or zero, and so is every partial sum (rounding a
- * multiple of 2^-64 that is >= 2^-64 cannot go below 2^-64): no denormal is
- * ever read or produced.
+ * written. None of that changes a result here: a nonzero float16 value x
+ * is a multiple of its ulp (>= 2^-24), and so are hi and lo (nonzero ones are
+ * >= 2^-24: normal bfloat16), so every product is zero or a multiple of
+ * 2^-48, and so is every partial sum (rounding a multiple of 2^-48 that is
+ * >= 2^-48 cannot go below 2^-48): no denormal is ever read or produced.
  *
- * Special values. Products must be NaN / +-inf exactly when x*y is:
- *  - lo is never zero for a nonzero finite x: when x fits in bfloat16
- *    (truncation leaves lo = 0), hi is lowered by one bfloat16 ulp and lo is
- *    that ulp (x = 1.0 -> 0.99609375 + 0.00390625). Otherwise inf * bl with
- *    bl = 0 would make NaN where inf * y is inf. With hi and lo of the same
- *    sign as x and nonzero, each partial product has the sign of x*y and is
- *    nonzero iff x*y is.
- *  - +-inf splits as hi = lo = +-inf, NaN as hi = lo = a quiet NaN (the
- *    truncated bits of a float16 NaN could otherwise read as inf).
- *  - +-0 splits as +-0 and +0: inf * 0 is NaN in every partial product.
- * Products are at most 2^32 (65504 rounds up to hi <= 65504), so no sum
+ * Special values. A float16 inf or NaN does not split (inf - inf is NaN),
+ * and a finite x that fits in bfloat16 has lo = 0, so inf * y would meet
+ * inf * 0 = NaN in a partial product. So this kernel only ever sees finite
+ * inputs: ampy_gemm (gemm.c) first scans A and B with
+ * ampy_gemm_f16_all_finite() below and runs the AVX-512 FMA kernel instead
+ * when either holds an inf or NaN (in AMP training: only on the steps the
+ * GradScaler skips), which gives IEEE inf/NaN propagation. For finite
+ * inputs +-0 splits as +-0 + 0, and products are at most 2^32, so no sum
  * overflows for any K below 2^90.
  *
  * Packed layout (per 32 k of a K block, 4 KiB per 32 x 32 panel):
@@ -74,19 +74,58 @@
 #define F_KC 512
 #endif
 
+/* ---- the finiteness scan --------------------------------------------- */
+
+/* 1 when none of the batch x rows x cols float16 elements at p (strides in
+ * elements) is inf or NaN; the runs along a unit stride are scanned 32 at a
+ * time. */
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw")
+int ampy_gemm_f16_all_finite(const void *vp, int64_t batch, int64_t bs, int64_t rows,
+                             int64_t rs, int64_t cols, int64_t cs)
+{
+    const char *p = vp;
+    if (cs != 1 && rs == 1) { /* make the unit stride the inner one */
+        int64_t t = rows;
+        rows = cols, cols = t;
+        rs = cs, cs = 1;
+    }
+    const __m512i em = _mm512_set1_epi16(0x7C00);
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t r = 0; r < rows; r++) {
+            const char *q = p + (b * bs + r * rs) * 2;
+            if (cs != 1) {
+                for (int64_t c = 0; c < cols; c++) {
+                    uint16_t h;
+                    memcpy(&h, q + c * cs * 2, 2);
+                    if ((h & 0x7C00u) == 0x7C00u)
+                        return 0;
+                }
+                continue;
+            }
+            __mmask32 bad = 0;
+            int64_t c = 0;
+            for (; c + 32 <= cols; c += 32) {
+                __m512i v = _mm512_loadu_si512(q + c * 2);
+                bad |= _mm512_cmpeq_epi16_mask(_mm512_and_si512(v, em), em);
+            }
+            if (c < cols) {
+                __m512i v = _mm512_maskz_loadu_epi16((__mmask32)((1u << (cols - c)) - 1u),
+                                                     q + c * 2);
+                bad |= _mm512_cmpeq_epi16_mask(_mm512_and_si512(v, em), em);
+            }
+            if (bad)
+                return 0;
+        }
+    return 1;
+}
+#pragma GCC pop_options
+
 /* ---- the split, one element (generic layouts) --------------------------- */
 
 static void split1(uint16_t h, uint16_t *hi, uint16_t *lo)
 {
-    uint32_t u = ampy_f16_to_f32_bits(h), a = u & 0x7FFFFFFFu;
-    if (a >= 0x7F800000u) { /* inf: hi = lo = inf; NaN: a quiet NaN in both */
-        uint16_t v = (uint16_t)((u >> 16) | (a > 0x7F800000u ? 0x40u : 0u));
-        *hi = *lo = v;
-        return;
-    }
-    uint32_t hb = u & 0xFFFF0000u;
-    if (a != 0 && (u & 0xFFFFu) == 0)
-        hb -= 0x10000u; /* one bfloat16 ulp toward zero: lo != 0 */
+    uint32_t u = ampy_f16_to_f32_bits(h), hb = u & 0xFFFF0000u; /* finite x only */
     *hi = (uint16_t)(hb >> 16);
     *lo = (uint16_t)(ampy_f32_bits(ampy_bits_f32(u) - ampy_bits_f32(hb)) >> 16);
 }
@@ -110,20 +149,9 @@ static inline __mmask32 lanes32(int64_t n)
 
 static inline void split16(__m256i h, __m512i *hi, __m512i *lo)
 {
-    const __m512i low16 = _mm512_set1_epi32(0xFFFF), inf = _mm512_set1_epi32(0x7F800000);
-    __m512 f = _mm512_cvtph_ps(h);
-    __m512i u = _mm512_castps_si512(f);
-    __m512i a = _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF));
-    __m512i hb = _mm512_andnot_si512(low16, u);
-    /* finite nonzero (1 <= a <= 0x7F7FFFFF, as a - 1 unsigned) with lo = 0 */
-    __mmask16 force = _mm512_testn_epi32_mask(u, low16) &
-                      _mm512_cmplt_epu32_mask(_mm512_sub_epi32(a, _mm512_set1_epi32(1)),
-                                              _mm512_set1_epi32(0x7F7FFFFF));
-    hb = _mm512_mask_sub_epi32(hb, force, hb, _mm512_set1_epi32(0x10000));
-    hb = _mm512_mask_or_epi32(hb, _mm512_cmpgt_epu32_mask(a, inf), hb,
-                              _mm512_set1_epi32(0x00400000));
-    __m512i l = _mm512_castps_si512(_mm512_sub_ps(f, _mm512_castsi512_ps(hb)));
-    *lo = _mm512_mask_mov_epi32(l, _mm512_cmpge_epu32_mask(a, inf), hb);
+    __m512 f = _mm512_cvtph_ps(h); /* exact; finite inputs only (see top) */
+    __m512i hb = _mm512_andnot_si512(_mm512_set1_epi32(0xFFFF), _mm512_castps_si512(f));
+    *lo = _mm512_castps_si512(_mm512_sub_ps(f, _mm512_castsi512_ps(hb)));
     *hi = hb;
 }
 
@@ -449,5 +477,11 @@ const gemm_impl *ampy_gemm_impl_amx_f16(void) { return &impl_amx_f16; }
 #else
 
 const gemm_impl *ampy_gemm_impl_amx_f16(void) { return 0; }
+int ampy_gemm_f16_all_finite(const void *p, int64_t batch, int64_t bs, int64_t rows,
+                             int64_t rs, int64_t cols, int64_t cs)
+{
+    (void)p, (void)batch, (void)bs, (void)rows, (void)rs, (void)cols, (void)cs;
+    return 1;
+}
 
 #endif

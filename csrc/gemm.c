@@ -199,13 +199,6 @@ ampy_status ampy_gemm(int64_t batch, int64_t M, int64_t N, int64_t K, float alph
     }
     gemm_operand a = {(const char *)A, adt, a_rs, a_cs};
     gemm_operand b = {(const char *)B, bdt, b_rs, b_cs};
-    const gemm_impl *im = select_impl(adt);
-    /* The AMX float16 kernel splits finite values only: inf/NaN inputs go to
-     * the AVX-512 FMA kernel (IEEE propagation), see gemm_amx_f16.c. */
-    if (im == ampy_gemm_impl_amx_f16() &&
-        !(ampy_gemm_f16_all_finite(A, batch, a_bs, M, a_rs, K, a_cs) &&
-          ampy_gemm_f16_all_finite(B, batch, b_bs, K, b_rs, N, b_cs)))
-        im = ampy_gemm_impl_avx512(adt);
     return ampy_gemm_run(batch, M, N, K, alpha, &a, a_bs, &b, b_bs, beta, (char *)C, cdt,
-                         c_bs, c_rs, c_cs, im);
+                         c_bs, c_rs, c_cs, select_impl(adt));
 }

@@ -8,18 +8,19 @@
  * same sign as x, |lo| < 2^-7 |x|, a multiple of x's float16 ulp), both
  * bfloat16. Then
  *     a * b = ah*bh + (ah*bl + al*bh + al*bl)
- * where every product of two bfloat16 is exact in float32 (and when all
- * parts are multiples of x's float16 ulp, as here, sums that an fp32 GEMM
- * would form exactly are exact here too). Two passes of
- * TDPBF16PS per K block: the "main" sum of ah*bh over k (accumulated onto W
- * like any other K block), then the "correction" sum of the three small
- * products from zero in the same tiles, added to W with one AVX-512 add.
- * Keeping the small terms in their own sum matters for accuracy: the main
- * sum is rounded once per k as in an fp32 GEMM, and the correction sum is
- * itself < 3 * 2^-7 of sum |a*b|, so its rounding errors are that much
- * smaller; the bound is about (K + 2) * 2^-24 * sum|a*b| per K block (an
- * fp32-accumulated GEMM: K * 2^-24 * sum|a*b|), not the 4K * 2^-24 of one
- * long sum of all 4K partial products.
+ * where every product of two bfloat16 is exact in float32 (and as all parts
+ * are multiples of the float16 ulps, sums that an fp32 GEMM forms exactly,
+ * e.g. of small integers, are exact here too). Two passes of TDPBF16PS per
+ * K block: the "main" sum of ah*bh over k (accumulated onto W like any other
+ * K block), then the "correction" sum of the three small products from zero
+ * in the same tiles, added to W with one AVX-512 add. Keeping the small terms
+ * in their own sum matters for accuracy: the main sum is rounded once per k
+ * as in an fp32 GEMM, and the correction sum is < 3 * 2^-7 of sum |a*b|, so
+ * its rounding errors are that much smaller; the bound is about
+ * (K + 2) * 2^-24 * sum|a*b| per K block (an fp32-accumulated GEMM:
+ * K * 2^-24 * sum|a*b|), not the 4K * 2^-24 of one long sum of all 4K
+ * partial products. (Three passes, dropping al*bl, would leave an error of
+ * up to 2^-14 |a*b| per product: far above fp32 accumulation, so all four.)
  *
  * TDPBF16PS semantics (Intel SDM vol. 2, "TDPBF16PS"): for each pair it
  * performs tmp += a0*b0 then tmp += a1*b1 as float32 FMAs, round to nearest
@@ -31,23 +32,25 @@
  * 2^-48, and so is every partial sum (rounding a multiple of 2^-48 that is
  * >= 2^-48 cannot go below 2^-48): no denormal is ever read or produced.
  *
- * Special values. A float16 inf or NaN does not split (inf - inf is NaN),
- * and a finite x that fits in bfloat16 has lo = 0, so inf * y would meet
- * inf * 0 = NaN in a partial product. So this kernel only ever sees finite
- * inputs: ampy_gemm (gemm.c) first scans A and B with
- * ampy_gemm_f16_all_finite() below and runs the AVX-512 FMA kernel instead
- * when either holds an inf or NaN (in AMP training: only on the steps the
- * GradScaler skips), which gives IEEE inf/NaN propagation. For finite
- * inputs +-0 splits as +-0 + 0, and products are at most 2^32, so no sum
- * overflows for any K below 2^90.
+ * Special values. inf and NaN do not split (inf - inf is NaN), and a finite
+ * x exact in bfloat16 has lo = 0, so inf * y must not meet inf * 0 in a
+ * correction product. Hence a third part: hc, "hi for the correction", equal
+ * to hi for finite x and 0 for inf/NaN, whose lo is 0 too; inf/NaN keep hi =
+ * x (a NaN with its quiet bit set, so no payload is truncated into inf). The
+ * main sum then meets exactly the IEEE products of the fp32 path (hi of a
+ * finite nonzero x is nonzero with x's sign: inf * y = inf * yh has the right
+ * sign, inf * 0 = NaN, NaN propagates, +inf + -inf = NaN), and the
+ * correction sum ah_c*bl + al*bl + al*bh_c only ever sees finite values.
+ * Products are at most 2^32, so no finite sum overflows for K below 2^90.
  *
- * Packed layout (per 32 k of a K block, 4 KiB per 32 x 32 panel):
+ * Packed layout (per 32 k of a K block, 6 KiB per 32 x 32 panel):
  *   A panel (32 rows): hi tiles (rows 0-15, 16-31; 32 bfloat16 of k per
- *     64-byte row), then lo tiles, as gemm_amx.c's A panel twice.
+ *     64-byte row), then lo tiles, then hc tiles: gemm_amx.c's A panel
+ *     three times.
  *   B panel (32 cols): hi tiles (cols 0-15, 16-31; 16 k-pair rows of 16
  *     words, each word = bf16 pair (B[2p][c], B[2p+1][c]), the layout
- *     TDPBF16PS expects), then lo tiles.
- * pelem is 4 bytes (one hi and one lo bfloat16 per float16 element).
+ *     TDPBF16PS expects), then lo tiles, then hc tiles.
+ * pelem is 6 bytes (hi, lo, hc bfloat16 per float16 element).
  *
  * The tile configuration (8 tiles of 16 rows x 64 bytes) is set per thread
  * range (thread_begin) and released after (thread_end), like gemm_amx.c; it
@@ -66,7 +69,8 @@
 #define F_MR 32
 #define F_NR 32
 #define F_KB 32     /* k per tile row */
-#define F_PART 1024 /* uint16 per part (hi or lo) of a 32-k panel block: 2 tiles */
+#define F_PART 1024 /* uint16 per part (hi, lo, hc) of a 32-k panel block: 2 tiles */
+#define F_BLK (3 * F_PART)
 #ifndef F_MC
 #define F_MC 256
 #endif
@@ -74,59 +78,17 @@
 #define F_KC 512
 #endif
 
-/* ---- the finiteness scan --------------------------------------------- */
-
-/* 1 when none of the batch x rows x cols float16 elements at p (strides in
- * elements) is inf or NaN; the runs along a unit stride are scanned 32 at a
- * time. */
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw")
-int ampy_gemm_f16_all_finite(const void *vp, int64_t batch, int64_t bs, int64_t rows,
-                             int64_t rs, int64_t cols, int64_t cs)
-{
-    const char *p = vp;
-    if (cs != 1 && rs == 1) { /* make the unit stride the inner one */
-        int64_t t = rows;
-        rows = cols, cols = t;
-        rs = cs, cs = 1;
-    }
-    const __m512i em = _mm512_set1_epi16(0x7C00);
-    for (int64_t b = 0; b < batch; b++)
-        for (int64_t r = 0; r < rows; r++) {
-            const char *q = p + (b * bs + r * rs) * 2;
-            if (cs != 1) {
-                for (int64_t c = 0; c < cols; c++) {
-                    uint16_t h;
-                    memcpy(&h, q + c * cs * 2, 2);
-                    if ((h & 0x7C00u) == 0x7C00u)
-                        return 0;
-                }
-                continue;
-            }
-            __mmask32 bad = 0;
-            int64_t c = 0;
-            for (; c + 32 <= cols; c += 32) {
-                __m512i v = _mm512_loadu_si512(q + c * 2);
-                bad |= _mm512_cmpeq_epi16_mask(_mm512_and_si512(v, em), em);
-            }
-            if (c < cols) {
-                __m512i v = _mm512_maskz_loadu_epi16((__mmask32)((1u << (cols - c)) - 1u),
-                                                     q + c * 2);
-                bad |= _mm512_cmpeq_epi16_mask(_mm512_and_si512(v, em), em);
-            }
-            if (bad)
-                return 0;
-        }
-    return 1;
-}
-#pragma GCC pop_options
-
 /* ---- the split, one element (generic layouts) --------------------------- */
 
-static void split1(uint16_t h, uint16_t *hi, uint16_t *lo)
+static void split1(uint16_t h, uint16_t *hi, uint16_t *lo, uint16_t *hc)
 {
-    uint32_t u = ampy_f16_to_f32_bits(h), hb = u & 0xFFFF0000u; /* finite x only */
-    *hi = (uint16_t)(hb >> 16);
+    uint32_t u = ampy_f16_to_f32_bits(h), hb = u & 0xFFFF0000u;
+    if ((u & 0x7F800000u) == 0x7F800000u) { /* inf, NaN (made quiet) */
+        *hi = (uint16_t)((hb >> 16) | ((u & 0x7FFFFFu) ? 0x40u : 0u));
+        *lo = *hc = 0;
+        return;
+    }
+    *hi = *hc = (uint16_t)(hb >> 16);
     *lo = (uint16_t)(ampy_f32_bits(ampy_bits_f32(u) - ampy_bits_f32(hb)) >> 16);
 }
 
@@ -149,13 +111,25 @@ static inline __mmask32 lanes32(int64_t n)
 
 static inline void split16(__m256i h, __m512i *hi, __m512i *lo)
 {
-    __m512 f = _mm512_cvtph_ps(h); /* exact; finite inputs only (see top) */
+    __m512 f = _mm512_cvtph_ps(h); /* exact */
     __m512i hb = _mm512_andnot_si512(_mm512_set1_epi32(0xFFFF), _mm512_castps_si512(f));
-    *lo = _mm512_castps_si512(_mm512_sub_ps(f, _mm512_castsi512_ps(hb)));
+    hb = _mm512_mask_or_epi32(hb, _mm512_fpclass_ps_mask(f, 0x81), hb, /* NaN: quiet */
+                              _mm512_set1_epi32(0x00400000));
+    *lo = _mm512_castps_si512(_mm512_sub_ps(f, _mm512_castsi512_ps(hb))); /* inf/NaN: NaN */
     *hi = hb;
 }
 
-/* 32 float16 at p (lanes past the mask read as 0) -> 32 bfloat16 hi, lo. */
+/* hi, lo (bfloat16 in any lane order) -> lo and hc with inf/NaN lanes zeroed. */
+static inline void fix_nonfinite(__m512i hi, __m512i *lo, __m512i *hc)
+{
+    const __m512i e = _mm512_set1_epi16(0x7F80);
+    __mmask32 fin = _mm512_cmpneq_epi16_mask(_mm512_and_si512(hi, e), e);
+    *lo = _mm512_maskz_mov_epi16(fin, *lo);
+    *hc = _mm512_maskz_mov_epi16(fin, hi);
+}
+
+/* 32 float16 at p (lanes past the mask read as 0) -> 32 bfloat16 hi, lo (lo
+ * not yet fixed for inf/NaN: fix_nonfinite after any reordering). */
 static inline void split32(const char *p, __mmask32 m, __m512i *hi, __m512i *lo)
 {
     static const uint16_t odd[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
@@ -167,6 +141,16 @@ static inline void split32(const char *p, __mmask32 m, __m512i *hi, __m512i *lo)
     split16(_mm512_extracti64x4_epi64(v, 1), &h1, &l1);
     *hi = _mm512_permutex2var_epi16(h0, idx, h1);
     *lo = _mm512_permutex2var_epi16(l0, idx, l1);
+}
+
+/* Stores the three parts of one packed row at d (parts F_PART apart). */
+static inline void store3(uint16_t *d, __m512i hi, __m512i lo)
+{
+    __m512i hc;
+    fix_nonfinite(hi, &lo, &hc);
+    _mm512_storeu_si512(d, hi);
+    _mm512_storeu_si512(d + F_PART, lo);
+    _mm512_storeu_si512(d + 2 * F_PART, hc);
 }
 
 /* 16 x 16 transpose of 32-bit words: v[i] lane j -> v[j] lane i. */
@@ -208,14 +192,13 @@ static const uint16_t ilo_idx[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
 static void pack_a_rows(const gemm_operand *a, int64_t i0, int64_t h, int64_t k0, int64_t kc,
                         int64_t kcp, uint16_t *dst)
 {
-    for (int64_t kb = 0; kb < kcp; kb += F_KB, dst += 2 * F_PART) {
+    for (int64_t kb = 0; kb < kcp; kb += F_KB, dst += F_BLK) {
         __mmask32 m = lanes32(kc - kb);
         for (int r = 0; r < F_MR; r++) {
             __m512i hi = _mm512_setzero_si512(), lo = hi;
             if (r < h)
                 split32(a->p + ((i0 + r) * a->rs + k0 + kb) * 2, m, &hi, &lo);
-            _mm512_storeu_si512(dst + r * F_KB, hi);
-            _mm512_storeu_si512(dst + F_PART + r * F_KB, lo);
+            store3(dst + r * F_KB, hi, lo);
         }
     }
 }
@@ -228,7 +211,7 @@ static void pack_a_kmajor(const gemm_operand *a, int64_t i0, int64_t h, int64_t 
     const __m512i ilo = _mm512_loadu_si512(ilo_idx);
     const __m512i ihi = _mm512_add_epi16(ilo, _mm512_set1_epi16(16));
     __mmask32 m = lanes32(h);
-    for (int64_t kb = 0; kb < kcp; kb += F_KB, dst += 2 * F_PART) {
+    for (int64_t kb = 0; kb < kcp; kb += F_KB, dst += F_BLK) {
         __m512i L[2][16], H[2][16];
         for (int p = 0; p < 16; p++) {
             int64_t k = kb + 2 * p;
@@ -243,10 +226,10 @@ static void pack_a_kmajor(const gemm_operand *a, int64_t i0, int64_t h, int64_t 
         for (int part = 0; part < 2; part++) {
             transpose16w(L[part]);
             transpose16w(H[part]);
-            for (int r = 0; r < 16; r++) {
-                _mm512_storeu_si512(dst + part * F_PART + r * F_KB, L[part][r]);
-                _mm512_storeu_si512(dst + part * F_PART + (16 + r) * F_KB, H[part][r]);
-            }
+        }
+        for (int r = 0; r < 16; r++) {
+            store3(dst + r * F_KB, L[0][r], L[1][r]);
+            store3(dst + (16 + r) * F_KB, H[0][r], H[1][r]);
         }
     }
 }
@@ -256,12 +239,13 @@ static void pack_a_generic(const gemm_operand *a, int64_t i0, int64_t h, int64_t
 {
     for (int64_t k = 0; k < kcp; k++)
         for (int r = 0; r < F_MR; r++) {
-            uint16_t hi = 0, lo = 0;
+            uint16_t hi = 0, lo = 0, hc = 0;
             if (r < h && k < kc)
-                split1(ld16(a->p, (i0 + r) * a->rs + (k0 + k) * a->cs), &hi, &lo);
-            uint16_t *d = dst + (k / F_KB) * 2 * F_PART + r * F_KB + k % F_KB;
+                split1(ld16(a->p, (i0 + r) * a->rs + (k0 + k) * a->cs), &hi, &lo, &hc);
+            uint16_t *d = dst + (k / F_KB) * F_BLK + r * F_KB + k % F_KB;
             d[0] = hi;
             d[F_PART] = lo;
+            d[2 * F_PART] = hc;
         }
 }
 
@@ -269,7 +253,7 @@ static void pack_a(const gemm_operand *a, int64_t i0, int64_t rows, int64_t k0, 
                    int64_t kcp, void *vdst)
 {
     uint16_t *dst = vdst;
-    for (int64_t p0 = 0; p0 < rows; p0 += F_MR, dst += 2 * F_MR * kcp) {
+    for (int64_t p0 = 0; p0 < rows; p0 += F_MR, dst += 3 * F_MR * kcp) {
         int64_t h = rows - p0 < F_MR ? rows - p0 : F_MR;
         if (a->cs == 1)
             pack_a_rows(a, i0 + p0, h, k0, kc, kcp, dst);
@@ -283,7 +267,7 @@ static void pack_a(const gemm_operand *a, int64_t i0, int64_t rows, int64_t k0, 
 /* ---- packing B ---------------------------------------------------------- */
 
 /* Row-major B: rows k and k+1 (w <= 32 columns from src) become word row
- * (k % 32) / 2 of the hi and lo tiles at dst (the panel's block of k). */
+ * (k % 32) / 2 of the hi, lo and hc tiles at dst (the panel's block of k). */
 static inline void pack_b_pair(const char *src, int64_t rs, __mmask32 m, int two,
                                uint16_t *dst, __m512i ilo, __m512i ihi)
 {
@@ -291,10 +275,9 @@ static inline void pack_b_pair(const char *src, int64_t rs, __mmask32 m, int two
     split32(src, m, &h0, &l0);
     if (two)
         split32(src + rs * 2, m, &h1, &l1);
-    _mm512_storeu_si512(dst, _mm512_permutex2var_epi16(h0, ilo, h1));
-    _mm512_storeu_si512(dst + 16 * F_KB, _mm512_permutex2var_epi16(h0, ihi, h1));
-    _mm512_storeu_si512(dst + F_PART, _mm512_permutex2var_epi16(l0, ilo, l1));
-    _mm512_storeu_si512(dst + F_PART + 16 * F_KB, _mm512_permutex2var_epi16(l0, ihi, l1));
+    store3(dst, _mm512_permutex2var_epi16(h0, ilo, h1), _mm512_permutex2var_epi16(l0, ilo, l1));
+    store3(dst + 16 * F_KB, _mm512_permutex2var_epi16(h0, ihi, h1),
+           _mm512_permutex2var_epi16(l0, ihi, l1));
 }
 
 /* Column-major B (rs == 1, e.g. W.T): a column's 32 k of a block are 16
@@ -302,7 +285,7 @@ static inline void pack_b_pair(const char *src, int64_t rs, __mmask32 m, int two
 static void pack_b_cols(const char *src, int64_t cs, int64_t w, int64_t kc, int64_t kcp,
                         uint16_t *dst)
 {
-    for (int64_t kb = 0; kb < kcp; kb += F_KB, dst += 2 * F_PART) {
+    for (int64_t kb = 0; kb < kcp; kb += F_KB, dst += F_BLK) {
         __mmask32 km = lanes32(kc - kb);
         for (int g = 0; g < F_NR / 16; g++) {
             __m512i vh[16], vl[16];
@@ -311,10 +294,8 @@ static void pack_b_cols(const char *src, int64_t cs, int64_t w, int64_t kc, int6
                         &vl[c]);
             transpose16w(vh);
             transpose16w(vl);
-            for (int p = 0; p < 16; p++) {
-                _mm512_storeu_si512(dst + g * 16 * F_KB + p * F_KB, vh[p]);
-                _mm512_storeu_si512(dst + F_PART + g * 16 * F_KB + p * F_KB, vl[p]);
-            }
+            for (int p = 0; p < 16; p++)
+                store3(dst + g * 16 * F_KB + p * F_KB, vh[p], vl[p]);
         }
     }
 }
@@ -324,13 +305,14 @@ static void pack_b_generic(const gemm_operand *b, int64_t k0, int64_t kc, int64_
 {
     for (int64_t k = 0; k < kcp; k++)
         for (int c = 0; c < F_NR; c++) {
-            uint16_t hi = 0, lo = 0;
+            uint16_t hi = 0, lo = 0, hc = 0;
             if (k < kc && c < w)
-                split1(ld16(b->p, (k0 + k) * b->rs + (j0 + c) * b->cs), &hi, &lo);
-            uint16_t *d = dst + (k / F_KB) * 2 * F_PART + (c / 16) * 16 * F_KB +
+                split1(ld16(b->p, (k0 + k) * b->rs + (j0 + c) * b->cs), &hi, &lo, &hc);
+            uint16_t *d = dst + (k / F_KB) * F_BLK + (c / 16) * 16 * F_KB +
                           (k % F_KB) / 2 * F_KB + (c % 16) * 2 + (k & 1);
             d[0] = hi;
             d[F_PART] = lo;
+            d[2 * F_PART] = hc;
         }
 }
 
@@ -344,16 +326,16 @@ static void pack_b(const gemm_operand *b, int64_t k0, int64_t kc, int64_t kcp, i
         const __m512i ihi = _mm512_add_epi16(ilo, _mm512_set1_epi16(16));
         for (int64_t k = 0; k < kcp; k += 2) {
             const char *src = b->p + ((k0 + k) * b->rs + j0) * 2;
-            int64_t off = (k / F_KB) * 2 * F_PART + (k % F_KB) / 2 * F_KB;
+            int64_t off = (k / F_KB) * F_BLK + (k % F_KB) / 2 * F_KB;
             for (int64_t q0 = 0; q0 < cols; q0 += F_NR) {
                 int64_t w = cols - q0 < F_NR ? cols - q0 : F_NR;
                 pack_b_pair(src + q0 * 2, b->rs, k < kc ? lanes32(w) : 0, k + 1 < kc,
-                            dst + (q0 / F_NR) * 2 * F_NR * kcp + off, ilo, ihi);
+                            dst + (q0 / F_NR) * 3 * F_NR * kcp + off, ilo, ihi);
             }
         }
         return;
     }
-    for (int64_t q0 = 0; q0 < cols; q0 += F_NR, dst += 2 * F_NR * kcp) {
+    for (int64_t q0 = 0; q0 < cols; q0 += F_NR, dst += 3 * F_NR * kcp) {
         int64_t w = cols - q0 < F_NR ? cols - q0 : F_NR;
         if (b->rs == 1)
             pack_b_cols(b->p + (k0 + (j0 + q0) * b->cs) * 2, b->cs, w, kc, kcp, dst);
@@ -365,10 +347,12 @@ static void pack_b(const gemm_operand *b, int64_t k0, int64_t kc, int64_t kcp, i
 /* ---- the micro-kernel: W[32 x 32] (+)= A_panel @ B_panel ----------------- */
 
 /* Tiles: 0-3 the 2 x 2 float32 output tiles, 4/5 A rows 0-15/16-31,
- * 6/7 B cols 0-15/16-31. Byte offsets inside a 4 KiB block of 32 k. */
+ * 6/7 B cols 0-15/16-31. Byte offsets inside a 6 KiB block of 32 k. */
 #define T0 0
 #define T1 1024
 #define LO 2048
+#define HC 4096
+#define BLK_BYTES 6144
 
 static void kernel(int64_t kcp, const void *va, const void *vb, float *w, int64_t ldw,
                    int accumulate)
@@ -389,7 +373,7 @@ static void kernel(int64_t kcp, const void *va, const void *vb, float *w, int64_
         _tile_zero(3);
     }
     const char *a = a0, *b = b0;
-    for (int64_t t = 0; t < nkb; t++, a += 4096, b += 4096) {
+    for (int64_t t = 0; t < nkb; t++, a += BLK_BYTES, b += BLK_BYTES) {
         _tile_loadd(4, a + T0, 64);
         _tile_loadd(6, b + T0, 64);
         _tile_loadd(5, a + T1, 64);
@@ -403,16 +387,16 @@ static void kernel(int64_t kcp, const void *va, const void *vb, float *w, int64_
     _tile_stored(1, w + 16, ldb);
     _tile_stored(2, w + 16 * ldw, ldb);
     _tile_stored(3, w + 16 * ldw + 16, ldb);
-    /* pass 2: correction sum ah*bl + al*bl + al*bh, from zero */
+    /* pass 2: correction sum ah_c*bl + al*bl + al*bh_c, from zero */
     _tile_zero(0);
     _tile_zero(1);
     _tile_zero(2);
     _tile_zero(3);
     a = a0, b = b0;
-    for (int64_t t = 0; t < nkb; t++, a += 4096, b += 4096) {
-        _tile_loadd(4, a + T0, 64);
+    for (int64_t t = 0; t < nkb; t++, a += BLK_BYTES, b += BLK_BYTES) {
+        _tile_loadd(4, a + HC + T0, 64);
         _tile_loadd(6, b + LO + T0, 64);
-        _tile_loadd(5, a + T1, 64);
+        _tile_loadd(5, a + HC + T1, 64);
         _tile_loadd(7, b + LO + T1, 64);
         _tile_dpbf16ps(0, 4, 6);
         _tile_dpbf16ps(1, 4, 7);
@@ -424,8 +408,8 @@ static void kernel(int64_t kcp, const void *va, const void *vb, float *w, int64_
         _tile_dpbf16ps(1, 4, 7);
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
-        _tile_loadd(6, b + T0, 64);
-        _tile_loadd(7, b + T1, 64);
+        _tile_loadd(6, b + HC + T0, 64);
+        _tile_loadd(7, b + HC + T1, 64);
         _tile_dpbf16ps(0, 4, 6);
         _tile_dpbf16ps(1, 4, 7);
         _tile_dpbf16ps(2, 5, 6);
@@ -468,7 +452,7 @@ static void tiles_end(void) { _tile_release(); }
 #pragma GCC pop_options
 
 static const gemm_impl impl_amx_f16 = {
-    "amx-f16", F_MR, F_NR, F_KB, F_MC, F_KC, 4,
+    "amx-f16", F_MR, F_NR, F_KB, F_MC, F_KC, 6,
     pack_a, pack_b, kernel, ampy_gemm_epilogue_avx512, tiles_begin, tiles_end,
 };
 
@@ -477,11 +461,5 @@ const gemm_impl *ampy_gemm_impl_amx_f16(void) { return &impl_amx_f16; }
 #else
 
 const gemm_impl *ampy_gemm_impl_amx_f16(void) { return 0; }
-int ampy_gemm_f16_all_finite(const void *p, int64_t batch, int64_t bs, int64_t rows,
-                             int64_t rs, int64_t cols, int64_t cs)
-{
-    (void)p, (void)batch, (void)bs, (void)rows, (void)rs, (void)cols, (void)cs;
-    return 1;
-}
 
 #endif

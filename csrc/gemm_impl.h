@@ -79,10 +79,6 @@ const gemm_impl *ampy_gemm_impl_avx512(ampy_dtype dt);
 const gemm_impl *ampy_gemm_impl_amx(ampy_dtype dt);
 /* float16 on AMX-BF16 (gemm_amx_f16.c): each input split into two bfloat16. */
 const gemm_impl *ampy_gemm_impl_amx_f16(void);
-/* 1 when no float16 element of the strided batch x rows x cols operand is inf
- * or NaN (the AMX float16 kernel takes finite inputs only). */
-int ampy_gemm_f16_all_finite(const void *p, int64_t batch, int64_t bs, int64_t rows,
-                             int64_t rs, int64_t cols, int64_t cs);
 int ampy_gemm_avx2_usable(void);
 int ampy_gemm_avx512_usable(void);
 int ampy_gemm_amx_usable(void);

@@ -125,7 +125,7 @@ SPECIALS = [np.inf, -np.inf, np.nan, 0.0, -0.0, 1.0, -2.0, 65504, -65504, 2.0**-
 def test_special_values_like_ieee(impl, ta, tb):
     """Every pair of special values meets in some dot product: inf * (values exact in
     bfloat16, like 1.0, whose lo part is 0) = inf, inf * 0 = NaN, +inf + -inf = NaN, NaN
-    propagates. (inf/NaN inputs are routed to the AVX-512 kernel, gemm_amx_f16.c.)
+    propagates (inf/NaN split as hi = x, lo = hc = 0: gemm_amx_f16.c).
     Results match IEEE float64 of the fp16 products, and the AVX-512 path, in NaN / inf /
     sign, and finite ones within the bound."""
     g = np.random.default_rng(5)
@@ -161,10 +161,10 @@ def test_special_values_like_ieee(impl, ta, tb):
 
 @pytest.mark.parametrize("where", ["a_rows", "a_kmajor", "b_rows", "b_cols", "strided",
                                    "batch_last", "tail"])
-def test_finite_scan_finds_every_inf(impl, where):
-    """The inf/NaN scan must look at every element in every layout: one inf in the last
-    batch item, past the last full 32-element run, in a k-major / column-major / sliced
-    view — else the split kernel would turn inf * 1.0 into NaN (lo = 0)."""
+def test_inf_nan_in_every_layout(impl, where):
+    """Each packing path (row-major, k-major A, column-major B, strided, the masked tail
+    past the last full 32-element run, a later batch item) must give inf/NaN its special
+    split (hi = x, lo = hc = 0): else inf * 1.0 (lo = 0) would become NaN."""
     g = np.random.default_rng(3)
     a = np.ones((2, 40, 67), np.float16)
     b = np.ones((2, 67, 35), np.float16)

@@ -203,34 +203,33 @@ static void pack_a_rows(const gemm_operand *a, int64_t i0, int64_t h, int64_t k0
     }
 }
 
-/* k-major (rs == 1, e.g. dY.T): rows k, k+1 (32 consecutive i) interleave
- * into words; two 16 x 16 word transposes per part give the tile rows. */
+/* k-major (rs == 1, e.g. dY.T), one block of 32 k: rows k, k+1 (32
+ * consecutive i) interleave into words; two 16 x 16 word transposes per part
+ * give the tile rows. */
 static void pack_a_kmajor(const gemm_operand *a, int64_t i0, int64_t h, int64_t k0,
-                          int64_t kc, int64_t kcp, uint16_t *dst)
+                          int64_t kc, int64_t kb, uint16_t *dst)
 {
     const __m512i ilo = _mm512_loadu_si512(ilo_idx);
     const __m512i ihi = _mm512_add_epi16(ilo, _mm512_set1_epi16(16));
     __mmask32 m = lanes32(h);
-    for (int64_t kb = 0; kb < kcp; kb += F_KB, dst += F_BLK) {
-        __m512i L[2][16], H[2][16];
-        for (int p = 0; p < 16; p++) {
-            int64_t k = kb + 2 * p;
-            __m512i h0, l0, h1, l1;
-            split32(a->p + ((k0 + k) * a->cs + i0) * 2, k < kc ? m : 0, &h0, &l0);
-            split32(a->p + ((k0 + k + 1) * a->cs + i0) * 2, k + 1 < kc ? m : 0, &h1, &l1);
-            L[0][p] = _mm512_permutex2var_epi16(h0, ilo, h1);
-            H[0][p] = _mm512_permutex2var_epi16(h0, ihi, h1);
-            L[1][p] = _mm512_permutex2var_epi16(l0, ilo, l1);
-            H[1][p] = _mm512_permutex2var_epi16(l0, ihi, l1);
-        }
-        for (int part = 0; part < 2; part++) {
-            transpose16w(L[part]);
-            transpose16w(H[part]);
-        }
-        for (int r = 0; r < 16; r++) {
-            store3(dst + r * F_KB, L[0][r], L[1][r]);
-            store3(dst + (16 + r) * F_KB, H[0][r], H[1][r]);
-        }
+    __m512i L[2][16], H[2][16];
+    for (int p = 0; p < 16; p++) {
+        int64_t k = kb + 2 * p;
+        __m512i h0, l0, h1, l1;
+        split32(a->p + ((k0 + k) * a->cs + i0) * 2, k < kc ? m : 0, &h0, &l0);
+        split32(a->p + ((k0 + k + 1) * a->cs + i0) * 2, k + 1 < kc ? m : 0, &h1, &l1);
+        L[0][p] = _mm512_permutex2var_epi16(h0, ilo, h1);
+        H[0][p] = _mm512_permutex2var_epi16(h0, ihi, h1);
+        L[1][p] = _mm512_permutex2var_epi16(l0, ilo, l1);
+        H[1][p] = _mm512_permutex2var_epi16(l0, ihi, l1);
+    }
+    for (int part = 0; part < 2; part++) {
+        transpose16w(L[part]);
+        transpose16w(H[part]);
+    }
+    for (int r = 0; r < 16; r++) {
+        store3(dst + r * F_KB, L[0][r], L[1][r]);
+        store3(dst + (16 + r) * F_KB, H[0][r], H[1][r]);
     }
 }
 
@@ -253,12 +252,22 @@ static void pack_a(const gemm_operand *a, int64_t i0, int64_t rows, int64_t k0, 
                    int64_t kcp, void *vdst)
 {
     uint16_t *dst = vdst;
+    if (a->rs == 1 && a->cs != 1) {
+        /* k-major: block of k by block of k across all panels, so each k row
+         * is read as one run of `rows` elements (panel by panel would read
+         * 64 bytes per row, rows a whole stride apart). */
+        for (int64_t kb = 0; kb < kcp; kb += F_KB)
+            for (int64_t p0 = 0; p0 < rows; p0 += F_MR) {
+                int64_t h = rows - p0 < F_MR ? rows - p0 : F_MR;
+                pack_a_kmajor(a, i0 + p0, h, k0, kc, kb,
+                              dst + p0 / F_MR * 3 * F_MR * kcp + kb / F_KB * F_BLK);
+            }
+        return;
+    }
     for (int64_t p0 = 0; p0 < rows; p0 += F_MR, dst += 3 * F_MR * kcp) {
         int64_t h = rows - p0 < F_MR ? rows - p0 : F_MR;
         if (a->cs == 1)
             pack_a_rows(a, i0 + p0, h, k0, kc, kcp, dst);
-        else if (a->rs == 1)
-            pack_a_kmajor(a, i0 + p0, h, k0, kc, kcp, dst);
         else
             pack_a_generic(a, i0 + p0, h, k0, kc, kcp, dst);
     }

@@ -15,11 +15,12 @@
  * K block), then the "correction" sum of the three small products from zero
  * in the same tiles, added to W with one AVX-512 add. Keeping the small terms
  * in their own sum matters for accuracy: the main sum is rounded once per k
- * as in an fp32 GEMM, and the correction sum is < 3 * 2^-7 of sum |a*b|, so
- * its rounding errors are that much smaller; the bound is about
- * (K + 2) * 2^-24 * sum|a*b| per K block (an fp32-accumulated GEMM:
- * K * 2^-24 * sum|a*b|), not the 4K * 2^-24 of one long sum of all 4K
- * partial products. (Three passes, dropping al*bl, would leave an error of
+ * as in an fp32 GEMM (|ah*bh| <= |a*b|: error <= K * 2^-24 * sum|a*b|),
+ * the correction terms add up to < 2^-6 * sum|a*b| (|al| < 2^-7 |a|), so
+ * their 3K roundings cost < 0.05 K * 2^-24 * sum|a*b|, and the merge one
+ * more rounding: about (1.05 K + 1) * 2^-24 * sum|a*b| per K block, against
+ * K * 2^-24 * sum|a*b| for an fp32-accumulated GEMM (and not the
+ * 4K * 2^-24 of one long sum of all 4K partial products). (Three passes, dropping al*bl, would leave an error of
  * up to 2^-14 |a*b| per product: far above fp32 accumulation, so all four.)
  *
  * TDPBF16PS semantics (Intel SDM vol. 2, "TDPBF16PS"): for each pair it
@@ -31,6 +32,8 @@
  * >= 2^-24: normal bfloat16), so every product is zero or a multiple of
  * 2^-48, and so is every partial sum (rounding a multiple of 2^-48 that is
  * >= 2^-48 cannot go below 2^-48): no denormal is ever read or produced.
+ * (The widening VCVTPH2PS ignores MXCSR.DAZ, so float16 subnormals convert
+ * exactly in any floating-point mode.)
  *
  * Special values. inf and NaN do not split (inf - inf is NaN), and a finite
  * x exact in bfloat16 has lo = 0, so inf * y must not meet inf * 0 in a
@@ -51,6 +54,10 @@
  *     words, each word = bf16 pair (B[2p][c], B[2p+1][c]), the layout
  *     TDPBF16PS expects), then lo tiles, then hc tiles.
  * pelem is 6 bytes (hi, lo, hc bfloat16 per float16 element).
+ *
+ * Selection: gemm.c picks this kernel for float16 whenever "amx" is chosen
+ * (the default on AMX CPUs); ampy_gemm_set_impl("avx512") pins the AVX-512
+ * FMA kernel instead (tests and benchmarks compare the two).
  *
  * The tile configuration (8 tiles of 16 rows x 64 bytes) is set per thread
  * range (thread_begin) and released after (thread_end), like gemm_amx.c; it

@@ -120,8 +120,6 @@ static inline void split16(__m256i h, __m512i *hi, __m512i *lo)
 {
     __m512 f = _mm512_cvtph_ps(h); /* exact */
     __m512i hb = _mm512_andnot_si512(_mm512_set1_epi32(0xFFFF), _mm512_castps_si512(f));
-    hb = _mm512_mask_or_epi32(hb, _mm512_fpclass_ps_mask(f, 0x81), hb, /* NaN: quiet */
-                              _mm512_set1_epi32(0x00400000));
     *lo = _mm512_castps_si512(_mm512_sub_ps(f, _mm512_castsi512_ps(hb))); /* inf/NaN: NaN */
     *hi = hb;
 }
@@ -146,7 +144,12 @@ static inline void split32(const char *p, __mmask32 m, __m512i *hi, __m512i *lo)
     __m512i v = _mm512_maskz_loadu_epi16(m, p), h0, l0, h1, l1;
     split16(_mm512_castsi512_si256(v), &h0, &l0);
     split16(_mm512_extracti64x4_epi64(v, 1), &h1, &l1);
-    *hi = _mm512_permutex2var_epi16(h0, idx, h1);
+    /* back in v's lane order: a NaN (|v| > 0x7C00) gets the quiet bit, so a
+     * payload only in the truncated bits cannot read as inf */
+    __mmask32 nan = _mm512_cmpgt_epu16_mask(_mm512_and_si512(v, _mm512_set1_epi16(0x7FFF)),
+                                            _mm512_set1_epi16(0x7C00));
+    __m512i hp = _mm512_permutex2var_epi16(h0, idx, h1);
+    *hi = _mm512_mask_mov_epi16(hp, nan, _mm512_or_si512(hp, _mm512_set1_epi16(0x0040)));
     *lo = _mm512_permutex2var_epi16(l0, idx, l1);
 }
 

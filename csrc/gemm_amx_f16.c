@@ -11,13 +11,15 @@
  * where every product of two bfloat16 is exact in float32 (and as all parts
  * are multiples of the float16 ulps, sums that an fp32 GEMM forms exactly,
  * e.g. of small integers, are exact here too). Two passes of TDPBF16PS per
- * K block: the "main" sum of ah*bh over k (accumulated onto W like any other
- * K block), then the "correction" sum of the three small products from zero
- * in the same tiles, added to W with one AVX-512 add. Keeping the small terms
+ * K block: first the "correction" sum of the three small products, from
+ * zero; then the "main" sum of ah*bh over k, which in the first K block
+ * simply continues in the same tiles, and in later blocks accumulates onto
+ * W, the block's correction sum being added to W after with one AVX-512 add
+ * (not summed at W's magnitude term by term). Keeping the small terms
  * in their own sum matters for accuracy: the main sum is rounded once per k
  * as in an fp32 GEMM (|ah*bh| <= |a*b|: error <= K * 2^-24 * sum|a*b|),
  * the correction terms add up to < 2^-6 * sum|a*b| (|al| < 2^-7 |a|), so
- * their 3K roundings cost < 0.05 K * 2^-24 * sum|a*b|, and the merge one
+ * their 3K roundings cost < 0.05 K * 2^-24 * sum|a*b|, and a merge one
  * more rounding: about (1.05 K + 1) * 2^-24 * sum|a*b| per K block, against
  * K * 2^-24 * sum|a*b| for an fp32-accumulated GEMM (and not the
  * 4K * 2^-24 of one long sum of all 4K partial products). (Three passes, dropping al*bl, would leave an error of
@@ -373,25 +375,9 @@ static void pack_b(const gemm_operand *b, int64_t k0, int64_t kc, int64_t kcp, i
 #define HC 4096
 #define BLK_BYTES 6144
 
-static void kernel(int64_t kcp, const void *va, const void *vb, float *w, int64_t ldw,
-                   int accumulate)
+/* C tiles 0-3 += sum over the nkb blocks of ah*bh. */
+static inline void main_pass(int64_t nkb, const char *a, const char *b)
 {
-    const char *a0 = va, *b0 = vb;
-    int64_t ldb = ldw * 4, nkb = kcp / F_KB;
-    float s[F_MR * F_NR] __attribute__((aligned(64)));
-    /* pass 1: main sum of ah*bh, onto W */
-    if (accumulate) {
-        _tile_loadd(0, w, ldb);
-        _tile_loadd(1, w + 16, ldb);
-        _tile_loadd(2, w + 16 * ldw, ldb);
-        _tile_loadd(3, w + 16 * ldw + 16, ldb);
-    } else {
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
-    }
-    const char *a = a0, *b = b0;
     for (int64_t t = 0; t < nkb; t++, a += BLK_BYTES, b += BLK_BYTES) {
         _tile_loadd(4, a + T0, 64);
         _tile_loadd(6, b + T0, 64);
@@ -402,16 +388,15 @@ static void kernel(int64_t kcp, const void *va, const void *vb, float *w, int64_
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
     }
-    _tile_stored(0, w, ldb);
-    _tile_stored(1, w + 16, ldb);
-    _tile_stored(2, w + 16 * ldw, ldb);
-    _tile_stored(3, w + 16 * ldw + 16, ldb);
-    /* pass 2: correction sum ah_c*bl + al*bl + al*bh_c, from zero */
+}
+
+/* C tiles 0-3 = sum over the nkb blocks of ah_c*bl + al*bl + al*bh_c. */
+static inline void corr_pass(int64_t nkb, const char *a, const char *b)
+{
     _tile_zero(0);
     _tile_zero(1);
     _tile_zero(2);
     _tile_zero(3);
-    a = a0, b = b0;
     for (int64_t t = 0; t < nkb; t++, a += BLK_BYTES, b += BLK_BYTES) {
         _tile_loadd(4, a + HC + T0, 64);
         _tile_loadd(6, b + LO + T0, 64);
@@ -434,10 +419,44 @@ static void kernel(int64_t kcp, const void *va, const void *vb, float *w, int64_
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
     }
-    _tile_stored(0, s, F_NR * 4);
-    _tile_stored(1, s + 16, F_NR * 4);
-    _tile_stored(2, s + 16 * F_NR, F_NR * 4);
-    _tile_stored(3, s + 16 * F_NR + 16, F_NR * 4);
+}
+
+static inline void tiles_load_c(const float *w, int64_t ldw)
+{
+    _tile_loadd(0, w, ldw * 4);
+    _tile_loadd(1, w + 16, ldw * 4);
+    _tile_loadd(2, w + 16 * ldw, ldw * 4);
+    _tile_loadd(3, w + 16 * ldw + 16, ldw * 4);
+}
+
+static inline void tiles_store_c(float *w, int64_t ldw)
+{
+    _tile_stored(0, w, ldw * 4);
+    _tile_stored(1, w + 16, ldw * 4);
+    _tile_stored(2, w + 16 * ldw, ldw * 4);
+    _tile_stored(3, w + 16 * ldw + 16, ldw * 4);
+}
+
+static void kernel(int64_t kcp, const void *va, const void *vb, float *w, int64_t ldw,
+                   int accumulate)
+{
+    const char *a = va, *b = vb;
+    int64_t nkb = kcp / F_KB;
+    float s[F_MR * F_NR] __attribute__((aligned(64)));
+    corr_pass(nkb, a, b);
+    if (!accumulate) {
+        /* first K block: the main sum continues from the correction sum
+         * in the same tiles (no separate merge rounding) */
+        main_pass(nkb, a, b);
+        tiles_store_c(w, ldw);
+        return;
+    }
+    /* later K blocks: main sum onto W in the tiles, the correction sum (kept
+     * apart so its small terms are not rounded at W's magnitude) added after */
+    tiles_store_c(s, F_NR);
+    tiles_load_c(w, ldw);
+    main_pass(nkb, a, b);
+    tiles_store_c(w, ldw);
     for (int r = 0; r < F_MR; r++) {
         float *wr = w + r * ldw;
         const float *sr = s + r * F_NR;

@@ -489,9 +489,12 @@ static void tiles_end(void) { _tile_release(); }
 
 #pragma GCC pop_options
 
+/* Designated: fields added to gemm_impl later (none needed here) stay 0. */
 static const gemm_impl impl_amx_f16 = {
-    "amx-f16", F_MR, F_NR, F_KB, F_MC, F_KC, 6,
-    pack_a, pack_b, kernel, ampy_gemm_epilogue_avx512, tiles_begin, tiles_end,
+    .name = "amx-f16", .mr = F_MR, .nr = F_NR, .kunit = F_KB, .mc = F_MC, .kc = F_KC,
+    .pelem = 6, .pack_a = pack_a, .pack_b = pack_b, .kernel = kernel,
+    .epilogue = ampy_gemm_epilogue_avx512, .thread_begin = tiles_begin,
+    .thread_end = tiles_end,
 };
 
 const gemm_impl *ampy_gemm_impl_amx_f16(void) { return &impl_amx_f16; }

@@ -57,13 +57,14 @@ static int current_choice(void)
 }
 
 /* The implementation for dtype dt under the current choice: the chosen one
- * if it handles dt (AMX handles only bfloat16), else the next best. */
+ * if it handles dt (AMX handles bfloat16, and float16 split into bfloat16
+ * pairs; not float32), else the next best. */
 static const gemm_impl *select_impl(ampy_dtype dt)
 {
     int c = current_choice();
     const gemm_impl *p = NULL;
-    if (c == IMPL_AMX && dt == AMPY_BFLOAT16 && ampy_gemm_amx_usable())
-        p = ampy_gemm_impl_amx(dt);
+    if (c == IMPL_AMX && ampy_gemm_amx_usable())
+        p = dt == AMPY_FLOAT16 ? ampy_gemm_impl_amx_f16() : ampy_gemm_impl_amx(dt);
     if (!p && (c == IMPL_AMX || c == IMPL_AVX512) && ampy_gemm_avx512_usable())
         p = ampy_gemm_impl_avx512(dt);
     if (!p && c != IMPL_PORTABLE && ampy_gemm_avx2_usable())

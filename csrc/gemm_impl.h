@@ -100,6 +100,8 @@ extern const gemm_impl ampy_gemm_impl_portable;
 const gemm_impl *ampy_gemm_impl_avx2(ampy_dtype dt);
 const gemm_impl *ampy_gemm_impl_avx512(ampy_dtype dt);
 const gemm_impl *ampy_gemm_impl_amx(ampy_dtype dt);
+/* float16 on AMX-BF16 (gemm_amx_f16.c): each input split into two bfloat16. */
+const gemm_impl *ampy_gemm_impl_amx_f16(void);
 int ampy_gemm_avx2_usable(void);
 int ampy_gemm_avx512_usable(void);
 int ampy_gemm_amx_usable(void);

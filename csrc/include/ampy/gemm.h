@@ -28,12 +28,15 @@
  * propagate as IEEE arithmetic says. The AMX bfloat16 path (and the
  * vdpbf16ps one) treats bfloat16 inputs below 2^-126 (subnormals) as zero and
  * flushes subnormal partial sums, as the hardware does (torch/oneDNN behave
- * the same); float16 inputs never go through bfloat16.
+ * the same). float16 inputs on AMX are split exactly into two bfloat16 each
+ * (x = hi + lo, four exact products per a*b, fp32 sums: gemm_amx_f16.c), so
+ * they are never rounded, and no subnormal float16 is flushed.
  *
  * Implementations are chosen at run time from the CPU (CPUID, via cpu.h):
- * AMX-BF16 tiles (bfloat16 inputs), AVX-512 FMA, AVX2 FMA, and portable C
- * (always compiled). float16/bfloat16 inputs are widened to float32 while
- * the operands are packed (FMA paths); float16 never goes through bfloat16.
+ * AMX-BF16 tiles (bfloat16 inputs, and float16 split into bfloat16 pairs),
+ * AVX-512 FMA, AVX2 FMA, and portable C (always compiled). On the FMA paths
+ * float16/bfloat16 inputs are widened to float32 while the operands are
+ * packed.
  * AMPY_FORCE_PORTABLE=1 (read by cpu.h) forces the portable kernels. Large
  * problems use ampy_parallel_for (all threads of ampy_get_num_threads()).
  * Workspace (packed panels, a float32 accumulator block) is allocated
@@ -130,8 +133,8 @@ ampy_status ampy_gemm_reference(int64_t batch, int64_t M, int64_t N, int64_t K, 
                                 int64_t c_row_stride, int64_t c_col_stride);
 
 /* Implementation selection (process-wide; for tests and benchmarks).
- * Names, best first: "amx" (bfloat16 only; other dtypes use "avx512"),
- * "avx512", "avx2", "portable", and "auto" (the default: follows
+ * Names, best first: "amx" (bfloat16, and float16 — reported as "amx-f16"
+ * by ampy_gemm_impl_name; float32 uses "avx512"), "avx512", "avx2", "portable", and "auto" (the default: follows
  * ampy_cpu_level_get() of cpu.h, so AMPY_FORCE_PORTABLE=1 or
  * ampy_cpu_level_set(AMPY_CPU_PORTABLE) selects "portable"). A name other
  * than "auto" pins that implementation even under AMPY_FORCE_PORTABLE.
@@ -142,7 +145,8 @@ ampy_status ampy_gemm_reference(int64_t batch, int64_t M, int64_t N, int64_t K, 
 ampy_status ampy_gemm_set_impl(const char *name);
 
 /* Name of the implementation that ampy_gemm uses for `dtype` now (after
- * "auto" resolution), e.g. "amx" for bfloat16 and "avx512" for float16. */
+ * "auto" resolution), e.g. "amx" for bfloat16, "amx-f16" for float16 and
+ * "avx512" for float32 on an AMX CPU. */
 const char *ampy_gemm_impl_name(ampy_dtype dtype);
 
 /* Whether this CPU and OS can run implementation `name` (1) or not (0). */

@@ -48,6 +48,7 @@ VM_ATTR static float rowmax_avx512(const float *x, int64_t n)
     return nan ? __builtin_nanf("") : m;
 }
 
+#define VM_GELU_AVX512 1
 #include "vmath_impl.inc"
 
 const ampy_vm_table *ampy_vm_avx512(void) { return &vm_table_avx512; }

@@ -21,6 +21,7 @@
 #include "ampy/elem.h"
 #include "ampy/ewise.h"
 #include "ampy/iter.h"
+#include "vmath.h"
 
 /* ---- op metadata ---------------------------------------------------------- */
 #define I2F AMPY_EWF_INT_TO_FLOAT
@@ -216,6 +217,8 @@ typedef struct {
     int64_t ksize;             /* bytes per element of the kind */
     ampy_dtype in_dt[3], out_dt;
     volatile int div_by_zero;  /* set by any thread; read after the join */
+    /* half in, same half out: a kernel converting in registers (vmath.h) */
+    void (*half)(const uint16_t *x, uint16_t *y, int64_t n, int bf16);
 } ew_ctx;
 
 /* Elements per block of ew_inner: 4 buffers of EW_BLOCK * 8 bytes stay in L1
@@ -229,6 +232,10 @@ static void ew_inner(char **ptrs, const int64_t *s, int64_t n, void *arg)
     const ampy_dtype kdt = ampy_kind_dtype(c->kind);
     _Alignas(64) char buf[4][EW_BLOCK * 8];
     const int na = c->arity;
+    if (c->half && s[0] == 2 && s[1] == 2) {
+        c->half((const uint16_t *)ptrs[0], (uint16_t *)ptrs[1], n, c->out_dt == AMPY_BFLOAT16);
+        return;
+    }
     for (int64_t off = 0; off < n; off += EW_BLOCK) {
         const int64_t m = n - off < EW_BLOCK ? n - off : EW_BLOCK;
         const void *in[3] = {NULL, NULL, NULL};
@@ -279,6 +286,10 @@ ampy_status ampy_ewise(ampy_ewise_op op, int ndim, const int64_t *shape,
     c.ksize = (int64_t)ampy_dtype_size(ampy_kind_dtype(c.kind));
     c.out_dt = out->dtype;
     c.div_by_zero = 0;
+    c.half = op == AMPY_EW_GELU && in[0].dtype == out->dtype &&
+                     (out->dtype == AMPY_FLOAT16 || out->dtype == AMPY_BFLOAT16)
+                 ? ampy_vm()->gelu_half
+                 : NULL;
     char *ptrs[4];
     int64_t strides[4 * AMPY_MAX_DIMS];
     for (int k = 0; k <= na; k++) {

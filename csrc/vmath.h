@@ -6,7 +6,9 @@
  * AMPY_FORCE_PORTABLE=1 / _C._set_cpu_level("portable") select the portable
  * build (AVX2-only CPUs use it too). Accuracy: within 1-3 ulp of the
  * correctly rounded float32 result over the whole float range (per op in
- * vmath_impl.inc). float64 stays on libm.
+ * vmath_impl.inc; the AVX-512 gelu in vmath_gelu_avx512.inc). The two
+ * builds need not agree bit for bit (FMA or not, and gelu's tables), but
+ * each result depends only on its own input. float64 stays on libm.
  */
 #ifndef AMPY_VMATH_H
 #define AMPY_VMATH_H

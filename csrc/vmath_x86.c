@@ -48,6 +48,7 @@ VM_ATTR static float rowmax_avx512(const float *x, int64_t n)
     return nan ? __builtin_nanf("") : m;
 }
 
+/* the exact gelu forward and backward by table (vmath_gelu_avx512.inc) */
 #define VM_GELU_AVX512 1
 #include "vmath_impl.inc"
 

@@ -286,10 +286,11 @@ ampy_status ampy_ewise(ampy_ewise_op op, int ndim, const int64_t *shape,
     c.ksize = (int64_t)ampy_dtype_size(ampy_kind_dtype(c.kind));
     c.out_dt = out->dtype;
     c.div_by_zero = 0;
-    c.half = op == AMPY_EW_GELU && in[0].dtype == out->dtype &&
-                     (out->dtype == AMPY_FLOAT16 || out->dtype == AMPY_BFLOAT16)
-                 ? ampy_vm()->gelu_half
-                 : NULL;
+    c.half = NULL;
+    if (na == 1 && in[0].dtype == out->dtype &&
+        (out->dtype == AMPY_FLOAT16 || out->dtype == AMPY_BFLOAT16))
+        c.half = op == AMPY_EW_GELU ? ampy_vm()->gelu_half
+                 : op == AMPY_EW_ERF ? ampy_vm()->erf_half : NULL;
     char *ptrs[4];
     int64_t strides[4 * AMPY_MAX_DIMS];
     for (int k = 0; k <= na; k++) {

@@ -47,11 +47,13 @@ typedef struct ampy_vm_table {
     /* y[i] = g[i] (Phi(x[i]) + x[i] phi(x[i])): the exact gelu's backward
      * (y may equal x or g) */
     void (*gelu_bwd)(const float *x, const float *g, float *y, int64_t n);
-    /* gelu forward and backward on float16 (bf16 = 0) or bfloat16 (bf16 = 1)
-     * storage, computed in float32 and rounded once (the same bits as
-     * converting to float32, op[AMPY_VM_GELU] / gelu_bwd, converting back);
+    /* gelu forward, erf and gelu backward on float16 (bf16 = 0) or bfloat16
+     * (bf16 = 1) storage, computed in float32 and rounded once (the same bits
+     * as converting to float32, op[AMPY_VM_GELU] / op[AMPY_VM_ERF] / gelu_bwd,
+     * converting back);
      * NULL where the level has none (portable). y may equal x or g. */
     void (*gelu_half)(const uint16_t *x, uint16_t *y, int64_t n, int bf16);
+    void (*erf_half)(const uint16_t *x, uint16_t *y, int64_t n, int bf16);
     void (*gelu_bwd_half)(const uint16_t *x, const uint16_t *g, uint16_t *y, int64_t n,
                           int bf16);
     /* acc[i] += (double)x[i] for i < n */

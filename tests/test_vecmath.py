@@ -223,30 +223,31 @@ def test_half_exhaustive_vs_torch(name, dtype):
     assert worse.sum() <= 8, (worse.sum(), x[worse][:8], got[worse][:8], want[worse][:8])
 
 
-# ---- gelu: per-element results on every path -----------------------------------------
+# ---- gelu, erf: per-element results on every path -------------------------------------
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
-def test_gelu_per_element_and_half_rounding(dtype, cpu_path):
-    # AVX-512 evaluates |x| < 3.9375 by table and sends vectors with another
-    # lane through the scalar kernels for that lane only: a value's result must
-    # not depend on its neighbours. Contiguous half tensors convert in
-    # registers; they must give the float32 kernel's result rounded once, as
-    # the strided (buffered) path does.
+@pytest.mark.parametrize("name", ["gelu", "erf"])
+def test_gelu_erf_per_element_and_half_rounding(name, dtype, cpu_path):
+    # AVX-512 evaluates |x| < 3.9375 by table (gelu sends vectors with another
+    # lane through the scalar kernels for that lane only; erf is +-1 there): a
+    # value's result must not depend on its neighbours. Contiguous half
+    # tensors convert in registers; they must give the float32 kernel's result
+    # rounded once, as the strided (buffered) path does.
     rng = np.random.default_rng(21)
     x = rng.uniform(-3.95, 3.95, 5003).astype(np.float32)
     x[::7] = np.float32(3.9375) * np.sign(x[::7])
     dt = getattr(ampy, dtype)
-    alone = AMPY_FN["gelu"](ampy.tensor(x).to(dt)).to(ampy.float32).numpy()
+    alone = AMPY_FN[name](ampy.tensor(x).to(dt)).to(ampy.float32).numpy()
     mixed = x.copy()
     far = np.array([np.nan, np.inf, -np.inf, 5.0, -5.0, 1e30, -20.0, -14.6], np.float32)
     mixed[2::5] = far[np.arange(len(mixed[2::5])) % len(far)]
     keep = np.ones(len(x), bool)
     keep[2::5] = False
-    got = AMPY_FN["gelu"](ampy.tensor(mixed).to(dt)).to(ampy.float32).numpy()
+    got = AMPY_FN[name](ampy.tensor(mixed).to(dt)).to(ampy.float32).numpy()
     assert np.array_equal(got[keep].view(np.int32), alone[keep].view(np.int32))
     if dtype != "float32":
         h = ampy.tensor(mixed).to(dt)
-        want = AMPY_FN["gelu"](h.to(ampy.float32)).to(dt).to(ampy.float32).numpy()
-        strided = AMPY_FN["gelu"](ampy.tensor(np.stack([mixed, mixed])).to(dt).t()[:, 0])
+        want = AMPY_FN[name](h.to(ampy.float32)).to(dt).to(ampy.float32).numpy()
+        strided = AMPY_FN[name](ampy.tensor(np.stack([mixed, mixed])).to(dt).t()[:, 0])
         for w in (want, strided.to(ampy.float32).numpy()):
             assert np.array_equal(np.isnan(got), np.isnan(w))
             ok = ~np.isnan(w)

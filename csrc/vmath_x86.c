@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "ampy/cpu.h"
 #include "vmath.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)

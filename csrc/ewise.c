@@ -287,7 +287,7 @@ ampy_status ampy_ewise(ampy_ewise_op op, int ndim, const int64_t *shape,
     c.out_dt = out->dtype;
     c.div_by_zero = 0;
     c.half = NULL;
-    if (na == 1 && in[0].dtype == out->dtype &&
+    if (na == 1 && c.kind == AMPY_KIND_F32 && in[0].dtype == out->dtype &&
         (out->dtype == AMPY_FLOAT16 || out->dtype == AMPY_BFLOAT16))
         c.half = op == AMPY_EW_GELU ? ampy_vm()->gelu_half
                  : op == AMPY_EW_ERF ? ampy_vm()->erf_half : NULL;

@@ -21,6 +21,7 @@
 #include "ampy/elem.h"
 #include "ampy/ewise.h"
 #include "ampy/iter.h"
+#include "vmath.h"
 
 /* ---- op metadata ---------------------------------------------------------- */
 #define I2F AMPY_EWF_INT_TO_FLOAT
@@ -218,6 +219,8 @@ typedef struct {
     volatile int div_by_zero;  /* set by any thread; read after the join */
     int fast, fast_op, bf16ok; /* the AVX-512 one-pass float path (ewx_run) */
     float alpha;
+    /* half in, same half out: a kernel converting in registers (vmath.h) */
+    void (*half)(const uint16_t *x, uint16_t *y, int64_t n, int bf16);
 } ew_ctx;
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -363,6 +366,10 @@ static void ew_inner(char **ptrs, const int64_t *s, int64_t n, void *arg)
     const ampy_dtype kdt = ampy_kind_dtype(c->kind);
     _Alignas(64) char buf[4][EW_BLOCK * 8];
     const int na = c->arity;
+    if (c->half && s[0] == 2 && s[1] == 2) {
+        c->half((const uint16_t *)ptrs[0], (uint16_t *)ptrs[1], n, c->out_dt == AMPY_BFLOAT16);
+        return;
+    }
     for (int64_t off = 0; off < n; off += EW_BLOCK) {
         const int64_t m = n - off < EW_BLOCK ? n - off : EW_BLOCK;
         const void *in[3] = {NULL, NULL, NULL};
@@ -438,6 +445,11 @@ ampy_status ampy_ewise(ampy_ewise_op op, int ndim, const int64_t *shape,
         }
     }
 #endif
+    c.half = NULL;
+    if (na == 1 && c.kind == AMPY_KIND_F32 && in[0].dtype == out->dtype &&
+        (out->dtype == AMPY_FLOAT16 || out->dtype == AMPY_BFLOAT16))
+        c.half = op == AMPY_EW_GELU ? ampy_vm()->gelu_half
+                 : op == AMPY_EW_ERF ? ampy_vm()->erf_half : NULL;
     char *ptrs[4];
     int64_t strides[4 * AMPY_MAX_DIMS];
     for (int k = 0; k <= na; k++) {

@@ -196,6 +196,11 @@ static void gelu_bwd_range(int64_t b, int64_t e, void *ctx)
         vm->gelu_bwd((const float *)c->a + b, (const float *)c->g + b, (float *)c->out + b, e - b);
         return;
     }
+    if (vm->gelu_bwd_half) { /* converts in registers */
+        vm->gelu_bwd_half((const uint16_t *)c->a + b, (const uint16_t *)c->g + b,
+                          (uint16_t *)c->out + b, e - b, c->dt == AMPY_BFLOAT16);
+        return;
+    }
     for (int64_t i = b; i < e; i += BLK) {
         int64_t n = e - i < BLK ? e - i : BLK;
         const float *x = ld_block(&cv, c->a, i, n, bx);

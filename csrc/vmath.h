@@ -6,7 +6,9 @@
  * AMPY_FORCE_PORTABLE=1 / _C._set_cpu_level("portable") select the portable
  * build (AVX2-only CPUs use it too). Accuracy: within 1-3 ulp of the
  * correctly rounded float32 result over the whole float range (per op in
- * vmath_impl.inc). float64 stays on libm.
+ * vmath_impl.inc; the AVX-512 gelu in vmath_gelu_avx512.inc). The two
+ * builds need not agree bit for bit (FMA or not, and gelu's tables), but
+ * each result depends only on its own input. float64 stays on libm.
  */
 #ifndef AMPY_VMATH_H
 #define AMPY_VMATH_H
@@ -45,6 +47,15 @@ typedef struct ampy_vm_table {
     /* y[i] = g[i] (Phi(x[i]) + x[i] phi(x[i])): the exact gelu's backward
      * (y may equal x or g) */
     void (*gelu_bwd)(const float *x, const float *g, float *y, int64_t n);
+    /* gelu forward, erf and gelu backward on float16 (bf16 = 0) or bfloat16
+     * (bf16 = 1) storage, computed in float32 and rounded once (the same bits
+     * as converting to float32, op[AMPY_VM_GELU] / op[AMPY_VM_ERF] / gelu_bwd,
+     * converting back);
+     * NULL where the level has none (portable). y may equal x or g. */
+    void (*gelu_half)(const uint16_t *x, uint16_t *y, int64_t n, int bf16);
+    void (*erf_half)(const uint16_t *x, uint16_t *y, int64_t n, int bf16);
+    void (*gelu_bwd_half)(const uint16_t *x, const uint16_t *g, uint16_t *y, int64_t n,
+                          int bf16);
     /* acc[i] += (double)x[i] for i < n */
     void (*addf64)(double *acc, const float *x, int64_t n);
 } ampy_vm_table;

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "ampy/cpu.h"
 #include "vmath.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -48,6 +49,8 @@ VM_ATTR static float rowmax_avx512(const float *x, int64_t n)
     return nan ? __builtin_nanf("") : m;
 }
 
+/* the exact gelu forward and backward by table (vmath_gelu_avx512.inc) */
+#define VM_GELU_AVX512 1
 #include "vmath_impl.inc"
 
 const ampy_vm_table *ampy_vm_avx512(void) { return &vm_table_avx512; }

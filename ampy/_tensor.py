@@ -274,6 +274,9 @@ class Tensor(_C.TensorBase):
     def int(self):
         return self.to(D.int32)
 
+    def byte(self):
+        return self.to(D.uint8)
+
     def bool(self):
         return self.to(D.bool)
 

@@ -422,3 +422,15 @@ def test_bad_inputs_raise_and_leave_inputs_unchanged(k):
         fn()
     assert tuple(x.shape) == shape_x
     assert np.array_equal(x.numpy(), before_x) and np.array_equal(i.numpy(), before_i)
+
+
+@pytest.mark.parametrize("meth,tdt", [("byte", torch.uint8), ("int", torch.int32),
+                                      ("long", torch.int64), ("half", torch.float16),
+                                      ("bfloat16", torch.bfloat16), ("double", torch.float64),
+                                      ("bool", torch.bool)])
+def test_conversion_methods_match_torch(meth, tdt):
+    x = np.array([0.0, 1.5, 2.75, 200.0, 255.0, 3.25, -0.0, 7.0], dtype=np.float32)
+    got = getattr(ampy.tensor(x), meth)()
+    ref = getattr(torch.tensor(x), meth)()
+    assert ref.dtype == tdt and got.dtype.name == str(tdt).split(".")[1]
+    assert np.array_equal(got.to(ampy.float64).numpy(), ref.double().numpy())

@@ -235,6 +235,7 @@ typedef struct {
  * float16: vcvtps2ph, whose NaN equals elem.h's for the quiet NaNs that
  * arithmetic produces). No float buffers and no separate conversion passes. */
 #include <immintrin.h>
+#include "simd_half.h"
 #define EWX_T __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")))
 
 typedef struct {
@@ -262,20 +263,7 @@ EWX_T static inline void ewx_st(char *p, int dt, int bf16ok, int64_t i, __mmask1
         _mm512_mask_storeu_ps((float *)p + i, k, v);
         return;
     }
-    __m256i h;
-    if (dt == AMPY_BFLOAT16 && bf16ok && !_mm512_fpclass_ps_mask(v, 0xA1)) {
-        __asm__("vcvtneps2bf16 %1, %0" : "=v"(h) : "v"(v));
-    } else if (dt == AMPY_BFLOAT16) {
-        const __m512i x = _mm512_castps_si512(v);
-        const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-        __m512i r = _mm512_srli_epi32(
-            _mm512_add_epi32(x, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), lsb)), 16);
-        r = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r,
-                                    _mm512_set1_epi32(0x7FC0));
-        h = _mm512_cvtepi32_epi16(r);
-    } else {
-        h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
-    }
+    const __m256i h = ampy_x86_f32_to_half16(v, dt == AMPY_BFLOAT16, bf16ok);
     _mm256_mask_storeu_epi16((uint16_t *)p + i, k, h);
 }
 

@@ -378,6 +378,7 @@ static void softmax_bwd_range(int64_t b, int64_t e, void *ctx)
  * rows at a time so that one row's horizontal sum overlaps the other's
  * loops. Same operations per element as softmax_bwd_range: the same bits. */
 #include <immintrin.h>
+#include "simd_half.h"
 #define SMB_T __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")))
 
 SMB_T static inline __m512 smb_ld(const void *p, int64_t i, int dt, __mmask16 k)
@@ -396,22 +397,7 @@ SMB_T static inline void smb_st(void *p, int64_t i, int dt, int bf16ok, __mmask1
         _mm512_mask_storeu_ps((float *)p + i, k, v);
         return;
     }
-    __m256i h;
-    if (dt == AMPY_BFLOAT16 && bf16ok && !_mm512_fpclass_ps_mask(v, 0xA1)) {
-        /* vcvtneps2bf16 rounds like elem.h except for NaN and denormal
-         * inputs (fpclass 0x01 | 0x20 | 0x80), which take the integer path */
-        __asm__("vcvtneps2bf16 %1, %0" : "=v"(h) : "v"(v));
-    } else if (dt == AMPY_BFLOAT16) {
-        const __m512i x = _mm512_castps_si512(v);
-        const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-        __m512i r = _mm512_srli_epi32(
-            _mm512_add_epi32(x, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), lsb)), 16);
-        r = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r,
-                                    _mm512_set1_epi32(0x7FC0));
-        h = _mm512_cvtepi32_epi16(r);
-    } else {
-        h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
-    }
+    const __m256i h = ampy_x86_f32_to_half16(v, dt == AMPY_BFLOAT16, bf16ok);
     _mm256_mask_storeu_epi16((uint16_t *)p + i, k, h);
 }
 

@@ -150,6 +150,7 @@ static void softmax_line_f(const line_ctx *c, const char *in, char *out)
  * buffer, filled once by the SIMD cast kernels and rounded once on the way
  * out, as the portable path does. */
 #include <immintrin.h>
+#include "simd_half.h"
 
 #include "ampy/cast.h"
 #include "ampy/cpu.h"
@@ -306,22 +307,7 @@ SMX_T static inline __m512 smx_ld_half(const uint16_t *p, int bf, __mmask16 k)
 
 SMX_T static inline void smx_st_half(uint16_t *p, int bf, int bf16ok, __mmask16 k, __m512 v)
 {
-    __m256i h;
-    if (bf && bf16ok && !_mm512_fpclass_ps_mask(v, 0xA1)) {
-        /* vcvtneps2bf16 rounds like elem.h except for NaN and denormal
-         * inputs (fpclass 0x01 | 0x20 | 0x80), which take the integer path */
-        __asm__("vcvtneps2bf16 %1, %0" : "=v"(h) : "v"(v));
-    } else if (bf) {
-        const __m512i x = _mm512_castps_si512(v);
-        const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-        __m512i r = _mm512_srli_epi32(
-            _mm512_add_epi32(x, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), lsb)), 16);
-        r = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r,
-                                    _mm512_set1_epi32(0x7FC0));
-        h = _mm512_cvtepi32_epi16(r);
-    } else {
-        h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
-    }
+    const __m256i h = ampy_x86_f32_to_half16(v, bf, bf16ok);
     if (k == (__mmask16)0xFFFF)
         _mm256_storeu_si256((__m256i *)p, h);
     else

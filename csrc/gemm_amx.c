@@ -418,9 +418,13 @@ static AMX_INL void pend_rows(amx_pend *p, int64_t crs, int n)
  * (the next tile's C rows: a first store to an uncached output line costs a
  * read-for-ownership miss, which stalled the epilogue). The result is left
  * in tiles 0-3. */
-static inline void tile_chain(int64_t nsteps, const char *a0, const char *a1, int64_t astep,
-                              int64_t lda, const char *b, amx_pend *pend, int64_t crs, int rps,
-                              const char *pf, int64_t pf_ld, int pf_n)
+/* tile_chain that, when sa != NULL, also stores each A tile pair it loads
+ * to sa in the packed micro-panel layout (A read in place and packed in the
+ * same pass). */
+static inline void tile_chain_sa(int64_t nsteps, const char *a0, const char *a1,
+                                 int64_t astep, int64_t lda, const char *b, amx_pend *pend,
+                                 int64_t crs, int rps, const char *pf, int64_t pf_ld, int pf_n,
+                                 char *sa)
 {
     int pf_per = (int)((pf_n + nsteps - 1) / nsteps), pf_i = 0;
     _tile_zero(0);
@@ -436,6 +440,10 @@ static inline void tile_chain(int64_t nsteps, const char *a0, const char *a1, in
         _tile_dpbf16ps(1, 4, 7);
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
+        if (sa) {
+            _tile_stored(4, sa + s * 2048, 64);
+            _tile_stored(5, sa + s * 2048 + 1024, 64);
+        }
         for (int i = 0; i < pf_per && pf_i < pf_n; i++, pf_i++)
             _mm_prefetch(pf + pf_i * pf_ld, _MM_HINT_ET0);
         pend_rows(pend, crs, rps);
@@ -443,7 +451,17 @@ static inline void tile_chain(int64_t nsteps, const char *a0, const char *a1, in
     pend_rows(pend, crs, T_MR);
 }
 
+static inline void tile_chain(int64_t nsteps, const char *a0, const char *a1, int64_t astep,
+                              int64_t lda, const char *b, amx_pend *pend, int64_t crs, int rps,
+                              const char *pf, int64_t pf_ld, int pf_n)
+{
+    tile_chain_sa(nsteps, a0, a1, astep, lda, b, pend, crs, rps, pf, pf_ld, pf_n, NULL);
+}
+
 #define AMX_L1_PANEL (24 << 10) /* bytes of a 32-row A panel kept in L1 */
+#ifndef AMX_FUSE
+#define AMX_FUSE 1
+#endif
 
 /* Tile order: with a short K the 32-row A panel (32 x K bf16) stays in L1
  * while the packed B panels stream past it (row panel outer); with a long K
@@ -458,7 +476,13 @@ static void macro(const gemm_task *t)
     int fast_c = t->ccs == 1 && (t->cdt == AMPY_FLOAT32 || t->cdt == AMPY_BFLOAT16);
     int qouter = pbytes > AMX_L1_PANEL;
     int direct = a->cs == 1 && a->rs > 0 && t->kcp == t->K;
-    if (qouter) /* measured: packing once beats re-reading A's rows per column */
+    /* Long K: the first column panel reads A in place and stores the tiles
+     * it loaded as the packed panel, which the other column panels read
+     * (measured: re-reading A's rows for every column panel was slower, and
+     * a separate packing pass, reading 8 MiB from L3 with K = 1024, was
+     * ~15 % of the time, not overlapped with the tile unit). */
+    int fuse = qouter && direct && AMX_FUSE;
+    if (qouter)
         direct = 0;
     int rps = (int)((T_MR + nsteps - 1) / nsteps);
     int64_t np = (t->rows + T_MR - 1) / T_MR, nq = (t->cols + T_NR - 1) / T_NR;
@@ -485,11 +509,14 @@ static void macro(const gemm_task *t)
         int64_t w = t->cols - q0 < T_NR ? t->cols - q0 : T_NR;
         const char *a0;
         int64_t astep = 2048, lda = 64, a1off = 1024;
-        if (direct && h == T_MR) {
+        char *sa = NULL;
+        if ((direct || (fuse && q == 0)) && h == T_MR) {
             lda = a->rs * 2;
             a0 = a->p + (t->i0 + p0) * lda;
             a1off = 16 * lda;
             astep = 64;
+            if (fuse)
+                sa = (char *)t->ap + p * pbytes;
         } else {
             a0 = (const char *)t->ap + (direct ? 0 : p * pbytes);
             if (!direct && q == 0)
@@ -508,8 +535,8 @@ static void macro(const gemm_task *t)
                 pf_n = T_MR;
             }
         }
-        tile_chain(nsteps, a0, a0 + a1off, astep, lda, bq, &pend, t->crs, rps, pf,
-                   t->crs * csz, pf_n);
+        tile_chain_sa(nsteps, a0, a0 + a1off, astep, lda, bq, &pend, t->crs, rps, pf,
+                      t->crs * csz, pf_n, sa);
         float *sc = scratch[cur];
         _tile_stored(0, sc, 128);
         _tile_stored(1, sc + 16, 128);

@@ -37,6 +37,9 @@
 #ifndef T_MC
 #define T_MC 128 /* measured: 128 beat 256 by 5-10 % with K = 1024, even with K = 256 */
 #endif
+#ifndef AMX_KBLOCK
+#define AMX_KBLOCK 1
+#endif
 #ifndef T_KC
 #define T_KC 1024
 #endif
@@ -111,28 +114,49 @@ static inline __m512i interleave_lo(void)
 
 /* A stored k-major (a->rs == 1, e.g. dY.T): per 32-k block, interleave rows
  * k, k+1 (32 consecutive i each) into bf16 pairs, giving a 16 (pair) x 32 (i)
- * word matrix; two 16 x 16 word transposes turn it into the 32 tile rows. */
-static void pack_a_panel_kmajor(const gemm_operand *a, int64_t i0, int64_t h, int64_t k0,
-                                int64_t kc, int64_t kcp, uint16_t *dst)
+ * word matrix; two 16 x 16 word transposes turn it into the 32 tile rows.
+ * One 32-k block kb of one panel (rows i0.., h of them) to dst. */
+static inline void pack_a_kmajor_kb(const gemm_operand *a, int64_t i0, int64_t h, int64_t k0,
+                                    int64_t kc, int64_t kb, uint16_t *dst)
 {
     const __m512i lo = interleave_lo(), hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
     __mmask32 m = lanes32(h);
-    for (int64_t kb = 0; kb < kcp; kb += T_KB, dst += T_MR * T_KB) {
-        __m512i L[16], H[16];
-        for (int p = 0; p < 16; p++) {
-            int64_t k = kb + 2 * p;
-            __m512i r0 = _mm512_maskz_loadu_epi16(k < kc ? m : 0,
-                                                  a->p + ((k0 + k) * a->cs + i0) * 2);
-            __m512i r1 = _mm512_maskz_loadu_epi16(k + 1 < kc ? m : 0,
-                                                  a->p + ((k0 + k + 1) * a->cs + i0) * 2);
-            L[p] = _mm512_permutex2var_epi16(r0, lo, r1);
-            H[p] = _mm512_permutex2var_epi16(r0, hi, r1);
-        }
-        transpose16w(L);
-        transpose16w(H);
-        for (int r = 0; r < 16; r++) {
-            _mm512_storeu_si512(dst + r * T_KB, L[r]);
-            _mm512_storeu_si512(dst + (16 + r) * T_KB, H[r]);
+    __m512i L[16], H[16];
+    for (int p = 0; p < 16; p++) {
+        int64_t k = kb + 2 * p;
+        __m512i r0 = _mm512_maskz_loadu_epi16(k < kc ? m : 0, a->p + ((k0 + k) * a->cs + i0) * 2);
+        __m512i r1 = _mm512_maskz_loadu_epi16(k + 1 < kc ? m : 0,
+                                              a->p + ((k0 + k + 1) * a->cs + i0) * 2);
+        L[p] = _mm512_permutex2var_epi16(r0, lo, r1);
+        H[p] = _mm512_permutex2var_epi16(r0, hi, r1);
+    }
+    transpose16w(L);
+    transpose16w(H);
+    for (int r = 0; r < 16; r++) {
+        _mm512_storeu_si512(dst + r * T_KB, L[r]);
+        _mm512_storeu_si512(dst + (16 + r) * T_KB, H[r]);
+    }
+}
+
+static void pack_a_panel_kmajor(const gemm_operand *a, int64_t i0, int64_t h, int64_t k0,
+                                int64_t kc, int64_t kcp, uint16_t *dst)
+{
+    for (int64_t kb = 0; kb < kcp; kb += T_KB, dst += T_MR * T_KB)
+        pack_a_kmajor_kb(a, i0, h, k0, kc, kb, dst);
+}
+
+/* The whole block k-major: 32-k block by 32-k block across every panel, so
+ * each source row's run over the block's rows (rows * 2 bytes; the rows lie
+ * M elements apart, a new page every few) is read at once (panel by panel
+ * it was read 64 bytes at a time, four passes over 1024 rows; measured ~5 %
+ * of a dW GEMM; prefetching the next block's rows as well was slower). */
+static void pack_a_kmajor(const gemm_operand *a, int64_t i0, int64_t rows, int64_t k0,
+                          int64_t kc, int64_t kcp, uint16_t *dst)
+{
+    for (int64_t kb = 0; kb < kcp; kb += T_KB) {
+        for (int64_t p0 = 0; p0 < rows; p0 += T_MR) {
+            int64_t h = rows - p0 < T_MR ? rows - p0 : T_MR;
+            pack_a_kmajor_kb(a, i0 + p0, h, k0, kc, kb, dst + p0 * kcp + kb * T_MR);
         }
     }
 }
@@ -171,6 +195,10 @@ static void pack_a(const gemm_operand *a, int64_t i0, int64_t rows, int64_t k0, 
                    int64_t kcp, void *vdst)
 {
     uint16_t *dst = vdst;
+    if (a->rs == 1 && a->cs != 1 && AMX_KBLOCK) {
+        pack_a_kmajor(a, i0, rows, k0, kc, kcp, dst);
+        return;
+    }
     for (int64_t p0 = 0; p0 < rows; p0 += T_MR, dst += T_MR * kcp) {
         int64_t h = rows - p0 < T_MR ? rows - p0 : T_MR;
         if (a->rs == 1 && a->cs != 1)
@@ -418,9 +446,13 @@ static AMX_INL void pend_rows(amx_pend *p, int64_t crs, int n)
  * (the next tile's C rows: a first store to an uncached output line costs a
  * read-for-ownership miss, which stalled the epilogue). The result is left
  * in tiles 0-3. */
-static inline void tile_chain(int64_t nsteps, const char *a0, const char *a1, int64_t astep,
-                              int64_t lda, const char *b, amx_pend *pend, int64_t crs, int rps,
-                              const char *pf, int64_t pf_ld, int pf_n)
+/* tile_chain that, when sa != NULL, also stores each A tile pair it loads
+ * to sa in the packed micro-panel layout (A read in place and packed in the
+ * same pass). */
+static inline void tile_chain_sa(int64_t nsteps, const char *a0, const char *a1,
+                                 int64_t astep, int64_t lda, const char *b, amx_pend *pend,
+                                 int64_t crs, int rps, const char *pf, int64_t pf_ld, int pf_n,
+                                 char *sa)
 {
     int pf_per = (int)((pf_n + nsteps - 1) / nsteps), pf_i = 0;
     _tile_zero(0);
@@ -436,6 +468,10 @@ static inline void tile_chain(int64_t nsteps, const char *a0, const char *a1, in
         _tile_dpbf16ps(1, 4, 7);
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
+        if (sa) {
+            _tile_stored(4, sa + s * 2048, 64);
+            _tile_stored(5, sa + s * 2048 + 1024, 64);
+        }
         for (int i = 0; i < pf_per && pf_i < pf_n; i++, pf_i++)
             _mm_prefetch(pf + pf_i * pf_ld, _MM_HINT_ET0);
         pend_rows(pend, crs, rps);
@@ -443,7 +479,17 @@ static inline void tile_chain(int64_t nsteps, const char *a0, const char *a1, in
     pend_rows(pend, crs, T_MR);
 }
 
+static inline void tile_chain(int64_t nsteps, const char *a0, const char *a1, int64_t astep,
+                              int64_t lda, const char *b, amx_pend *pend, int64_t crs, int rps,
+                              const char *pf, int64_t pf_ld, int pf_n)
+{
+    tile_chain_sa(nsteps, a0, a1, astep, lda, b, pend, crs, rps, pf, pf_ld, pf_n, NULL);
+}
+
 #define AMX_L1_PANEL (24 << 10) /* bytes of a 32-row A panel kept in L1 */
+#ifndef AMX_FUSE
+#define AMX_FUSE 1
+#endif
 
 /* Tile order: with a short K the 32-row A panel (32 x K bf16) stays in L1
  * while the packed B panels stream past it (row panel outer); with a long K
@@ -458,7 +504,13 @@ static void macro(const gemm_task *t)
     int fast_c = t->ccs == 1 && (t->cdt == AMPY_FLOAT32 || t->cdt == AMPY_BFLOAT16);
     int qouter = pbytes > AMX_L1_PANEL;
     int direct = a->cs == 1 && a->rs > 0 && t->kcp == t->K;
-    if (qouter) /* measured: packing once beats re-reading A's rows per column */
+    /* Long K: the first column panel reads A in place and stores the tiles
+     * it loaded as the packed panel, which the other column panels read
+     * (measured: re-reading A's rows for every column panel was slower, and
+     * a separate packing pass, reading 8 MiB from L3 with K = 1024, was
+     * ~15 % of the time, not overlapped with the tile unit). */
+    int fuse = qouter && direct && AMX_FUSE;
+    if (qouter)
         direct = 0;
     int rps = (int)((T_MR + nsteps - 1) / nsteps);
     int64_t np = (t->rows + T_MR - 1) / T_MR, nq = (t->cols + T_NR - 1) / T_NR;
@@ -485,11 +537,14 @@ static void macro(const gemm_task *t)
         int64_t w = t->cols - q0 < T_NR ? t->cols - q0 : T_NR;
         const char *a0;
         int64_t astep = 2048, lda = 64, a1off = 1024;
-        if (direct && h == T_MR) {
+        char *sa = NULL;
+        if ((direct || (fuse && q == 0)) && h == T_MR) {
             lda = a->rs * 2;
             a0 = a->p + (t->i0 + p0) * lda;
             a1off = 16 * lda;
             astep = 64;
+            if (fuse)
+                sa = (char *)t->ap + p * pbytes;
         } else {
             a0 = (const char *)t->ap + (direct ? 0 : p * pbytes);
             if (!direct && q == 0)
@@ -508,8 +563,8 @@ static void macro(const gemm_task *t)
                 pf_n = T_MR;
             }
         }
-        tile_chain(nsteps, a0, a0 + a1off, astep, lda, bq, &pend, t->crs, rps, pf,
-                   t->crs * csz, pf_n);
+        tile_chain_sa(nsteps, a0, a0 + a1off, astep, lda, bq, &pend, t->crs, rps, pf,
+                      t->crs * csz, pf_n, sa);
         float *sc = scratch[cur];
         _tile_stored(0, sc, 128);
         _tile_stored(1, sc + 16, 128);

@@ -32,6 +32,9 @@ int ampy_gemm_avx2_usable(void) { return (ampy_cpu_features() & AMPY_CPU_HAS_AVX
 #ifndef X_MC
 #define X_MC 252
 #endif
+#ifndef X_KPF
+#define X_KPF 8 /* k rows ahead prefetched when packing a k-major A */
+#endif
 #ifndef X_KC
 #define X_KC 256
 #endif
@@ -116,10 +119,17 @@ static void pack_rows(const char *src, ampy_dtype dt, int64_t ks, int64_t n, int
 static void pack_a512_kmajor(const gemm_operand *a, int64_t i0, int64_t rows, int64_t k0,
                              int64_t kc, int64_t kcp, float *dst)
 {
-    int64_t es = (int64_t)ampy_dtype_size(a->dt);
+    int64_t es = (int64_t)ampy_dtype_size(a->dt), rb = rows * es;
     for (int64_t k = 0; k < kcp; k++) {
         const char *src = a->p + ((k0 + k) * a->cs + i0) * es;
         float *d = dst + k * X_MR;
+#if X_KPF
+        /* the rows of A a few k ahead: each k is a new run, often a new page
+         * (cs = M elements), where the hardware prefetchers stop */
+        if (k + X_KPF < kc)
+            for (int64_t o = 0; o < rb + 63; o += 64)
+                _mm_prefetch(src + X_KPF * a->cs * es + (o < rb ? o : rb - 1), _MM_HINT_T0);
+#endif
         for (int64_t p0 = 0; p0 < rows; p0 += X_MR, d += X_MR * kcp) {
             __mmask16 m = lanes(k < kc ? (rows - p0 < X_MR ? rows - p0 : X_MR) : 0);
             _mm512_mask_storeu_ps(d, lanes(X_MR), ld16(src, a->dt, p0, m));
@@ -293,11 +303,46 @@ void ampy_gemm_epilogue_avx512(const float *w, int64_t ldw, int64_t rows, int64_
     }
 }
 
+/* Single-K-block task (the driver's loop, gemm_impl.macro): a full micro-
+ * tile of a float32 C with alpha 1, beta 0 and no bias is written by the
+ * kernel straight into C (the epilogue would only copy it: x * 1.0f is x,
+ * NaN payloads included), saving a store, a reload and a store per output
+ * (~6 % of K = 256 GEMMs); every other tile goes through the scratch tile
+ * and the epilogue as in the driver. */
+static void macro512(const gemm_task *t)
+{
+    float tile[X_MR * X_NR] __attribute__((aligned(64)));
+    int64_t csz = (int64_t)ampy_dtype_size(t->cdt), kcp = t->kcp;
+    int direct = t->cdt == AMPY_FLOAT32 && t->ccs == 1 && t->alpha == 1.0f &&
+                 t->beta == 0.0f && !t->bias;
+    const float *ap = t->ap, *bp = (const float *)t->bp;
+    pack_a512(t->a, t->i0, t->rows, 0, t->K, kcp, t->ap);
+    for (int64_t jq = 0; jq < t->cols; jq += X_NR, bp += X_NR * kcp) {
+        int64_t tc = t->cols - jq < X_NR ? t->cols - jq : X_NR;
+        for (int64_t ip = 0; ip < t->rows; ip += X_MR) {
+            int64_t tr = t->rows - ip < X_MR ? t->rows - ip : X_MR;
+            char *c = t->c + (ip * t->crs + jq * t->ccs) * csz;
+            if (direct && tr == X_MR && tc == X_NR) {
+                kernel512(kcp, ap + ip * kcp, bp, (float *)c, t->crs, 0);
+                continue;
+            }
+            kernel512(kcp, ap + ip * kcp, bp, tile, X_NR, 0);
+            ampy_gemm_epilogue_avx512(tile, X_NR, tr, tc, t->alpha, t->beta,
+                                      t->bias ? t->bias + jq : NULL, c, t->cdt, t->crs,
+                                      t->ccs);
+        }
+    }
+}
+
 #pragma GCC pop_options
 
+#ifndef X_MACRO
+#define X_MACRO 1
+#endif
 static const gemm_impl impl512 = {
     "avx512", X_MR, X_NR, 1, X_MC, X_KC, sizeof(float),
-    pack_a512, pack_b512, kernel512, ampy_gemm_epilogue_avx512, 0, 0, 0,
+    pack_a512, pack_b512, kernel512, ampy_gemm_epilogue_avx512, 0, 0,
+    X_MACRO ? macro512 : 0,
 };
 
 const gemm_impl *ampy_gemm_impl_avx512(ampy_dtype dt) { (void)dt; return &impl512; }

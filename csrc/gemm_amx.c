@@ -589,7 +589,8 @@ static void macro(const gemm_task *t)
 }
 
 /* Palette 1, every tile 16 rows x 64 bytes. */
-static void tiles_begin(void)
+/* Palette 1, every tile 16 rows x 64 bytes (also used by gemm_amx_f16.c). */
+void ampy_gemm_amx_tiles_begin(void)
 {
     struct {
         uint8_t palette, start_row, reserved[14];
@@ -607,13 +608,14 @@ static void tiles_begin(void)
     __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
 }
 
-static void tiles_end(void) { _tile_release(); }
+void ampy_gemm_amx_tiles_end(void) { _tile_release(); }
 
 #pragma GCC pop_options
 
 static const gemm_impl impl_amx = {
     "amx", T_MR, T_NR, T_KB, T_MC, T_KC, 2,
-    pack_a, pack_b, kernel, ampy_gemm_epilogue_avx512, tiles_begin, tiles_end, macro,
+    pack_a, pack_b, kernel, ampy_gemm_epilogue_avx512, ampy_gemm_amx_tiles_begin,
+    ampy_gemm_amx_tiles_end, macro,
 };
 
 const gemm_impl *ampy_gemm_impl_amx(ampy_dtype dt)

@@ -466,26 +466,6 @@ static void kernel(int64_t kcp, const void *va, const void *vb, float *w, int64_
     }
 }
 
-/* Palette 1, every tile 16 rows x 64 bytes. */
-static void tiles_begin(void)
-{
-    struct {
-        uint8_t palette, start_row, reserved[14];
-        uint16_t colsb[16];
-        uint8_t rows[16];
-    } cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int t = 0; t < 8; t++) {
-        cfg.colsb[t] = 64;
-        cfg.rows[t] = 16;
-    }
-    /* inline asm: GCC 12's _tile_loadconfig does not tell the optimiser it
-     * reads cfg, so the stores above could be dropped. */
-    __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
-}
-
-static void tiles_end(void) { _tile_release(); }
 
 #pragma GCC pop_options
 
@@ -493,8 +473,8 @@ static void tiles_end(void) { _tile_release(); }
 static const gemm_impl impl_amx_f16 = {
     .name = "amx-f16", .mr = F_MR, .nr = F_NR, .kunit = F_KB, .mc = F_MC, .kc = F_KC,
     .pelem = 6, .pack_a = pack_a, .pack_b = pack_b, .kernel = kernel,
-    .epilogue = ampy_gemm_epilogue_avx512, .thread_begin = tiles_begin,
-    .thread_end = tiles_end,
+    .epilogue = ampy_gemm_epilogue_avx512, .thread_begin = ampy_gemm_amx_tiles_begin,
+    .thread_end = ampy_gemm_amx_tiles_end,
 };
 
 const gemm_impl *ampy_gemm_impl_amx_f16(void) { return &impl_amx_f16; }

@@ -102,6 +102,10 @@ const gemm_impl *ampy_gemm_impl_avx512(ampy_dtype dt);
 const gemm_impl *ampy_gemm_impl_amx(ampy_dtype dt);
 /* float16 on AMX-BF16 (gemm_amx_f16.c): each input split into two bfloat16. */
 const gemm_impl *ampy_gemm_impl_amx_f16(void);
+/* AMX tile configuration per thread (palette 1, 8 tiles of 16 x 64 B) and its
+ * release; defined in gemm_amx.c, shared by both AMX implementations. */
+void ampy_gemm_amx_tiles_begin(void);
+void ampy_gemm_amx_tiles_end(void);
 int ampy_gemm_avx2_usable(void);
 int ampy_gemm_avx512_usable(void);
 int ampy_gemm_amx_usable(void);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ampy/cpu.h"
 #include "ampy/iter.h"
 #include "ampy/parallel.h"
 
@@ -193,7 +194,7 @@ static int order_free(const plan_t *p)
 }
 
 #define TILE_LINE 64 /* bytes */
-#define TILE_I 256   /* elements of the inner dim per run */
+#define TILE_I 128   /* elements of the inner dim per run */
 
 /* After simplify: pick the dim to tile with the inner one, or -1. */
 static int pick_tile(const plan_t *p, int64_t *tj_len)
@@ -241,18 +242,92 @@ static unsigned pick_gather(const plan_t *p)
  * p + i * si + j * sj) and a buffer whose row j (ni contiguous elements)
  * starts at b + j * pitch. The operand is walked along j, its contiguous dim. */
 #define TILE_COPY(T)                                                                       \
-    if (to_buf) {                                                                          \
-        for (int64_t i = 0; i < ni; i++)                                                   \
-            for (int64_t j = 0; j < nj; j++)                                               \
-                *(T *)(b + j * pitch + i * (int64_t)sizeof(T)) = *(const T *)(p + i * si + j * sj); \
-    } else {                                                                               \
-        for (int64_t i = 0; i < ni; i++)                                                   \
-            for (int64_t j = 0; j < nj; j++)                                               \
-                *(T *)(p + i * si + j * sj) = *(const T *)(b + j * pitch + i * (int64_t)sizeof(T)); \
+    for (int64_t i = 0; i < ni; i++)                                                       \
+        for (int64_t j = i < i8 ? j8 : 0; j < nj; j++) {                                   \
+            T *o = (T *)(b + j * pitch + i * (int64_t)sizeof(T));                          \
+            T *q = (T *)(p + i * si + j * sj);                                             \
+            if (to_buf)                                                                    \
+                *o = *q;                                                                   \
+            else                                                                           \
+                *q = *o;                                                                   \
+        }
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define TR_T __attribute__((target("avx2")))
+/* dst row m (m < 8) := column m of the 8 x 8 block of 4-byte elements whose
+ * row k starts at src + k * ss; bits are moved, never converted. */
+TR_T static void tr8x8_32(const char *src, int64_t ss, char *dst, int64_t ds)
+{
+    __m256 r[8], t[8];
+    for (int k = 0; k < 8; k++)
+        r[k] = _mm256_loadu_ps((const float *)(src + k * ss));
+    for (int k = 0; k < 8; k += 2) {
+        t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+        t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
     }
+    for (int k = 0; k < 8; k += 4) {
+        r[k] = _mm256_shuffle_ps(t[k], t[k + 2], 0x44);
+        r[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], 0xEE);
+        r[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0x44);
+        r[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0xEE);
+    }
+    for (int k = 0; k < 4; k++) {
+        _mm256_storeu_ps((float *)(dst + k * ds), _mm256_permute2f128_ps(r[k], r[k + 4], 0x20));
+        _mm256_storeu_ps((float *)(dst + (k + 4) * ds),
+                         _mm256_permute2f128_ps(r[k], r[k + 4], 0x31));
+    }
+}
+/* the same for 2-byte elements */
+TR_T static void tr8x8_16(const char *src, int64_t ss, char *dst, int64_t ds)
+{
+    __m128i r[8], t[8];
+    for (int k = 0; k < 8; k++)
+        r[k] = _mm_loadu_si128((const __m128i *)(src + k * ss));
+    for (int k = 0; k < 8; k += 2) {
+        t[k] = _mm_unpacklo_epi16(r[k], r[k + 1]);
+        t[k + 1] = _mm_unpackhi_epi16(r[k], r[k + 1]);
+    }
+    for (int k = 0; k < 8; k += 4) {
+        r[k] = _mm_unpacklo_epi32(t[k], t[k + 2]);
+        r[k + 1] = _mm_unpackhi_epi32(t[k], t[k + 2]);
+        r[k + 2] = _mm_unpacklo_epi32(t[k + 1], t[k + 3]);
+        r[k + 3] = _mm_unpackhi_epi32(t[k + 1], t[k + 3]);
+    }
+    for (int k = 0; k < 4; k++) {
+        _mm_storeu_si128((__m128i *)(dst + (2 * k) * ds), _mm_unpacklo_epi64(r[k], r[k + 4]));
+        _mm_storeu_si128((__m128i *)(dst + (2 * k + 1) * ds), _mm_unpackhi_epi64(r[k], r[k + 4]));
+    }
+}
+#define HAVE_TR 1
+#endif
+
 static void tile_copy(int to_buf, char *p, int64_t si, int64_t sj, char *b, int64_t pitch,
                       int64_t ni, int64_t nj, int size)
 {
+    int64_t i8 = 0, j8 = 0;
+#ifdef HAVE_TR
+    /* 8 x 8 blocks moved through registers when the operand is contiguous
+     * along j (the rest, below, element by element) */
+    if ((size == 4 || size == 2) && sj == size && ampy_cpu_level_get() >= AMPY_CPU_AVX2) {
+        i8 = ni & ~(int64_t)7;
+        j8 = nj & ~(int64_t)7;
+        for (int64_t i = 0; i < i8; i += 8)
+            for (int64_t j = 0; j < j8; j += 8) {
+                char *q = p + i * si + j * sj, *c = b + j * pitch + i * size;
+                if (size == 4) {
+                    if (to_buf)
+                        tr8x8_32(q, si, c, pitch);
+                    else
+                        tr8x8_32(c, pitch, q, si);
+                } else {
+                    if (to_buf)
+                        tr8x8_16(q, si, c, pitch);
+                    else
+                        tr8x8_16(c, pitch, q, si);
+                }
+            }
+    }
+#endif
     switch (size) {
     case 1: TILE_COPY(uint8_t) break;
     case 2: TILE_COPY(uint16_t) break;

@@ -363,10 +363,10 @@ static void run_tiles(int64_t begin, int64_t end, void *arg)
     }
     for (int64_t t = begin; t < end; t++) {
         int64_t r = t;
-        const int64_t ib = r % p->nbi;
-        r /= p->nbi;
         const int64_t jb = r % p->nbj;
         r /= p->nbj;
+        const int64_t ib = r % p->nbi;
+        r /= p->nbi;
         const int64_t i0 = ib * p->ti_len, j0 = jb * p->tj_len;
         const int64_t ni = p->shape[inner] - i0 < p->ti_len ? p->shape[inner] - i0 : p->ti_len;
         const int64_t nj = p->shape[tj] - j0 < p->tj_len ? p->shape[tj] - j0 : p->tj_len;

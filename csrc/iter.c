@@ -195,6 +195,7 @@ static int order_free(const plan_t *p)
 
 #define TILE_LINE 64 /* bytes */
 #define TILE_I 128   /* elements of the inner dim per run */
+#define TILE_STACK (64 * 1024) /* tile buffers up to this size live on the stack */
 
 /* After simplify: pick the dim to tile with the inner one, or -1. */
 static int pick_tile(const plan_t *p, int64_t *tj_len)
@@ -343,23 +344,31 @@ static void run_tiles(int64_t begin, int64_t end, void *arg)
     const int inner = p->ndim - 1, tj = p->tj, out = p->nops - 1;
     int64_t inner_strides[AMPY_ITER_MAX_OPS], row_step[AMPY_ITER_MAX_OPS];
     char *ptrs[AMPY_ITER_MAX_OPS], *buf[AMPY_ITER_MAX_OPS];
-    /* a buffer row: ti_len elements of 8 bytes at most, plus a line so the
-     * rows do not all fall in the same cache sets */
-    const int64_t pitch = p->ti_len * 8 + TILE_LINE;
-    char *mem = NULL;
+    /* buffer rows of ti_len elements plus a line, so that the rows do not
+     * all fall in the same cache sets; small enough for the stack usually */
+    int64_t pitch[AMPY_ITER_MAX_OPS], total = TILE_LINE;
+    for (int op = 0; op < p->nops; op++) {
+        pitch[op] = p->ti_len * p->elsize[op] + TILE_LINE;
+        if ((p->gather >> op) & 1)
+            total += p->tj_len * pitch[op];
+    }
+    _Alignas(64) char stack_mem[TILE_STACK];
+    char *mem = stack_mem, *heap = NULL;
     unsigned gather = p->gather;
-    if (gather) {
-        mem = (char *)malloc((size_t)(AMPY_ITER_MAX_OPS * p->tj_len * pitch + TILE_LINE));
-        if (!mem)
+    if (gather && total > TILE_STACK) {
+        mem = heap = (char *)malloc((size_t)total);
+        if (!heap)
             gather = 0; /* walk the operands in place */
+        else
+            mem = (char *)(((uintptr_t)heap + TILE_LINE - 1) & ~(uintptr_t)(TILE_LINE - 1));
     }
     for (int op = 0; op < p->nops; op++) {
         const int g = (gather >> op) & 1;
         inner_strides[op] = g ? p->elsize[op] : p->strides[op][inner];
-        row_step[op] = g ? pitch : p->strides[op][tj];
-        buf[op] = g ? (char *)(((uintptr_t)mem + TILE_LINE - 1) & ~(uintptr_t)(TILE_LINE - 1)) +
-                          (int64_t)op * p->tj_len * pitch
-                    : NULL;
+        row_step[op] = g ? pitch[op] : p->strides[op][tj];
+        buf[op] = g ? mem : NULL;
+        if (g)
+            mem += p->tj_len * pitch[op];
     }
     for (int64_t t = begin; t < end; t++) {
         int64_t r = t;
@@ -386,7 +395,7 @@ static void run_tiles(int64_t begin, int64_t end, void *arg)
             if ((gather >> op) & 1) {
                 if (op != out)
                     tile_copy(1, ptrs[op], p->strides[op][inner], p->strides[op][tj], buf[op],
-                              pitch, ni, nj, p->elsize[op]);
+                              pitch[op], ni, nj, p->elsize[op]);
                 base[op] = buf[op];
             }
         }
@@ -397,10 +406,10 @@ static void run_tiles(int64_t begin, int64_t end, void *arg)
             p->fn(row, inner_strides, ni, p->ctx);
         }
         if ((gather >> out) & 1)
-            tile_copy(0, ptrs[out], p->strides[out][inner], p->strides[out][tj], buf[out], pitch,
-                      ni, nj, p->elsize[out]);
+            tile_copy(0, ptrs[out], p->strides[out][inner], p->strides[out][tj], buf[out],
+                      pitch[out], ni, nj, p->elsize[out]);
     }
-    free(mem);
+    free(heap);
 }
 
 static ampy_status iter_run(int ndim, const int64_t *shape, int nops, char *const *ptrs,

@@ -299,6 +299,20 @@ TR_T static void tr8x8_16(const char *src, int64_t ss, char *dst, int64_t ds)
         _mm_storeu_si128((__m128i *)(dst + (2 * k + 1) * ds), _mm_unpackhi_epi64(r[k], r[k + 4]));
     }
 }
+/* the same for 8-byte elements, a 4 x 4 block */
+TR_T static void tr4x4_64(const char *src, int64_t ss, char *dst, int64_t ds)
+{
+    const __m256d r0 = _mm256_loadu_pd((const double *)src);
+    const __m256d r1 = _mm256_loadu_pd((const double *)(src + ss));
+    const __m256d r2 = _mm256_loadu_pd((const double *)(src + 2 * ss));
+    const __m256d r3 = _mm256_loadu_pd((const double *)(src + 3 * ss));
+    const __m256d t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1);
+    const __m256d t2 = _mm256_unpacklo_pd(r2, r3), t3 = _mm256_unpackhi_pd(r2, r3);
+    _mm256_storeu_pd((double *)dst, _mm256_permute2f128_pd(t0, t2, 0x20));
+    _mm256_storeu_pd((double *)(dst + ds), _mm256_permute2f128_pd(t1, t3, 0x20));
+    _mm256_storeu_pd((double *)(dst + 2 * ds), _mm256_permute2f128_pd(t0, t2, 0x31));
+    _mm256_storeu_pd((double *)(dst + 3 * ds), _mm256_permute2f128_pd(t1, t3, 0x31));
+}
 #define HAVE_TR 1
 #endif
 
@@ -307,25 +321,25 @@ static void tile_copy(int to_buf, char *p, int64_t si, int64_t sj, char *b, int6
 {
     int64_t i8 = 0, j8 = 0;
 #ifdef HAVE_TR
-    /* 8 x 8 blocks moved through registers when the operand is contiguous
-     * along j (the rest, below, element by element) */
-    if ((size == 4 || size == 2) && sj == size && ampy_cpu_level_get() >= AMPY_CPU_AVX2) {
-        i8 = ni & ~(int64_t)7;
-        j8 = nj & ~(int64_t)7;
-        for (int64_t i = 0; i < i8; i += 8)
-            for (int64_t j = 0; j < j8; j += 8) {
+    /* 8 x 8 blocks (4 x 4 of 8-byte elements) moved through registers when
+     * the operand is contiguous along j (the rest, below, element by element) */
+    if ((size == 8 || size == 4 || size == 2) && sj == size &&
+        ampy_cpu_level_get() >= AMPY_CPU_AVX2) {
+        const int64_t B = size == 8 ? 4 : 8; /* block edge */
+        i8 = ni & ~(B - 1);
+        j8 = nj & ~(B - 1);
+        for (int64_t i = 0; i < i8; i += B)
+            for (int64_t j = 0; j < j8; j += B) {
                 char *q = p + i * si + j * sj, *c = b + j * pitch + i * size;
-                if (size == 4) {
-                    if (to_buf)
-                        tr8x8_32(q, si, c, pitch);
-                    else
-                        tr8x8_32(c, pitch, q, si);
-                } else {
-                    if (to_buf)
-                        tr8x8_16(q, si, c, pitch);
-                    else
-                        tr8x8_16(c, pitch, q, si);
-                }
+                const char *from = to_buf ? q : c;
+                char *to = to_buf ? c : q;
+                const int64_t fs = to_buf ? si : pitch, ts = to_buf ? pitch : si;
+                if (size == 8)
+                    tr4x4_64(from, fs, to, ts);
+                else if (size == 4)
+                    tr8x8_32(from, fs, to, ts);
+                else
+                    tr8x8_16(from, fs, to, ts);
             }
     }
 #endif

@@ -148,6 +148,27 @@ def main():
         median_time(lambda: torch.log_softmax(tm, -1)), None, 2 * m.nbytes)
     row("x.T + 1 (strided) 1024x1024", median_time(lambda: xm.T + 1),
         median_time(lambda: tm.T + 1), median_time(lambda: m.T + 1), 2 * m.nbytes)
+    # more transposed / permuted rows (ampy writes a contiguous result; torch keeps the input's
+    # layout for x.T + 1, so the last row gives torch a contiguous out= for a like comparison)
+    ym, tym = ampy.tensor(m), torch.tensor(m)
+    hm, thm = xm.half(), tm.half()
+    m3 = rng.normal(size=(64, 128, 128)).astype(np.float32)
+    x3, t3 = ampy.tensor(m3), torch.tensor(m3)
+    tout = torch.empty(1024, 1024)
+    row("x.T + y (strided) 1024x1024", median_time(lambda: xm.T + ym),
+        median_time(lambda: tm.T + tym), None, 3 * m.nbytes)
+    row("x.T * 2 float16 1024x1024", median_time(lambda: hm.T * 2),
+        median_time(lambda: thm.T * 2), None, m.nbytes)
+    row("exp(x.T) 1024x1024", median_time(lambda: ampy.exp(xm.T)),
+        median_time(lambda: torch.exp(tm.T)), None, 2 * m.nbytes)
+    row("x.T.float() float16 1024x1024", median_time(lambda: hm.T.float()),
+        median_time(lambda: thm.T.float()), None, 3 * m.nbytes // 2)
+    row("x.T.contiguous() 1024x1024", median_time(lambda: xm.T.contiguous()),
+        median_time(lambda: tm.T.contiguous()), None, 2 * m.nbytes)
+    row("x.permute(2,0,1) + 1 64x128x128", median_time(lambda: x3.permute(2, 0, 1) + 1),
+        median_time(lambda: t3.permute(2, 0, 1) + 1), None, 2 * m3.nbytes)
+    row("x.T + 1, torch out= contiguous", median_time(lambda: xm.T + 1),
+        median_time(lambda: torch.add(tm.T, 1, out=tout)), None, 2 * m.nbytes)
 
 
 if __name__ == "__main__":

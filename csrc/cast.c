@@ -163,7 +163,8 @@ ampy_status ampy_cast(int ndim, const int64_t *shape, const void *src,
         strides[ndim + d] = dst_strides[d] * ds;
     }
     char *ptrs[2] = {(char *)src, (char *)dst};
-    return ampy_iter_run(ndim, shape, 2, ptrs, strides, cast_inner, &c, CAST_GRAIN);
+    const int elsize[2] = {(int)ss, (int)ds};
+    return ampy_iter_run_ew(ndim, shape, 2, ptrs, strides, cast_inner, &c, CAST_GRAIN, elsize);
 }
 
 static ampy_status cast_contig(const void *src, ampy_dtype s, void *dst, ampy_dtype d, int64_t n)

@@ -449,7 +449,11 @@ ampy_status ampy_ewise(ampy_ewise_op op, int ndim, const int64_t *shape,
             strides[k * ndim + d] = o->strides[d];
     }
     const int64_t grain = ops[op].cost > 1 ? 4096 : 32768;
-    ampy_status st = ampy_iter_run(ndim, shape, na + 1, ptrs, strides, ew_inner, &c, grain);
+    int elsize[4];
+    for (int k = 0; k <= na; k++)
+        elsize[k] = (int)ampy_dtype_size(k < na ? in[k].dtype : out->dtype);
+    ampy_status st =
+        ampy_iter_run_ew(ndim, shape, na + 1, ptrs, strides, ew_inner, &c, grain, elsize);
     if (st == AMPY_OK && c.div_by_zero)
         return ampy_error(AMPY_ERR_RUNTIME, "ZeroDivisionError");
     return st;

@@ -39,6 +39,17 @@ typedef void (*ampy_inner_fn)(char **ptrs, const int64_t *strides, int64_t n, vo
 ampy_status ampy_iter_run(int ndim, const int64_t *shape, int nops, char *const *ptrs,
                           const int64_t *strides, ampy_inner_fn fn, void *ctx, int64_t grain);
 
+/* ampy_iter_run for element-wise work whose LAST operand is written once per
+ * element and every other is only read: the order of the runs is then free
+ * (unless an input overlaps the output other than element for element), and
+ * it follows the memory (dims reordered by stride, 2-d tiles for transposes).
+ * elsize[op]: bytes per element of operand op (1, 2, 4 or 8): an operand
+ * walked across lines is copied through a small tile buffer so that fn sees it
+ * with stride elsize[op]. */
+ampy_status ampy_iter_run_ew(int ndim, const int64_t *shape, int nops, char *const *ptrs,
+                             const int64_t *strides, ampy_inner_fn fn, void *ctx, int64_t grain,
+                             const int *elsize);
+
 /* Broadcast two shapes the NumPy/torch way. out_shape gets max(na, nb) dims.
  * Returns AMPY_ERR_SHAPE (with a message naming `what`) when they do not fit. */
 ampy_status ampy_broadcast_shapes(int na, const int64_t *a, int nb, const int64_t *b,

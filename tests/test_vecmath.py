@@ -356,3 +356,22 @@ def test_softmax_strided_input_and_output(cpu_path):
     got = ampy.softmax(t, 0).numpy()
     want = ampy.softmax(ampy.tensor(np.ascontiguousarray(x.T)), 0).numpy()
     assert np.array_equal(got.view(np.int32), want.view(np.int32))
+
+
+def test_gelu_far_arm_vector_equals_scalar_form():
+    """Vectors whose lanes all lie in 3.9375 <= |x| <= 14.5 take the AVX-512
+    far arm (vmath_gelu_avx512.inc gelu_far_vec); the same values in a vector
+    with one lane above 14.5 take the scalar form. Both must give the same bits
+    (and stay within the float32 bound against float64)."""
+    rng = np.random.default_rng(7)
+    v = np.concatenate([rng.uniform(3.9375, 14.5, 20000), -rng.uniform(3.9375, 14.5, 20000),
+                        [3.9375, -3.9375, 14.5, -14.5, 5.0, -5.0]]).astype(np.float32)
+    a = np.repeat(v[:, None], 16, axis=1)
+    b = a.copy()
+    b[:, 15] = 20.0
+    ya = ampy.gelu(ampy.tensor(a.ravel())).numpy().reshape(-1, 16)[:, 0]
+    yb = ampy.gelu(ampy.tensor(b.ravel())).numpy().reshape(-1, 16)[:, 0]
+    assert np.array_equal(ya.view(np.uint32), yb.view(np.uint32))
+    x = v.astype(np.float64)
+    ref = x / 2 * np.array([math.erfc(-t / math.sqrt(2)) for t in x])
+    assert ulp_dist(ya, ref.astype(np.float32), "float32").max() <= F32_ULPS["gelu"]

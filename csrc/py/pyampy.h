@@ -116,6 +116,10 @@ PyObject *ampy_py_dtype_obj(int dtype); /* new reference */
 /* New tensor object of ampy.Tensor type with no memory yet (base NULL,
  * grad/grad_fn None); the caller fills data, base, dtype, shape, strides. */
 AmpyTensor *ampy_py_tensor_alloc(void);
+/* t.shape as an ampy.Size (a new reference; c is unused: a getter) */
+PyObject *ampy_py_shape_obj(AmpyTensor *t, void *c);
+/* TensorBase._ag_inputs (tensor_autograd.c), a METH_FASTCALL static method */
+PyObject *ampy_py_ag_inputs(PyObject *unused, PyObject *const *a, Py_ssize_t n);
 
 /* tracemalloc domain under which tensor storage is reported ("ampy"). */
 #define AMPY_TRACEMALLOC_DOMAIN 0x616d7079u

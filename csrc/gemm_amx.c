@@ -76,32 +76,17 @@ static inline __mmask32 lanes32(int64_t n)
     return n >= 32 ? 0xFFFFFFFFu : n <= 0 ? 0 : (__mmask32)((1u << n) - 1u);
 }
 
-/* In-register 16 x 16 transpose of 32-bit words (r[i] lane j -> r[j] lane i);
- * the same network as gemm_x86.c's. Here a word is a pair of bf16. */
+#include "simd_transpose.h"
+
+/* the 16 x 16 transpose on 32-bit words: here a word is a pair of bf16 */
 static inline void transpose16w(__m512i v[16])
 {
-    __m512 r[16], t[16];
+    __m512 r[16];
     for (int i = 0; i < 16; i++)
         r[i] = _mm512_castsi512_ps(v[i]);
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++)
-        for (int h = 0; h < 2; h++) {
-            __m512d x = _mm512_castps_pd(t[4 * i + h]), y = _mm512_castps_pd(t[4 * i + 2 + h]);
-            r[4 * i + 2 * h] = _mm512_castpd_ps(_mm512_unpacklo_pd(x, y));
-            r[4 * i + 2 * h + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(x, y));
-        }
-    for (int i = 0; i < 2; i++)
-        for (int h = 0; h < 4; h++) {
-            t[8 * i + h] = _mm512_shuffle_f32x4(r[8 * i + h], r[8 * i + 4 + h], 0x88);
-            t[8 * i + 4 + h] = _mm512_shuffle_f32x4(r[8 * i + h], r[8 * i + 4 + h], 0xDD);
-        }
-    for (int h = 0; h < 8; h++) {
-        v[h] = _mm512_castps_si512(_mm512_shuffle_f32x4(t[h], t[8 + h], 0x88));
-        v[8 + h] = _mm512_castps_si512(_mm512_shuffle_f32x4(t[h], t[8 + h], 0xDD));
-    }
+    ampy_x86_transpose16(r);
+    for (int i = 0; i < 16; i++)
+        v[i] = _mm512_castps_si512(r[i]);
 }
 
 /* Word-interleave index: lanes 2c, 2c+1 of the result = r0[c], r1[c] for

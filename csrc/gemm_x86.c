@@ -52,31 +52,7 @@ static inline __m512 ld16(const char *p, ampy_dtype dt, int64_t idx, __mmask16 m
 
 static inline __mmask16 lanes(int64_t n) { return n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1u); }
 
-/* In-register 16 x 16 float transpose (r[i] lane j -> r[j] lane i). */
-static inline void transpose16(__m512 r[16])
-{
-    __m512 t[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) {
-        for (int h = 0; h < 2; h++) {
-            __m512d x = _mm512_castps_pd(t[4 * i + h]), y = _mm512_castps_pd(t[4 * i + 2 + h]);
-            r[4 * i + 2 * h] = _mm512_castpd_ps(_mm512_unpacklo_pd(x, y));
-            r[4 * i + 2 * h + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(x, y));
-        }
-    }
-    for (int i = 0; i < 2; i++)
-        for (int h = 0; h < 4; h++) {
-            t[8 * i + h] = _mm512_shuffle_f32x4(r[8 * i + h], r[8 * i + 4 + h], 0x88);
-            t[8 * i + 4 + h] = _mm512_shuffle_f32x4(r[8 * i + h], r[8 * i + 4 + h], 0xDD);
-        }
-    for (int h = 0; h < 8; h++) {
-        r[h] = _mm512_shuffle_f32x4(t[h], t[8 + h], 0x88);
-        r[8 + h] = _mm512_shuffle_f32x4(t[h], t[8 + h], 0xDD);
-    }
-}
+#include "simd_transpose.h"
 
 /* dst[k*L + l] = src line l, element k, for l < nlines (0 for nlines <= l < L)
  * and k < kc (0 for kc <= k < kcp). Line l starts at element l*ls. */
@@ -91,7 +67,7 @@ static void pack_lines(const char *src, ampy_dtype dt, int64_t ls, int64_t nline
             for (int l = 0; l < 16; l++)
                 r[l] = l0 + l < nlines ? ld16(src, dt, (l0 + l) * ls + k, km)
                                        : _mm512_setzero_ps();
-            transpose16(r);
+            ampy_x86_transpose16(r);
             int64_t kn = kcp - k < 16 ? kcp - k : 16;
             for (int64_t kk = 0; kk < kn; kk++)
                 _mm512_mask_storeu_ps(dst + (k + kk) * L + l0, sm, r[kk]);

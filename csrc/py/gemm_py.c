@@ -60,6 +60,21 @@ static AmpyTensor *make_out(PyObject *out_obj, int ndim, const int64_t *shape, i
     return c;
 }
 
+/* After a GEMM call: take the GIL back (ts from PyEval_SaveThread, or NULL),
+ * drop a new out on error, count an in-place write into a given out. */
+static PyObject *gemm_done(PyThreadState *ts, ampy_status st, AmpyTensor *c, int created)
+{
+    if (ts)
+        PyEval_RestoreThread(ts);
+    if (st != AMPY_OK) {
+        Py_DECREF(c);
+        return ampy_py_raise(st);
+    }
+    if (!created)
+        ampy_py_bump_version(c);
+    return (PyObject *)c;
+}
+
 /* bias: a 1-d CPU float32/float16/bfloat16 tensor of n elements. */
 static int check_bias(PyObject *o, int64_t n, AmpyTensor **out)
 {
@@ -142,15 +157,7 @@ static PyObject *f_gemm(PyObject *self, PyObject *args, PyObject *kw)
                         (ampy_dtype)c->dtype, cs[0], cs[1], cs[2], bias ? bias->data : NULL,
                         bias ? (ampy_dtype)bias->dtype : AMPY_FLOAT32,
                         bias ? bias->strides[0] : 0);
-    if (ts)
-        PyEval_RestoreThread(ts);
-    if (st != AMPY_OK) {
-        Py_DECREF(c);
-        return ampy_py_raise(st);
-    }
-    if (!created)
-        ampy_py_bump_version(c);
-    return (PyObject *)c;
+    return gemm_done(ts, st, c, created);
 }
 
 /* _C.gemm_batched(a, b, out=None, out_dtype=None, alpha=1.0, beta=0.0):
@@ -272,15 +279,7 @@ static PyObject *f_gemm_batched(PyObject *self, PyObject *args, PyObject *kw)
         a->strides[an - 1], b->data, (ampy_dtype)b->dtype, fb, b->strides[bn - 2],
         b->strides[bn - 1], created ? 0.0f : (float)beta, c->data, (ampy_dtype)c->dtype, fc,
         c->strides[nd], c->strides[nd + 1]);
-    if (ts)
-        PyEval_RestoreThread(ts);
-    if (st != AMPY_OK) {
-        Py_DECREF(c);
-        return ampy_py_raise(st);
-    }
-    if (!created)
-        ampy_py_bump_version(c);
-    return (PyObject *)c;
+    return gemm_done(ts, st, c, created);
 }
 
 static PyObject *f_set_impl(PyObject *self, PyObject *arg)

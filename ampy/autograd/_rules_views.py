@@ -124,11 +124,12 @@ def _is_advanced(key):
     return False
 
 
-def index_put_accumulate(z, key, g):
-    """z[key] += g, summing rows whose index tuples repeat. Returns z."""
-    if not _is_advanced(key):
-        cur = O.getitem(z, key)
-        return O.setitem(z, key, O.add(cur, g))
+def accumulate_plan(z, key, g):
+    """The shared first half of z[key] += g for an advanced key (this module's
+    index_put_accumulate and its CUDA twin in ampy/cuda/_advindex.py):
+    (perm, k, idx, v) with perm the view of z written through its k index
+    dims (first), idx the k index tensors of P rows, and v = g laid out as
+    [P, rest...]; None when there are no rows."""
     if g.requires_grad:
         raise NotImplementedError("create_graph=True through advanced indexing is not "
                                   "supported by ampy's autograd (no differentiable "
@@ -145,9 +146,22 @@ def index_put_accumulate(z, key, g):
             list(range(place + nb, g.ndim))
         g = O.permute(g, tuple(order))
     P = idx[0].shape[0] if idx else 0
-    v = O.reshape(O.clone(g) if not g.is_contiguous() else g, tuple([P] + rest))
     if P == 0:
+        return None
+    v = O.reshape(O.clone(g) if not g.is_contiguous() else g, tuple([P] + rest))
+    return perm, k, idx, v
+
+
+def index_put_accumulate(z, key, g):
+    """z[key] += g, summing rows whose index tuples repeat. Returns z."""
+    if not _is_advanced(key):
+        cur = O.getitem(z, key)
+        return O.setitem(z, key, O.add(cur, g))
+    plan = accumulate_plan(z, key, g)
+    if plan is None:
         return z
+    perm, k, idx, v = plan
+    P = v.shape[0]
     pos = _arange(P)
     owner = _C.empty(tuple(perm.shape[:k]), D.int64)
     _C.index_scatter(owner, k, idx, pos)

@@ -85,29 +85,14 @@ def index_put_accumulate(z, key, g):
     """z[key] += g for a CUDA z, summing rows whose index tuples repeat, in one
     deterministic device pass (the CUDA twin of
     ampy/autograd/_rules_views.index_put_accumulate). Returns z."""
-    from .. import _indexing
     from ..autograd import _rules_views as RV
     from ..autograd._ops import O
     if not RV._is_advanced(key):  # basic key: a view, as the CPU rule
         return O.setitem(z, key, O.add(O.getitem(z, key), g))
-    if g.requires_grad:
-        raise NotImplementedError("create_graph=True through advanced indexing is not "
-                                  "supported by ampy's autograd (no differentiable "
-                                  "index_put with accumulate)")
-    nkey = _indexing._normalize_key(z, key)
-    view, adv = _indexing._basic(z, nkey)
-    perm, idx, bshape, place = _indexing._prepare_advanced(view, adv)
-    nb = len(bshape)
-    k = len(idx)
-    rest = list(perm.shape[k:])
-    if place:  # g is laid out like the getitem result: bring it to [P, rest...]
-        order = list(range(place, place + nb)) + list(range(place)) + \
-            list(range(place + nb, g.ndim))
-        g = O.permute(g, tuple(order))
-    P = idx[0].shape[0] if idx else 0
-    if P == 0:
+    plan = RV.accumulate_plan(z, key, g)
+    if plan is None:
         return z
-    v = O.reshape(O.clone(g) if not g.is_contiguous() else g, tuple([P] + rest))
+    perm, _, idx, v = plan
     if v.dtype is not z.dtype:
         v = _C.cast(v, z.dtype)
     scatter(perm, idx, v, accumulate=True)

@@ -372,6 +372,22 @@ extern "C" ampy_status ampy_index_scatter_cuda(int device, const ampy_index_cuda
     return AMPY_OK;
 }
 
+/* The kernels' view of the mask (ndim <= AMPY_MAX_DIMS); returns its element count. */
+static int64_t nz_args(int ndim, const int64_t *shape, const int64_t *strides,
+                       const uint8_t *mask, NzArgs *A)
+{
+    memset(A, 0, sizeof *A);
+    A->ndim = ndim;
+    A->mask = mask;
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) {
+        A->shape[d] = shape[d];
+        A->strides[d] = strides[d];
+        n *= shape[d];
+    }
+    return n;
+}
+
 extern "C" ampy_status ampy_nonzero_cuda(int device, int ndim, const int64_t *shape,
                                          const int64_t *strides, const uint8_t *mask,
                                          int64_t *scratch, int64_t *count)
@@ -379,15 +395,7 @@ extern "C" ampy_status ampy_nonzero_cuda(int device, int ndim, const int64_t *sh
     if (ndim < 0 || ndim > AMPY_MAX_DIMS)
         return ampy_error(AMPY_ERR_VALUE, "nonzero (cuda): bad ndim %d", ndim);
     NzArgs A;
-    memset(&A, 0, sizeof A);
-    A.ndim = ndim;
-    A.mask = mask;
-    int64_t n = 1;
-    for (int d = 0; d < ndim; d++) {
-        A.shape[d] = shape[d];
-        A.strides[d] = strides[d];
-        n *= shape[d];
-    }
+    const int64_t n = nz_args(ndim, shape, strides, mask, &A);
     *count = 0;
     if (n == 0)
         return AMPY_OK;
@@ -417,16 +425,10 @@ extern "C" ampy_status ampy_nonzero_fill_cuda(int device, int ndim, const int64_
                                               const int64_t *strides, const uint8_t *mask,
                                               const int64_t *scratch, int64_t *out)
 {
+    if (ndim < 0 || ndim > AMPY_MAX_DIMS)
+        return ampy_error(AMPY_ERR_VALUE, "nonzero (cuda): bad ndim %d", ndim);
     NzArgs A;
-    memset(&A, 0, sizeof A);
-    A.ndim = ndim;
-    A.mask = mask;
-    int64_t n = 1;
-    for (int d = 0; d < ndim; d++) {
-        A.shape[d] = shape[d];
-        A.strides[d] = strides[d];
-        n *= shape[d];
-    }
+    const int64_t n = nz_args(ndim, shape, strides, mask, &A);
     if (n == 0)
         return AMPY_OK;
     AMPY_CUDA_ENTER(device, st);

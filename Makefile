@@ -47,7 +47,7 @@ asan: $(VENV)/.deps
 	cp -r ampy build/asan/ && rm -f build/asan/ampy/*.so
 	AMPY_SANITIZE=1 $(PY) setup.py -q build_ext --build-temp build/asan-tmp --build-lib build/asan
 	cd build/asan && $(ASAN_ENV) AMPY_TEST_SHORT=1 ../../$(PY) -m pytest -q -p no:cacheprovider \
-		$(addprefix ../../,$(wildcard tests/test_cast.py tests/test_elementwise.py tests/test_tensor.py tests/test_leaks.py))
+		$(addprefix ../../,$(wildcard tests/test_cast.py tests/test_elementwise.py tests/test_elementwise_strided.py tests/test_tensor.py tests/test_leaks.py))
 
 # libFuzzer targets for the cast and finite/unscale kernels (fuzz/), built with
 # clang -fsanitize=fuzzer,address,undefined, each run FUZZ_TIME seconds from the

@@ -4,13 +4,31 @@ Follows torch.amp.autocast (torch/amp/autocast_mode.py and
 aten/src/ATen/autocast_mode.{h,cpp}; amp-anchors §2), with three deliberate
 differences, each for a known torch bug:
 
-- The state lives in a ContextVar, not in thread-locals plus ``self``: it is
-  per thread AND per asyncio task, and a decorated function that recurses (or
-  one autocast object entered twice) restores the right state, because each
-  ``__enter__`` pushes a fresh immutable state whose reset token is stored in
-  that state, never on the autocast object.
-- The weight-cast cache belongs to the outermost region of one thread/task
-  (torch: one process-wide map) and is keyed on (tensor, target dtype, grad
+- The state lives in a ContextVar chain (ampy/amp/_autocast_state.py), not in
+  thread-locals plus ``self``, and a region's exit restores exactly what its
+  entry saw, wherever that exit runs. Torch leaks here: a generator suspended
+  in a region and closed inside another region (or in another thread) makes
+  torch's ``__exit__`` write its stale saved values into the thread's state,
+  so autocast stays on after every ``with`` has exited. In ampy a region is
+  live from its ``__enter__`` to its ``__exit__``; its exit kills it in every
+  context that can see it: the context that entered it goes back to the state
+  its entry saw, a region entered after it keeps its own state, and tasks,
+  ``asyncio.to_thread`` calls and ``copy_context().run`` calls that copied the
+  state while it was live stop seeing it (torch: a task sees the thread's
+  current state; a to_thread worker sees none — a plain ``threading.Thread``
+  or executor worker starts with autocast off in both libraries). A decorated
+  function that recurses, or one object entered twice, restores the right
+  state (no state on ``self``), and ``@autocast()`` on a generator function
+  enters the region around each step of the generator (torch: around the call
+  that creates it, so its body runs without autocast).
+  Python itself limits one case: code after a ``yield`` inside a ``with``
+  block runs in the context of whoever resumes the generator, so while a
+  generator is suspended inside a region, that region is open for its
+  consumer too (as in torch and ``decimal.localcontext``).
+- The weight-cast cache belongs to the outermost live region of one thread
+  (nested regions and asyncio tasks of that thread share it; a region entered
+  in another thread, even under a copied context, gets its own; torch: one
+  process-wide map) and is cleared when that region exits and is keyed on (tensor, target dtype, grad
   mode), checked against the tensor's version counter and a weakref: a cast
   made under ``no_grad`` (no graph) is never handed to a use that needs a
   graph (torch issues #65766, #112583, #158232), an in-place update of the
@@ -19,13 +37,10 @@ differences, each for a known torch bug:
 
 How ops see it: ampy._dispatch calls the autocast hook before every op. The
 hook is installed only while some region is open anywhere in the process, so
-outside autocast an op pays a single attribute check. A task or thread that
-inherited an enabled state from a region that has since closed sees autocast
-off (as torch's thread-local state would).
+outside autocast an op pays a single attribute check; inside, the hook reads
+the same folded state as ``is_autocast_enabled()`` and ``get_autocast_dtype()``.
 """
-import asyncio
 import collections.abc
-import contextvars
 import functools
 import sys
 import threading
@@ -34,9 +49,10 @@ import weakref
 
 import numpy as np
 
-from .. import _dispatch
+from .. import _contextlib, _dispatch
 from .. import _dtype as D
 from .._tensor import Tensor, device as _device
+from . import _autocast_state as S
 from . import _policy as P
 
 __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled",
@@ -44,41 +60,13 @@ __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "set_autocas
            "clear_autocast_cache", "is_autocast_available", "custom_fwd", "custom_bwd",
            "register_autocast"]
 
-_DEVICE_TYPES = ("cpu", "cuda")
-_DEFAULT_DTYPE = {"cpu": D.bfloat16, "cuda": D.float16}
+_DEVICE_TYPES = S.DEVICE_TYPES
+_DEFAULT_DTYPE = S.DEFAULT_DTYPE
 _SUPPORTED = {"cpu": (D.bfloat16, D.float16), "cuda": (D.float16, D.bfloat16, D.float32)}
 
-
-class _State:
-    """One autocast state; immutable once pushed (copies are made to change it)."""
-
-    __slots__ = ("enabled", "dtype", "cache_enabled", "depth", "cache", "token", "active",
-                 "owner")
-
-    def __init__(self, enabled, dtype, cache_enabled, depth, cache):
-        self.enabled = enabled          # {device type: bool}
-        self.dtype = dtype              # {device type: ampy.dtype}
-        self.cache_enabled = cache_enabled
-        self.depth = depth              # nesting of autocast regions (torch's nesting counter)
-        self.cache = cache              # dict shared by a region and its nested regions
-        self.token = None               # ContextVar token that restores the state before this
-        self.owner = None               # the autocast object whose __enter__ pushed it
-        self.active = any(enabled.values())
-
-    def replace(self, **kw):
-        st = _State(kw.get("enabled", self.enabled), kw.get("dtype", self.dtype),
-                    kw.get("cache_enabled", self.cache_enabled), kw.get("depth", self.depth),
-                    kw.get("cache", self.cache))
-        st.token, st.owner = self.token, self.owner
-        return st
-
-
-_BASE = _State({d: False for d in _DEVICE_TYPES}, dict(_DEFAULT_DTYPE), True, 0, None)
-_STATE = contextvars.ContextVar("ampy_autocast_state", default=_BASE)
-
-# Regions open anywhere in the process; the dispatch hook is installed while > 0.
+# Live regions anywhere in the process; the dispatch hook is installed while > 0.
 _open = [0]
-_sticky = [False]  # set_autocast_enabled(..., True) outside a region keeps the hook
+_sticky = [False]  # set_autocast_enabled(..., True) keeps the hook
 _open_lock = threading.Lock()
 # dtypes of enabled regions ever entered (GradScaler's "scaling buys nothing" check)
 _seen_dtypes = set()
@@ -126,19 +114,18 @@ def is_autocast_available(device_type):
 
 def is_autocast_enabled(device_type="cuda"):
     """Whether autocast is on for ``device_type`` in this thread / task."""
-    return _STATE.get().enabled[_check_device_type(device_type)]
+    return S.current().enabled[_check_device_type(device_type)]
 
 
 def get_autocast_dtype(device_type):
     """The dtype lower-precision ops use on ``device_type`` (bfloat16 on cpu,
     float16 on cuda unless a region or set_autocast_dtype chose another)."""
-    return _STATE.get().dtype[_check_device_type(device_type)]
+    return S.current().dtype[_check_device_type(device_type)]
 
 
 def set_autocast_enabled(device_type, enabled):
     _check_device_type(device_type)
-    st = _STATE.get()
-    _STATE.set(st.replace(enabled={**st.enabled, device_type: bool(enabled)}))
+    S.push_setting(enabled={device_type: bool(enabled)})
     if enabled:
         with _open_lock:
             _sticky[0] = True
@@ -147,23 +134,20 @@ def set_autocast_enabled(device_type, enabled):
 
 def set_autocast_dtype(device_type, dtype):
     _check_device_type(device_type)
-    dtype = D.to_dtype(dtype)
-    st = _STATE.get()
-    _STATE.set(st.replace(dtype={**st.dtype, device_type: dtype}))
+    S.push_setting(dtype={device_type: D.to_dtype(dtype)})
 
 
 def is_autocast_cache_enabled():
-    return _STATE.get().cache_enabled
+    return S.current().cache_enabled
 
 
 def set_autocast_cache_enabled(enabled):
-    st = _STATE.get()
-    _STATE.set(st.replace(cache_enabled=bool(enabled)))
+    S.push_setting(cache_enabled=bool(enabled))
 
 
 def clear_autocast_cache():
     """Drop the cached weight casts of this thread's / task's open region."""
-    cache = _STATE.get().cache
+    cache = S.current().cache
     if cache is not None:
         cache.clear()
 
@@ -200,6 +184,7 @@ class autocast:
                 enabled = False
         self._enabled = enabled
         self._cache_enabled = cache_enabled
+        self._live = []  # regions of this object not exited yet (entered recursively...)
 
     @staticmethod
     def _check_dtype(dtype):
@@ -213,45 +198,28 @@ class autocast:
 
     def __enter__(self):
         P.apply_policies()
-        prev = _STATE.get()
-        dev = self.device
-        cache = prev.cache if prev.depth > 0 and prev.cache is not None else {}
-        cache_enabled = (prev.cache_enabled if self._cache_enabled is None
-                         else bool(self._cache_enabled))
-        st = _State({**prev.enabled, dev: self._enabled},
-                    {**prev.dtype, dev: self.fast_dtype}
-                    if isinstance(self.fast_dtype, D.dtype) and self.fast_dtype.is_floating_point
-                    else prev.dtype,
-                    cache_enabled, prev.depth + 1, cache)
-        st.token, st.owner = _STATE.set(st), self
+        dtype = self.fast_dtype
+        if not (isinstance(dtype, D.dtype) and dtype.is_floating_point):
+            dtype = None  # (a disabled region with a non-float dtype keeps the current one)
+        cache_enabled = None if self._cache_enabled is None else bool(self._cache_enabled)
+        node = S.push_region(self, self.device, self._enabled, dtype, cache_enabled)
+        self._live.append(node)
         if self._enabled:
             _seen_dtypes.add(self.fast_dtype)
         _region_opened()
         return self
 
     def __exit__(self, exc_type, exc_value, traceback):
-        st = _STATE.get()
-        if st.token is None or st.owner is not self:  # not this object's region
+        node = S.find_region(self, self._live)
+        if node is None:
             raise RuntimeError("autocast.__exit__() called without a matching __enter__()")
-        _STATE.reset(st.token)
-        if st.depth == 1 and st.cache is not None:
-            st.cache.clear()  # outermost region done: drop the cached weight casts
+        self._live.remove(node)
+        S.close_region(node)
         _region_closed()
         return False
 
     def __call__(self, func):
-        if asyncio.iscoroutinefunction(func):
-            @functools.wraps(func)
-            async def decorate_autocast_async(*args, **kwargs):
-                with self:
-                    return await func(*args, **kwargs)
-            return decorate_autocast_async
-
-        @functools.wraps(func)
-        def decorate_autocast(*args, **kwargs):
-            with self:
-                return func(*args, **kwargs)
-        return decorate_autocast
+        return _contextlib.decorate(self, func)
 
     def __repr__(self):
         return (f"autocast(device_type={self.device!r}, dtype={self.fast_dtype!r}, "
@@ -264,11 +232,10 @@ class _suspended:
     __slots__ = ("_token",)
 
     def __enter__(self):
-        st = _STATE.get()
-        self._token = _STATE.set(st.replace(enabled={d: False for d in _DEVICE_TYPES}))
+        self._token = S.push_setting(enabled={d: False for d in _DEVICE_TYPES})
 
     def __exit__(self, *exc):
-        _STATE.reset(self._token)
+        S.TOP.reset(self._token)
         return False
 
 
@@ -306,6 +273,8 @@ def _eligible(t, dev):
 
 
 _below = _dispatch.dispatch_below_autocast
+_TOP, _epoch = S.TOP, S._epoch
+_get_ident = threading.get_ident  # (a region's cache serves the thread that entered it)
 _EMPTY = {}
 
 
@@ -313,7 +282,7 @@ def _cast(t, dt, st, lower):
     if t.dtype is dt:
         return t
     if (dt is lower and st.cache_enabled and t.dtype is D.float32 and t._requires_grad
-            and t.grad_fn is None):
+            and t.grad_fn is None and st.cache_thread == _get_ident()):
         key = (id(t), dt, _grad_enabled())
         hit = st.cache.get(key)
         version = t._version
@@ -369,7 +338,10 @@ def _promote_type(args, kwargs, dev, lower):
 
 
 def _hook(op, args, kwargs):
-    st = _STATE.get()
+    node = _TOP.get()
+    if node is None:
+        return args, kwargs
+    st = node.state if node.epoch == _epoch[0] else S.effective(node)
     if not st.active:
         return args, kwargs
     pol = op.policy

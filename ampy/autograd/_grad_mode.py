@@ -2,12 +2,22 @@
 
 `no_grad`, `enable_grad` and `set_grad_enabled` work as context managers and as
 decorators. The state lives in a `threading.local` (torch's grad mode is
-thread-local, not per asyncio task); each `__enter__` pushes the previous value
-on a per-thread stack instead of storing it on `self`, so one instance can be
-entered recursively (a decorated recursive function) or from several threads.
+thread-local, not per asyncio task: an `await` inside `with no_grad()` lets the
+loop's other tasks run with grad off, as in torch). Each `__enter__` pushes an
+entry holding the previous value on its thread's stack instead of storing it
+on `self`, so one instance can be entered recursively (a decorated recursive
+function) or from several threads.
+
+Exits out of order are exact, where torch leaks: a generator suspended inside
+`no_grad()` and closed inside another grad-mode block, or finished in another
+thread, removes its own entry from the stack of the thread that entered it;
+the entry above it inherits the value to restore, so every thread is back to
+its own mode once all its blocks have exited. As decorators, the classes
+enter around each step of a generator function (torch does the same).
 """
-import functools
 import threading
+
+from .. import _contextlib
 
 __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled"]
 
@@ -47,6 +57,57 @@ def is_grad_enabled():
     return _state.enabled
 
 
+class _Entry:
+    """One open grad-mode block: the mode to restore, and the stack and the
+    thread-local dict of the thread it was entered on."""
+
+    __slots__ = ("prev", "stack", "tdict", "owner")
+
+    def __init__(self, prev, stack, tdict, owner):
+        self.prev, self.stack, self.tdict, self.owner = prev, stack, tdict, owner
+
+
+def _set_in(tdict, mode):
+    """_set for the thread whose `_state.__dict__` is ``tdict`` (any thread)."""
+    if tdict.get("enabled", True) != mode:
+        if mode:
+            tdict["enabled"] = True
+            _OFF_LIST.pop()
+        else:
+            _OFF_LIST.append(None)
+            tdict["enabled"] = False
+
+
+def _push(owner, prev, mode):
+    st = _state
+    e = _Entry(prev, st.stack, st.__dict__, owner)
+    st.stack.append(e)
+    owner.__dict__.setdefault("_entries", []).append(e)
+    _set(mode)
+
+
+def _pop(owner):
+    """Close ``owner``'s innermost block on this thread (else its latest one,
+    when a generator entered on another thread finishes here)."""
+    entries = owner.__dict__.get("_entries")
+    stack = _state.stack
+    e = next((x for x in reversed(stack) if x.owner is owner), None)
+    if e is None:
+        if not entries:
+            raise RuntimeError(f"{type(owner).__name__}.__exit__() called without a "
+                               f"matching __enter__()")
+        e = entries[-1]
+        stack = e.stack
+    entries.remove(e)
+    i = next(k for k in range(len(stack) - 1, -1, -1) if stack[k] is e)
+    if i == len(stack) - 1:
+        stack.pop()
+        _set_in(e.tdict, e.prev)
+    else:  # a block entered after it is still open: it restores what e saw
+        stack[i + 1].prev = e.prev
+        del stack[i]
+
+
 class _GradModeBase:
     """Context manager and decorator that sets grad mode to `self._mode()`."""
 
@@ -54,27 +115,18 @@ class _GradModeBase:
         raise NotImplementedError
 
     def __enter__(self):
-        st = _state
-        st.stack.append(st.enabled)
-        _set(self._mode())
+        _push(self, _state.enabled, self._mode())
         return None
 
     def __exit__(self, exc_type, exc, tb):
-        _set(_state.stack.pop())
+        _pop(self)
         return False
 
     def __call__(self, fn):
         if not callable(fn):
             raise TypeError(f"{type(self).__name__}() can decorate a callable, got "
                             f"{type(fn).__name__}")
-        ctx = self
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with ctx:
-                return fn(*args, **kwargs)
-
-        return wrapper
+        return _contextlib.decorate(self, fn)
 
     def clone(self):
         return self
@@ -125,12 +177,11 @@ class set_grad_enabled(_GradModeBase):
         return self.mode
 
     def __enter__(self):
-        st = _state
         # right after construction the mode is already set: restore the one
         # that was current before it on exit
-        st.stack.append(self._prev if self._fresh else st.enabled)
+        prev = self._prev if self._fresh else _state.enabled
         self._fresh = False
-        _set(self.mode)
+        _push(self, prev, self.mode)
         return None
 
     def __call__(self, fn):

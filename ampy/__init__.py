@@ -10,7 +10,34 @@ torch.amp users: tensors, autograd, nn, optim, autocast and GradScaler.
 """
 import importlib as _importlib
 
-from . import _C
+
+def _missing_extension(err):
+    """ImportError that says why ampy._C is missing (None: it is not missing,
+    the original error is the one to show)."""
+    import os
+    here = os.path.dirname(os.path.abspath(__file__))
+    if any(f.startswith("_C.") and f.endswith((".so", ".pyd")) for f in os.listdir(here)):
+        return None
+    root = os.path.dirname(here)
+    if os.path.isfile(os.path.join(root, "setup.py")) and os.path.isdir(os.path.join(root, "csrc")):
+        return ImportError(
+            f"ampy is being imported from its source tree ({root}), where its C extension "
+            f"(ampy._C) has not been built; an installed ampy, if any, is hidden because this "
+            f"directory comes first on sys.path. Either build in place (`make build`, or "
+            f"`python setup.py build_ext --inplace` in {root}), or run Python from another "
+            f"directory to use the installed ampy.", name="ampy._C", path=here)
+    return ImportError(f"ampy's C extension (ampy._C) is missing from {here}: the install is "
+                       f"incomplete; reinstall ampy (`pip install --force-reinstall ampy`). "
+                       f"({err})", name="ampy._C", path=here)
+
+
+try:
+    from . import _C
+except ImportError as _err:
+    _why = _missing_extension(_err)
+    if _why is None:
+        raise
+    raise _why from None
 from . import _dtype
 from ._dtype import (bfloat16, bool, double, dtype, finfo, float, float16, float32, float64,
                      get_default_dtype, half, iinfo, int, int32, int64, long, promote_types,

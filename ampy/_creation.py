@@ -37,7 +37,12 @@ def _check_device(device):
         return None
     from ._tensor import device as _device
     d = _device(device) if not isinstance(device, _device) else device
-    return None if d.type == "cpu" else d
+    if d.type == "cpu":
+        return None
+    from . import cuda
+    if not cuda.is_available():  # raised here, before any work: a short traceback
+        raise cuda._unavailable() from None
+    return d
 
 
 def _finish(t, device, requires_grad):
@@ -162,6 +167,7 @@ def empty(*size, dtype=None, device=None, requires_grad=False, **_):
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False, **_):
+    _check_device(device)
     size = _size_args((size,) if isinstance(size, int) else tuple(size), "full")
     if dtype is None:
         dtype = (D.bool if isinstance(fill_value, bool) else
@@ -211,21 +217,25 @@ def _like(x, dtype):
 
 
 def zeros_like(x, dtype=None, device=None, requires_grad=False, **_):
+    _check_device(device)
     return zeros(tuple(x.shape), dtype=_like(x, dtype), device=device or x.device,
                  requires_grad=requires_grad)
 
 
 def ones_like(x, dtype=None, device=None, requires_grad=False, **_):
+    _check_device(device)
     return ones(tuple(x.shape), dtype=_like(x, dtype), device=device or x.device,
                 requires_grad=requires_grad)
 
 
 def empty_like(x, dtype=None, device=None, requires_grad=False, **_):
+    _check_device(device)
     return empty(tuple(x.shape), dtype=_like(x, dtype), device=device or x.device,
                  requires_grad=requires_grad)
 
 
 def full_like(x, fill_value, dtype=None, device=None, requires_grad=False, **_):
+    _check_device(device)
     return full(tuple(x.shape), fill_value, dtype=_like(x, dtype), device=device or x.device,
                 requires_grad=requires_grad)
 
@@ -386,6 +396,7 @@ def _random(kind, size, dtype, generator, a=0.0, b=1.0):
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    _check_device(device)  # (before the generator advances)
     dt = D.to_dtype(dtype) if dtype is not None else D.get_default_dtype()
     if not dt.is_floating_point:
         raise TypeError(f"\"check_uniform_bounds\" not implemented for '{dt.name}'")
@@ -393,6 +404,7 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    _check_device(device)  # (before the generator advances)
     dt = D.to_dtype(dtype) if dtype is not None else D.get_default_dtype()
     if not dt.is_floating_point:
         raise TypeError(f"\"normal_kernel_cpu\" not implemented for '{dt.name}'")
@@ -401,6 +413,7 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
 
 def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
             requires_grad=False):
+    _check_device(device)  # (before the generator advances)
     if size is None and isinstance(high, (tuple, list)):
         low, high, size = 0, low, high
     if high is None:

@@ -248,6 +248,10 @@ class Tensor(_C.TensorBase):
             out = dispatch(_TO_DTYPE, out, dt)
         if dev is not None and dev != out.device and not (dev.type == "cuda" and dev.index is None
                                                          and out.is_cuda):
+            if dev.type == "cuda" and not out.is_cuda:
+                from . import cuda as _cuda
+                if not _cuda.is_available():  # raised here: a short traceback
+                    raise _cuda._unavailable() from None
             out = dispatch(_TO_DEVICE, out, dev)
         return out
 

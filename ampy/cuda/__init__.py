@@ -63,9 +63,45 @@ def device_count():
     return _probe()
 
 
+def _driver_found():
+    """Whether an NVIDIA kernel driver or its user-space library is installed."""
+    import ctypes.util
+    import os
+    return os.path.exists("/proc/driver/nvidia/version") or bool(ctypes.util.find_library("cuda"))
+
+
+def _unavailable():
+    """The RuntimeError for a CUDA request on a machine where none is usable,
+    in words a new user can act on (``_reason`` is the runtime's own)."""
+    check = ("Check with ampy.cuda.is_available() (False here) and use device='cpu'; "
+             "`nvidia-smi` shows whether the driver sees a GPU.")
+    if _K is None:
+        what = (f"ampy was installed without CUDA support ({_IMPORT_ERROR or 'not built'}); "
+                f"reinstall it on a machine with the CUDA toolkit (nvcc on PATH) to use a GPU.")
+    elif "cudaErrorInsufficientDriver" in _reason or "cudaErrorNoDevice" in _reason:
+        if not _driver_found():
+            what = "no NVIDIA GPU or driver was found on this machine."
+        elif "cudaErrorNoDevice" in _reason:
+            what = "the NVIDIA driver is installed but it sees no GPU."
+        else:
+            what = ("the NVIDIA driver is older than the CUDA runtime ampy was built with: "
+                    "update the driver.")
+    else:
+        what = f"{_reason}."
+    return RuntimeError(f"ampy: CUDA is not available: {what} {check}")
+
+
+def _require():
+    """Raise when no CUDA device is usable. Entry points that take a device
+    (creation functions, Tensor.to/.cuda, Module.to/.cuda, load's
+    map_location) call it before any work, so the traceback is short."""
+    if _probe() == 0:
+        raise _unavailable() from None
+
+
 def _lazy():
     if _probe() == 0:
-        raise RuntimeError(f"ampy: CUDA is not available: {_reason}")
+        raise _unavailable() from None
     return _K
 
 

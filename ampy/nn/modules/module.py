@@ -22,6 +22,13 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
     __str__ = __repr__
 
 
+def _cuda_missing():
+    """The plain error for Module.to("cuda") / .cuda() without a usable GPU
+    (None with one); the caller raises it before any parameter moves."""
+    from ... import cuda
+    return None if cuda.is_available() else cuda._unavailable()
+
+
 def _addindent(s_, num_spaces):
     s = s_.split("\n")
     if len(s) == 1:
@@ -359,6 +366,8 @@ class Module:
 
     def to(self, *args, **kwargs):
         dev, dt = _parse_to_args(args, dict(kwargs))
+        if dev is not None and dev.type == "cuda" and (err := _cuda_missing()):
+            raise err from None
         if dt is not None and not dt.is_floating_point:
             raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but "
                             f"got desired dtype={dt}")
@@ -392,6 +401,8 @@ class Module:
         return self._apply(lambda t: t.type(dst_type))
 
     def cuda(self, device=None):
+        if err := _cuda_missing():
+            raise err from None
         return self._apply(lambda t: t.cuda(device))
 
     def cpu(self):

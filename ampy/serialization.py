@@ -287,6 +287,41 @@ def _is_int(v):
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+_INT64_MAX = (1 << 63) - 1
+
+
+def _unique_keys(pairs):
+    """json object_pairs_hook: a repeated key is an error (json keeps the last)."""
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise _Duplicate(k)
+        out[k] = v
+    return out
+
+
+class _Duplicate(ValueError):
+    pass
+
+
+def _check_shape(shape, dt, name, src):
+    """shape: a list of at most MAX_DIMS ints in [0, 2**63) whose element count
+    times the item size fits int64 (so no later size computation can wrap)."""
+    if not isinstance(shape, list) or not all(_is_int(s) and s >= 0 for s in shape):
+        raise _bad(src, f"tensor {name!r}: shape must be a list of non-negative ints, "
+                        f"got {str(shape)[:80]}")
+    if len(shape) > _C.MAX_DIMS:
+        raise _bad(src, f"tensor {name!r}: shape has {len(shape)} dims, at most "
+                        f"{_C.MAX_DIMS} supported")
+    count = _ITEMSIZE[dt]
+    for s in shape:
+        count *= max(s, 1)  # (a 0 dim does not excuse an absurd one: each must fit too)
+        if count > _INT64_MAX:
+            raise _bad(src, f"tensor {name!r}: shape {str(shape)[:80]} is too large (its size "
+                            f"in bytes overflows int64)")
+    return math.prod(shape) * _ITEMSIZE[dt]
+
+
 def _parse_header(raw, data_len, src):
     try:
         text = raw.decode("utf-8")
@@ -296,7 +331,9 @@ def _parse_header(raw, data_len, src):
     if not text.startswith("{"):
         raise _bad(src, "header does not start with '{'; not a safetensors file, or corrupted")
     try:
-        header = json.loads(text)
+        header = json.loads(text, object_pairs_hook=_unique_keys)
+    except _Duplicate as e:
+        raise _bad(src, f"header names {e.args[0]!r} twice") from None
     except (ValueError, RecursionError) as e:
         raise _bad(src, f"header is not valid JSON ({e}); the file is corrupted") from None
     if not isinstance(header, dict):
@@ -319,27 +356,26 @@ def _parse_header(raw, data_len, src):
             raise _bad(src, f"tensor {name!r}: dtype {dt!r} is unknown or has no ampy type "
                             f"(ampy loads F32 F16 BF16 F64 I64 I32 U8 BOOL, and I8 I16 U16 U32 "
                             f"widened to int64)")
-        if not isinstance(shape, list) or not all(_is_int(s) and s >= 0 for s in shape):
-            raise _bad(src, f"tensor {name!r}: shape must be a list of non-negative ints, "
-                            f"got {shape!r}")
+        nbytes = _check_shape(shape, dt, name, src)
         if not (isinstance(offs, list) and len(offs) == 2 and all(_is_int(o) for o in offs)):
-            raise _bad(src, f"tensor {name!r}: data_offsets must be two ints, got {offs!r}")
+            raise _bad(src, f"tensor {name!r}: data_offsets must be two ints, got "
+                            f"{str(offs)[:80]}")
         begin, end = offs
         if not 0 <= begin <= end <= data_len:
             raise _bad(src, f"tensor {name!r}: data_offsets {offs} out of range of the "
                             f"{data_len}-byte data section (truncated or corrupted file)")
-        nbytes = math.prod(shape) * _ITEMSIZE[dt]
         if end - begin != nbytes:
             raise _bad(src, f"tensor {name!r}: {end - begin} data bytes do not match dtype "
                             f"{dt} and shape {shape} ({nbytes} bytes)")
         entries.append((begin, end, name, dt, shape))
     entries.sort(key=lambda x: (x[0], x[1]))
-    pos = 0
+    pos, prev = 0, None
     for begin, end, name, _, _ in entries:
         if begin != pos:
+            after = "the start" if prev is None else f"tensor {prev!r}"
             raise _bad(src, f"tensor {name!r}: data_offsets start at {begin}, expected {pos} "
-                            f"({'overlapping' if begin < pos else 'a hole between'} tensors)")
-        pos = end
+                            f"({'overlapping' if begin < pos else 'a hole after'} {after})")
+        pos, prev = end, name
     if pos != data_len:
         raise _bad(src, f"the tensors cover {pos} bytes but the data section holds {data_len} "
                         f"(extra bytes, or a corrupted header)")
@@ -406,7 +442,10 @@ def _to_tensor(buf, dt, shape, name, src):
         a = buf.view(_OF_ST[dt]._np.newbyteorder("<"))
         if not a.dtype.isnative:
             a = a.astype(a.dtype.newbyteorder("="))
-    return _C.from_numpy(a.reshape(shape))
+    try:
+        return _C.from_numpy(a.reshape(shape))
+    except (ValueError, RuntimeError, TypeError) as e:  # (the header checks should catch all)
+        raise _bad(src, f"tensor {name!r}: cannot be built ({e})") from None
 
 
 def _device_fn(map_location):
@@ -470,13 +509,22 @@ def load(f, map_location=None, *, weights_only=None, **kwargs):
     if "ampy.tree" not in meta:  # a plain safetensors file
         return {name: place(tensors[name], None) for name in order}
     try:
-        tree = json.loads(meta["ampy.tree"])
+        tree = json.loads(meta["ampy.tree"], object_pairs_hook=_unique_keys)
+    except _Duplicate as e:
+        raise _bad(src, f"the object tree repeats the key {e.args[0]!r} in a node") from None
     except (ValueError, RecursionError) as e:
         raise _bad(src, f"the object tree is not valid JSON ({e})") from None
     try:
         return _Reader(tensors, place, src).node(tree)
     except RecursionError:
         raise _bad(src, "the object tree is nested too deeply") from None
+
+
+_DEVICE_RE = re.compile(r"(cpu|cuda)(:(0|[1-9][0-9]{0,8}))?")
+
+
+def _is_device(dev):
+    return isinstance(dev, str) and _DEVICE_RE.fullmatch(dev) is not None
 
 
 class _Reader:
@@ -530,13 +578,23 @@ class _Reader:
         if name not in self.tensors:
             raise _bad(self.src, f"object tree refers to tensor {name!r}, which the file lacks")
         dev = n.get("d")
-        if dev is not None and not isinstance(dev, str):
-            raise _bad(self.src, f"object tree: tensor {name!r} has a malformed device")
-        t = self.place(self.tensors[name], dev)
-        if n.get("p"):
+        if dev is not None and not _is_device(dev):
+            raise _bad(self.src, f"object tree: tensor {name!r} has a malformed device "
+                                 f"{str(dev)[:40]!r}")
+        grad, param = n.get("g", 0), n.get("p", 0)
+        if grad not in (0, 1) or param not in (0, 1):  # (True/False are 1/0)
+            raise _bad(self.src, f"object tree: tensor {name!r} has malformed flags "
+                                 f"{str(n)[:80]}")
+        t = self.tensors[name]
+        if grad and not t.dtype.is_floating_point:
+            raise _bad(self.src, f"object tree: tensor {name!r} requires grad but has dtype "
+                                 f"{t.dtype} (only floating point tensors can require "
+                                 f"gradients)")
+        t = self.place(t, dev)
+        if param:
             from .nn.parameter import Parameter
-            t = Parameter(t, requires_grad=bool(n.get("g")))
-        elif n.get("g"):
+            t = Parameter(t, requires_grad=bool(grad))
+        elif grad:
             t.requires_grad_(True)
         self.made[name] = t
         return t

@@ -419,3 +419,51 @@ def test_grad_mode_exit_without_enter_raises():
     with pytest.raises(RuntimeError, match="without a matching __enter__"):
         ampy.no_grad().__exit__(None, None, None)
     assert ampy.is_grad_enabled()
+
+
+def test_setters_in_a_loop_do_not_grow_the_state():
+    from ampy.amp import _autocast_state as S
+
+    def chain_len():
+        n, k = S.TOP.get(), 0
+        while n is not None:
+            n, k = n.parent, k + 1
+        return k
+
+    start = chain_len()
+    try:
+        for i in range(1000):
+            ampy.set_autocast_dtype("cpu", A16 if i % 2 else A_BF)
+            ampy.set_autocast_cache_enabled(bool(i % 2))
+            with ampy.autocast("cpu"):
+                ampy.set_autocast_enabled("cpu", False)
+        assert chain_len() <= start + 1
+        assert ampy.get_autocast_dtype("cpu") is A16 and ampy.is_autocast_cache_enabled()
+    finally:
+        ampy.set_autocast_dtype("cpu", A_BF)
+        ampy.set_autocast_cache_enabled(True)
+
+
+def test_set_autocast_enabled_outside_any_region_matches_torch():
+    """In a fresh process (no region ever entered): the ops get their rules,
+    and a cacheable weight (fp32 leaf requiring grad) has no cache to hit."""
+    import os
+    import subprocess
+    import sys
+    code = """if 1:
+        import ampy, torch
+        ampy.set_autocast_enabled("cpu", True)
+        torch.set_autocast_enabled("cpu", True)
+        a = ampy.nn.functional.linear(ampy.ones(2, 2), ampy.ones(2, 2).requires_grad_())
+        t = torch.nn.functional.linear(torch.ones(2, 2), torch.ones(2, 2, requires_grad=True))
+        ok = ampy.is_autocast_enabled("cpu") == torch.is_autocast_enabled("cpu")
+        ampy.set_autocast_enabled("cpu", False)
+        torch.set_autocast_enabled("cpu", False)
+        x = ampy.ones(2, 2)
+        print(a.dtype.name, str(t.dtype)[6:], ok, (x @ x).dtype.name)
+    """
+    root = os.path.dirname(os.path.dirname(ampy.__file__))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["bfloat16", "bfloat16", "True", "float32"]

@@ -138,8 +138,16 @@ def _live_region(node):
 def push_setting(enabled=None, dtype=None, cache_enabled=None):
     """A set_autocast_* call: returns the ContextVar token (for a scoped use)."""
     top = _prune(TOP.get())
-    n = Node(top, _live_region(top), enabled or {}, dtype or {}, cache_enabled)
-    return TOP.set(n)
+    region = _live_region(top)
+    enabled, dtype = enabled or {}, dtype or {}
+    if top is not None and top.region is region and top.region is not top:
+        # settings in a row merge into one node: the chain does not grow with
+        # set_autocast_* calls (a loop calling one per step stays O(1))
+        enabled, dtype = {**top.enabled, **enabled}, {**top.dtype, **dtype}
+        if cache_enabled is None:
+            cache_enabled = top.cache_enabled
+        top = top.parent
+    return TOP.set(Node(top, region, enabled, dtype, cache_enabled))
 
 
 def push_region(owner, device_type, enabled, dtype, cache_enabled):

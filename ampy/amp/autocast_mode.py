@@ -127,6 +127,7 @@ def set_autocast_enabled(device_type, enabled):
     _check_device_type(device_type)
     S.push_setting(enabled={device_type: bool(enabled)})
     if enabled:
+        P.apply_policies()  # (as a region's __enter__ does: ops get their rules)
         with _open_lock:
             _sticky[0] = True
             _dispatch._hooks.autocast = _hook

@@ -457,6 +457,11 @@ def _device_fn(map_location):
         if target not in ("cpu",) and not target.startswith("cuda"):
             raise ValueError(f"ampy.load: map_location {map_location!r} is not 'cpu' or a "
                              f"'cuda' device")
+        if target.startswith("cuda"):
+            from . import cuda
+            if not cuda.is_available():  # (before reading anything; a short traceback)
+                raise cuda._unavailable(f"ampy.load: map_location={target!r}",
+                                        "map_location='cpu'") from None
     else:
         raise TypeError(f"ampy.load: argument 'map_location' must be None, a str or an "
                         f"ampy.device, not {type(map_location).__name__}")

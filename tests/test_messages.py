@@ -105,6 +105,20 @@ def test_module_constructors_with_cuda_device(name):
 
 
 @no_gpu
+def test_load_onto_cuda_says_no_gpu_and_what_to_pass():
+    import io
+    buf = io.BytesIO()
+    ampy.save({"a": {"b": [ampy.ones(2)]}}, buf)
+    buf.seek(0)
+    with pytest.raises(RuntimeError) as info:
+        ampy.load(buf, map_location="cuda")
+    msg = str(info.value)
+    assert msg.startswith("ampy.load: map_location='cuda': CUDA is not available: no NVIDIA GPU")
+    assert "map_location='cpu'" in msg and "ampy.cuda.is_available()" in msg
+    assert len(ampy_frames(info.value)) <= 2 and info.value.__suppress_context__
+
+
+@no_gpu
 def test_module_left_untouched_after_the_raise():
     m = ampy.nn.Linear(2, 2)
     w = m.weight

@@ -70,11 +70,11 @@ def _driver_found():
     return os.path.exists("/proc/driver/nvidia/version") or bool(ctypes.util.find_library("cuda"))
 
 
-def _unavailable():
+def _unavailable(prefix="ampy", use="device='cpu'"):
     """The RuntimeError for a CUDA request on a machine where none is usable,
     in words a new user can act on (``_reason`` is the runtime's own)."""
-    check = ("Check with ampy.cuda.is_available() (False here) and use device='cpu'; "
-             "`nvidia-smi` shows whether the driver sees a GPU.")
+    check = (f"Check with ampy.cuda.is_available() (False here) and use {use}; "
+             f"`nvidia-smi` shows whether the driver sees a GPU.")
     if _K is None:
         what = (f"ampy was installed without CUDA support ({_IMPORT_ERROR or 'not built'}); "
                 f"reinstall it on a machine with the CUDA toolkit (nvcc on PATH) to use a GPU.")
@@ -88,7 +88,7 @@ def _unavailable():
                     "update the driver.")
     else:
         what = f"{_reason}."
-    return RuntimeError(f"ampy: CUDA is not available: {what} {check}")
+    return RuntimeError(f"{prefix}: CUDA is not available: {what} {check}")
 
 
 def _require():

@@ -138,6 +138,21 @@ def test_decorated_generator_function_runs_its_body_in_the_region():
     assert all(same(s[1], off()) for s in seen)  # the consumer is outside the region
 
 
+def test_decorated_async_generator_runs_its_body_in_the_region():
+    @ampy.autocast("cpu", dtype=A16)
+    async def agen():
+        for _ in range(2):
+            await asyncio.sleep(0)
+            yield probe()
+
+    async def main():
+        return [(p, probe()) async for p in agen()]
+
+    seen = asyncio.run(main())
+    assert [s[0] for s in seen] == [(True, A16, A16)] * 2
+    assert all(same(s[1], off()) for s in seen)
+
+
 def test_decorator_recursion_with_an_exception_deep_inside():
     @ampy.autocast("cpu", dtype=A16)
     def rec(n):

@@ -27,9 +27,10 @@ differences, each for a known torch bug:
   consumer too (as in torch and ``decimal.localcontext``).
 - The weight-cast cache belongs to the outermost live region of one thread
   (nested regions and asyncio tasks of that thread share it; a region entered
-  in another thread, even under a copied context, gets its own; torch: one
-  process-wide map) and is cleared when that region exits and is keyed on (tensor, target dtype, grad
-  mode), checked against the tensor's version counter and a weakref: a cast
+  in another thread, even under a copied context, gets its own, and a thread
+  without a region of its own caches nothing; torch: one process-wide map).
+  It is cleared when that region exits, keyed on (tensor, target dtype, grad
+  mode) and checked against the tensor's version counter and a weakref: a cast
   made under ``no_grad`` (no graph) is never handed to a use that needs a
   graph (torch issues #65766, #112583, #158232), an in-place update of the
   weight inside the region is seen, and a dead tensor's id cannot hit.

@@ -15,20 +15,25 @@ def _missing_extension(err):
     """ImportError that says why ampy._C is missing (None: it is not missing,
     the original error is the one to show)."""
     import os
+    from importlib.machinery import EXTENSION_SUFFIXES
     here = os.path.dirname(os.path.abspath(__file__))
-    if any(f.startswith("_C.") and f.endswith((".so", ".pyd")) for f in os.listdir(here)):
+    if any(os.path.exists(os.path.join(here, "_C" + suf)) for suf in EXTENSION_SUFFIXES):
         return None
+    other = sorted(f for f in os.listdir(here) if f.startswith("_C.") and f.endswith((".so",
+                                                                                      ".pyd")))
+    built = f" (only {', '.join(other)}, built for another Python, is there)" if other else ""
     root = os.path.dirname(here)
     if os.path.isfile(os.path.join(root, "setup.py")) and os.path.isdir(os.path.join(root, "csrc")):
         return ImportError(
             f"ampy is being imported from its source tree ({root}), where its C extension "
-            f"(ampy._C) has not been built; an installed ampy, if any, is hidden because this "
-            f"directory comes first on sys.path. Either build in place (`make build`, or "
-            f"`python setup.py build_ext --inplace` in {root}), or run Python from another "
-            f"directory to use the installed ampy.", name="ampy._C", path=here)
-    return ImportError(f"ampy's C extension (ampy._C) is missing from {here}: the install is "
-                       f"incomplete; reinstall ampy (`pip install --force-reinstall ampy`). "
-                       f"({err})", name="ampy._C", path=here)
+            f"(ampy._C) has not been built for this Python{built}; an installed ampy, if any, "
+            f"is hidden because this directory comes first on sys.path. Either build in place "
+            f"(`make build`, or `python setup.py build_ext --inplace` in {root}), or run "
+            f"Python from another directory to use the installed ampy.", name="ampy._C",
+            path=here)
+    return ImportError(f"ampy's C extension (ampy._C) is missing from {here}{built}: the "
+                       f"install is incomplete or for another Python; reinstall ampy (`pip "
+                       f"install --force-reinstall ampy`). ({err})", name="ampy._C", path=here)
 
 
 try:

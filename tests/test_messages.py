@@ -227,6 +227,17 @@ def test_import_from_unbuilt_source_tree_says_what_to_do(checkout_and_install):
     assert sum(line.lstrip().startswith("File ") for line in err.splitlines()) <= 2, err
 
 
+def test_source_tree_with_an_extension_for_another_python(checkout_and_install, tmp_path):
+    checkout, site, _ = checkout_and_install
+    tree = tmp_path / "checkout"
+    shutil.copytree(checkout, tree)
+    (tree / "ampy" / "_C.cpython-39-x86_64-linux-gnu.so").write_bytes(b"\x7fELF stale")
+    r = _run_import(str(tree), [site])
+    last = r.stderr.strip().splitlines()[-1]
+    assert r.returncode == 1 and "source tree" in last, r.stderr
+    assert "_C.cpython-39-x86_64-linux-gnu.so, built for another Python" in last
+
+
 def test_same_install_imports_from_another_directory(checkout_and_install):
     checkout, site, base = checkout_and_install
     r = _run_import(base, [site])

@@ -16,6 +16,8 @@ import threading
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ampy
 from ampy import _dispatch
@@ -123,6 +125,40 @@ def test_interleaved_generators_closed_in_any_order():
                 want = (A16, A_BF, A16)[max(left)]
                 assert p == (True, want, want), (order, i)
         assert same(probe(), off()), order
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.sampled_from(["float16", "bfloat16"])),
+                min_size=1, max_size=6), st.randoms(use_true_random=False))
+def test_random_open_close_orders_match_the_live_region_model(regions, rnd):
+    """Generators open regions in one order and are closed in a random one:
+    after every step the state is the fold of the regions still open, in the
+    order they were entered (the model), and it is off at the end."""
+    def model(live):
+        on, dt = False, A_BF
+        for i in sorted(live):
+            on, dt = regions[i][0], getattr(ampy, regions[i][1])
+        return on, dt
+
+    gens = []
+    for enabled, dt in regions:
+        def gen(enabled=enabled, dt=getattr(ampy, dt)):
+            with ampy.autocast("cpu", dtype=dt, enabled=enabled):
+                yield
+        gens.append(gen())
+    live = []
+    for i, g in enumerate(gens):
+        next(g)
+        live.append(i)
+        assert probe()[:2] == model(live)
+    order = list(range(len(gens)))
+    rnd.shuffle(order)
+    for i in order:
+        gens[i].close()
+        live.remove(i)
+        p = probe()
+        assert p[:2] == model(live) and consistent(p)
+    assert same(probe(), off())
 
 
 def test_decorated_generator_function_runs_its_body_in_the_region():

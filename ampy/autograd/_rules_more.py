@@ -224,3 +224,19 @@ def _norm(ctx, g):
     val = O.mul(O.mul(sgn, O.pow(ax, p - 1)), O.div(gk, O.pow(out, p - 1)))
     return (_masked(O.ne(out, 0), val),) + (None,) * 4
 
+
+
+@rule("eq_", "ne_", "lt_", "le_", "gt_", "ge_", save=(), inplace=True)
+def _compare_inplace(ctx, g):
+    """A floating tensor overwritten with 0/1 in place: torch's derivative
+    is zero for self and for a tensor `other`."""
+    other = ctx.args[1]
+    return zeros(ctx.args[0].shape, g.dtype, g), (zeros(other.shape, g.dtype, g)
+                                                   if _is_t(other) else None)
+
+
+@rule("logical_and_", "logical_or_", "logical_xor_", "logical_not_", save=(), inplace=True)
+def _logical_inplace(ctx, g):
+    """torch does not record these on a floating tensor: it keeps the
+    history it had, so the gradient reaches that history unchanged."""
+    return (g,) + (None,) * (len(ctx.args) - 1)

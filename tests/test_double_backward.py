@@ -1,0 +1,156 @@
+"""Double backward (create_graph=True) against torch 2.13, for every op.
+
+The sweep takes every op of `ampy._dispatch.ops()` from the case table in
+tests/double_backward_cases.py (an op without a case fails
+`test_every_op_has_a_case`) and, for each, runs the same function in ampy and
+torch: y = f(xs); g = grad(sum(y * v), xs, create_graph=True); then
+grad(sum(g * w), xs + [v]). The first-order grads, whether they carry a
+graph, and the second-order grads must all match torch's. v requires grad
+too, so the backward's dependence on its incoming gradient is checked as
+well as its dependence on the inputs.
+"""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import ampy  # noqa: E402
+from ampy import _dispatch  # noqa: E402
+
+from double_backward_cases import CASES, NonDiff, Raises, _rng  # noqa: E402
+
+_DT = {"float64": (np.float64, torch.float64, ampy.float64),
+       "float32": (np.float32, torch.float32, ampy.float32)}
+
+
+def _to(lib, a, dtype, rg):
+    if a.dtype.kind == "f":
+        npdt, tdt, adt = _DT[dtype]
+        a = a.astype(npdt)
+        if lib is torch:
+            return torch.tensor(a, dtype=tdt, requires_grad=rg)
+        return ampy.tensor(a, dtype=adt, requires_grad=rg)
+    return torch.tensor(a) if lib is torch else ampy.tensor(a)
+
+
+def _np(t):
+    if t is None:
+        return None
+    return t.detach().numpy(force=True) if isinstance(t, torch.Tensor) else np.asarray(t.detach())
+
+
+class _Seen:
+    """Records the names of the ops ampy dispatches while a case runs."""
+
+    def __init__(self):
+        self.names = set()
+
+    def __enter__(self):
+        self.prev = _dispatch._hooks.autograd
+        prev = self.prev
+
+        def hook(op, args, kwargs):
+            self.names.add(op.name)
+            return prev(op, args, kwargs)
+
+        _dispatch._hooks.autograd = hook
+        return self
+
+    def __exit__(self, *exc):
+        _dispatch._hooks.autograd = self.prev
+
+
+def _outputs(y):
+    ys = y if isinstance(y, (tuple, list)) else (y,)
+    return [t for t in ys if t.dtype.is_floating_point]
+
+
+def _second_order(lib, case, name):
+    """(first-order grads, graph flags, second-order grads) of the case in lib."""
+    diff = case.diff
+    if diff is None:
+        diff = tuple(i for i, a in enumerate(case.ins) if a.dtype.kind == "f")
+    xs = [_to(lib, a, case.dtype, i in diff) for i, a in enumerate(case.ins)]
+    ys = _outputs(case.fn(lib, *xs))
+    rng = _rng("v", name)
+    vs = [_to(lib, rng.uniform(-1, 1, tuple(y.shape)), case.dtype, True) for y in ys]
+    loss = sum((y * v).sum() for y, v in zip(ys, vs))
+    leaves = [xs[i] for i in diff]
+    gs = lib.autograd.grad(loss, leaves, create_graph=True, allow_unused=True)
+    graph = [g is not None and g.requires_grad for g in gs]
+    ws = [_to(lib, rng.uniform(-1, 1, tuple(lv.shape)), case.dtype, False) for lv in leaves]
+    terms = [(g * w).sum() for g, w, f in zip(gs, ws, graph) if f]
+    if not terms:
+        return gs, graph, None
+    s = terms[0]
+    for t in terms[1:]:
+        s = s + t
+    return gs, graph, lib.autograd.grad(s, leaves + vs, allow_unused=True)
+
+
+def _close(a, b, case, what):
+    a = np.zeros_like(b) if a is None and b is not None else a
+    b = np.zeros_like(a) if b is None and a is not None else b
+    if a is None:
+        return
+    np.testing.assert_allclose(a, b, rtol=case.rtol, atol=case.atol, err_msg=what)
+
+
+def _names():
+    return sorted(_dispatch.ops())
+
+
+def test_every_op_has_a_case():
+    missing = [n for n in _names() if n not in CASES]
+    assert not missing, f"ops without a double-backward case: {missing}"
+    stale = [n for n in CASES if n not in _dispatch.ops()]
+    assert not stale, f"cases for ops that are not in the op table: {stale}"
+
+
+@pytest.mark.parametrize("name", _names())
+def test_double_backward_matches_torch(name):
+    case = CASES.get(name)
+    if case is None:
+        pytest.fail(f"op {name!r} has no double-backward case")
+    if isinstance(case, NonDiff):
+        return _check_nondiff(name, case)
+    if isinstance(case, Raises):
+        return _check_raises(name, case)
+    with _Seen() as seen:
+        a_gs, a_graph, a_hh = _second_order(ampy, case, name)
+    assert name in seen.names, f"the case of {name!r} dispatched only {sorted(seen.names)}"
+    t_gs, t_graph, t_hh = _second_order(torch, case, name)
+    for i, (ga, gt) in enumerate(zip(a_gs, t_gs)):
+        _close(_np(ga), _np(gt), case, f"{name}: first-order grad {i}")
+    for i, (fa, ft) in enumerate(zip(a_graph, t_graph)):
+        assert fa or not ft, f"{name}: grad {i} lost its graph under create_graph=True"
+    if t_hh is None:
+        if a_hh is not None:  # ampy recorded a graph torch did not: it must give zeros
+            for h in a_hh:
+                _close(_np(h), None if h is None else np.zeros(h.shape), case, name)
+        return
+    assert a_hh is not None, f"{name}: no second-order graph"
+    for i, (ha, ht) in enumerate(zip(a_hh, t_hh)):
+        _close(_np(ha), _np(ht), case, f"{name}: second-order grad {i}")
+
+
+def _check_nondiff(name, case):
+    for lib in (ampy, torch):
+        xs = [_to(lib, a, "float64", a.dtype.kind == "f") for a in case.ins]
+        with _Seen() as seen:
+            ys = case.fn(lib, *xs)
+        if lib is ampy:
+            assert name in seen.names, f"the case of {name!r} dispatched {sorted(seen.names)}"
+        ys = ys if isinstance(ys, (tuple, list)) else (ys,)
+        for y in ys:
+            assert not y.requires_grad and y.grad_fn is None, f"{lib.__name__}.{name}"
+
+
+def _check_raises(name, case):
+    with _Seen() as seen:
+        with pytest.raises(RuntimeError, match=case.match):
+            _second_order(ampy, case, name)
+    assert name in seen.names, f"the case of {name!r} dispatched {sorted(seen.names)}"
+    if case.order == 1:  # torch cannot take the first-order grad either
+        with pytest.raises(RuntimeError):
+            _second_order(torch, case, name)

@@ -231,6 +231,63 @@ CASES.update({
                     dtype="float32"),
 })
 
+_F32 = dict(dtype="float32", rtol=2e-4, atol=2e-5)
+_NN_VARIANTS = {
+    "layer_norm": [
+        Case(lambda m, x: m.nn.functional.layer_norm(x, (3, 4)), r(2, 3, 4), **_F32),
+        Case(lambda m, x, w: m.nn.functional.layer_norm(x * x, (2,), w, eps=0.1),
+             r(3, 2), r(2, key=1), **_F32),
+    ],
+    "cross_entropy": [
+        Case(lambda m, x, t: m.nn.functional.cross_entropy(x, t), r(4, 5), idx(0, 3, 1, 4),
+             **_F32),
+        Case(lambda m, x, t: m.nn.functional.cross_entropy(x, t, ignore_index=1,
+                                                           reduction="sum"),
+             r(4, 5), idx(0, 3, 1, 1), **_F32),
+        Case(lambda m, x, t, w: m.nn.functional.cross_entropy(
+            x, t, w, ignore_index=3, reduction="none", label_smoothing=0.2),
+            r(4, 5), idx(0, 3, 1, 4), pos(5, key=1), diff=(0,), **_F32),
+        Case(lambda m, x, t, w: m.nn.functional.cross_entropy(x, t, w, ignore_index=2),
+             r(2, 3, 4), imat(2, 4, high=3), pos(3, key=1), diff=(0,), **_F32),
+        Case(lambda m, x, t: m.nn.functional.cross_entropy(x, t, label_smoothing=0.3,
+                                                           ignore_index=0),
+             r(4, 5), idx(0, 3, 1, 4), **_F32),
+    ],
+    "nll_loss": [
+        Case(lambda m, x, t: m.nn.functional.nll_loss(m.log_softmax(x, 1), t,
+                                                      reduction="none", ignore_index=1),
+             r(4, 5), idx(0, 3, 1, 4), **_F32),
+        Case(lambda m, x, t: m.nn.functional.nll_loss(x * x, t, reduction="sum"), r(4, 5),
+             idx(0, 3, 1, 4), **_F32),
+    ],
+    "embedding": [
+        Case(lambda m, w, i: m.nn.functional.embedding(i, w * w, padding_idx=1), r(5, 3),
+             idx(1, 0, 1, 4, 4), **_F32),
+    ],
+    "mse_loss": [
+        Case(lambda m, x, y: m.nn.functional.mse_loss(x * x, y, reduction="sum"), r(3, 4),
+             r(3, 4, key=1), **_F32),
+        Case(lambda m, x, y: m.nn.functional.mse_loss(x, y * y, reduction="none"), r(3, 4),
+             r(3, 4, key=1), **_F32),
+    ],
+    "getitem": [
+        Case(lambda m, x: (x * x)[idx(2, 0, 2)], r(3, 4)),
+        Case(lambda m, x: (x * x)[:, idx(1, 1, 3)], r(3, 4)),
+        Case(lambda m, x: (x * x)[(x > 0)], r(3, 4)),
+    ],
+    "setitem": [
+        Case(lambda m, x, v: _setitem_adv(x * 1, v, m), r(3, 4), r(2, 4, key=1)),
+    ],
+}
+for _n, _more in _NN_VARIANTS.items():
+    CASES[_n] = [CASES[_n]] + _more
+
+
+def _setitem_adv(x, v, m):
+    x[m.tensor(idx(2, 0))] = v * v
+    return x
+
+
 # ------------------------------------------------- not differentiable ops
 for _n in ("eq", "ne", "lt", "le", "gt", "ge"):
     CASES[_n] = NonDiff(lambda m, a, b, _n=_n: getattr(m, _n)(a, b), r(3, 4), r(4, key=1))

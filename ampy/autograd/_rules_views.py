@@ -69,7 +69,34 @@ def _select_back(ctx, g):
 @rule("getitem", save=(), is_view=True)
 def _getitem_back(ctx, g):
     x, key = ctx.args
+    if g._requires_grad and _is_advanced(key):  # create_graph=True: a recorded scatter
+        return (_index_put_graph().apply(g, tuple(x.shape), key), None)
     return (index_put_accumulate(zeros(x.shape, g.dtype, g), key, g), None)
+
+
+_INDEX_PUT = []
+
+
+def _index_put_graph():
+    """zeros(shape)[key] += g as a custom Function, so that create_graph=True
+    backward through advanced indexing can be differentiated again: its own
+    gradient is gg[key]."""
+    if not _INDEX_PUT:
+        from .function import Function
+        from ._ops import detached
+
+        class IndexPutAccumulate(Function):
+            @staticmethod
+            def forward(ctx, g, shape, key):
+                ctx.key = key
+                return index_put_accumulate(zeros(shape, g.dtype, g), key, detached(g))
+
+            @staticmethod
+            def backward(ctx, gg):
+                return O.getitem(gg, ctx.key), None, None
+
+        _INDEX_PUT.append(IndexPutAccumulate)
+    return _INDEX_PUT[0]
 
 
 def _scatter_into_zeros(x, key, g):

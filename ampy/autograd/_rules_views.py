@@ -224,3 +224,64 @@ def _take(t, rows):
 
 def _all_equal(a, b):
     return _C.nonzero(O.ne(a, b)).shape[0] == 0
+
+
+# ------------------------------------------------------------- as_strided
+def _extent(size, stride, offset):
+    """One past the last storage element a geometry reaches (offset when empty)."""
+    if any(s == 0 for s in size):
+        return offset
+    return offset + sum((s - 1) * st for s, st in zip(size, stride)) + 1
+
+
+def _may_overlap(size, stride):
+    """False when no two elements of the geometry share a storage position
+    (dims of size 1 ignored; each stride passes the span of the smaller ones)."""
+    dims = sorted((st, s) for s, st in zip(size, stride) if s > 1)
+    span = 0
+    for st, s in dims:
+        if st <= span:
+            return True
+        span += (s - 1) * st
+    return False
+
+
+def _positions(size, stride, offset, n):
+    """The storage position of each element of a geometry, as int64."""
+    from .._creation import arange
+    return arange(n, dtype=D.int64)._view(tuple(size), tuple(stride), offset)
+
+
+def _scatter_flat(n, pos, g):
+    """zeros(n) with g's elements added at their positions (repeats sum)."""
+    g = O.reshape(g, (-1,))
+    key = (O.reshape(pos, (-1,)),)
+    if g._requires_grad:
+        return _index_put_graph().apply(g, (n,), key)
+    return index_put_accumulate(zeros((n,), g.dtype, g), key, g)
+
+
+@rule("as_strided", save=(), is_view=True)
+def _as_strided_back(ctx, g):
+    """torch's as_strided_backward: sum the gradient into the storage
+    positions the view reads; an input that itself overlaps (expanded)
+    shares each position's gradient among the elements on it; read the
+    input's geometry back."""
+    x, size, stride, offset, (in_stride, in_offset) = ctx.args
+    size, stride = tuple(g.shape), tuple(stride if isinstance(stride, (tuple, list)) else
+                                         tuple(stride))
+    in_size = tuple(x.shape)
+    out_offset = in_offset if offset is None else int(offset)
+    base = min(in_offset, out_offset)
+    n = max(_extent(in_size, in_stride, in_offset), _extent(size, stride, out_offset)) - base
+    storage = _scatter_flat(n, _positions(size, stride, out_offset - base, n), g)
+    if _may_overlap(in_size, in_stride):
+        count = _scatter_flat(n, _positions(in_size, in_stride, in_offset - base, n),
+                              O.add(zeros(in_size, g.dtype, g), 1))
+        storage = O.div(storage, O.where(O.eq(count, 0), O.add(_zero_like(count), 1), count))
+    return (O.getitem(storage, (_positions(in_size, in_stride, in_offset - base, n),)),
+            None, None, None, None)
+
+
+def _zero_like(t):
+    return zeros((), t.dtype, t)

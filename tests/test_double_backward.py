@@ -166,3 +166,100 @@ def _check_raises(name, case):
     if case.order == 1:  # torch cannot take the first-order grad either
         with pytest.raises(RuntimeError):
             _second_order(torch, case, name)
+
+
+# --------------------------------------------- the AMP examples' gradient penalty
+PEN_STEPS, VOCAB, D_EMB, D_HID, N_OUT, BATCH = 5, 11, 6, 16, 4, 8
+
+
+class _PenaltyNet:
+    """embedding -> linear -> gelu -> layer_norm -> linear (-> tanh for mse),
+    the fused nn ops the penalty has to differentiate through."""
+
+    def __init__(self, lib, loss):
+        nn = lib.nn
+        self.lib, self.loss = lib, loss
+        self.emb = nn.Embedding(VOCAB, D_EMB)
+        self.body = nn.Sequential(nn.Linear(D_EMB, D_HID), nn.GELU(), nn.LayerNorm(D_HID),
+                                  nn.Linear(D_HID, N_OUT))
+
+    def modules(self):
+        return {"emb": self.emb, "body": self.body}
+
+    def parameters(self):
+        return list(self.emb.parameters()) + list(self.body.parameters())
+
+    def __call__(self, tokens, target):
+        F = self.lib.nn.functional
+        h = self.emb(tokens).mean(1)
+        out = self.body(h)
+        if self.loss == "cross_entropy":
+            return F.cross_entropy(out, target, label_smoothing=0.1)
+        return F.mse_loss(self.lib.tanh(out), target)
+
+
+def _penalty_data(loss):
+    rng = np.random.default_rng(5)
+    out = []
+    for _ in range(PEN_STEPS):
+        tokens = rng.integers(0, VOCAB, size=(BATCH, 3)).astype(np.int64)
+        if loss == "cross_entropy":
+            target = rng.integers(0, N_OUT, size=BATCH).astype(np.int64)
+        else:
+            target = rng.uniform(-0.9, 0.9, size=(BATCH, N_OUT)).astype(np.float32)
+        out.append((tokens, target))
+    return out
+
+
+def _penalty_run(lib, loss_name, amp, init, data):
+    net = _PenaltyNet(lib, loss_name)
+    for name, mod in net.modules().items():
+        mod.load_state_dict({k: lib.tensor(v) for k, v in init[name].items()})
+    params = net.parameters()
+    opt = lib.optim.SGD(params, lr=0.1, momentum=0.9)
+    scaler = lib.amp.GradScaler("cpu", init_scale=2.0**8, enabled=amp)
+    half = lib.float16
+    rec = []
+    for tokens, target in data:
+        tokens, target = lib.tensor(tokens), lib.tensor(target)
+        opt.zero_grad()
+        with lib.autocast("cpu", dtype=half, enabled=amp):
+            loss = net(tokens, target)
+        scaled = lib.autograd.grad(scaler.scale(loss), params, create_graph=True)
+        inv_scale = 1.0 / scaler.get_scale()
+        grads = [g * inv_scale for g in scaled]
+        with lib.autocast("cpu", dtype=half, enabled=amp):
+            norm = 0
+            for g in grads:
+                norm = norm + g.pow(2).sum()
+            total = loss + norm.sqrt()
+        scaler.scale(total).backward()
+        scaler.step(opt)
+        scaler.update()
+        rec.append((float(loss.item()), float(total.item()), scaler.get_scale(),
+                    [np.array(p.detach().float().tolist(), np.float32) for p in params]))
+    return rec
+
+
+@pytest.mark.filterwarnings("ignore:GradScaler. no float16 is involved")
+@pytest.mark.filterwarnings("ignore:.*GradScaler is enabled, but CUDA is not available")
+@pytest.mark.parametrize("amp", [False, True], ids=["float32", "fp16-autocast"])
+@pytest.mark.parametrize("loss_name", ["cross_entropy", "mse_loss"])
+def test_gradient_penalty_loop_matches_torch(loss_name, amp):
+    """torch's AMP examples: grads = autograd.grad(scaler.scale(loss), params,
+    create_graph=True), unscaled by 1/scale, penalty = their norm, (loss +
+    penalty) backward through the scaler; same weights, losses and params."""
+    torch.manual_seed(0)
+    ref = _PenaltyNet(torch, loss_name)
+    init = {n: {k: v.detach().numpy().copy() for k, v in m.state_dict().items()}
+            for n, m in ref.modules().items()}
+    data = _penalty_data(loss_name)
+    ra = _penalty_run(ampy, loss_name, amp, init, data)
+    rt = _penalty_run(torch, loss_name, amp, init, data)
+    tol = 1e-2 if amp else 2e-5
+    for step, (a, t) in enumerate(zip(ra, rt)):
+        where = f"step {step} ({loss_name}, amp={amp})"
+        assert a[2] == t[2], where
+        np.testing.assert_allclose(a[:2], t[:2], rtol=tol, atol=tol, err_msg=where)
+        for i, (pa, pt) in enumerate(zip(a[3], t[3])):
+            np.testing.assert_allclose(pa, pt, rtol=tol, atol=tol, err_msg=f"{where} param {i}")

@@ -296,8 +296,56 @@ _NN_VARIANTS = {
         Case(lambda m, x, v: _setitem_adv(x * 1, v, m), r(3, 4), r(2, 4, key=1)),
     ],
 }
+_NN_VARIANTS.update({
+    "pow": [Case(lambda m, x: m.pow(x, 3), r(3, 4)), Case(lambda m, x: m.pow(2.0, x), r(3, 4)),
+            Case(lambda m, x: m.pow(x, 0.5), pos(3, 4))],
+    "div": [Case(lambda m, a, b: m.div(a, b, rounding_mode="floor") * a, r(3, 4),
+                 r(3, 4, key=1)),
+            Case(lambda m, a: m.div(a, 3.0), r(3, 4))],
+    "gelu": [Case(lambda m, x: m.nn.functional.gelu(x, approximate="tanh"), r(3, 4))],
+    "norm": [Case(lambda m, x: m.norm(x, 1, 1), r(3, 4)),
+             Case(lambda m, x: m.norm(x, float("inf"), 0), r(3, 4)),
+             Case(lambda m, x: m.norm(x, 3, 1, keepdim=True), r(3, 4)),
+             Case(lambda m, x: m.norm(x), r(3, 4))],
+    "var": [Case(lambda m, x: m.var(x, 0, correction=0), r(3, 4)),
+            Case(lambda m, x: m.var(x), r(3, 4))],
+    "std": [Case(lambda m, x: m.std(x), r(3, 4))],
+    "softmax": [Case(lambda m, x: m.softmax(x, 0), r(3, 4)),
+                Case(lambda m, x: m.softmax(x, -1), r(2, 3, 4), dtype="float32", rtol=1e-5,
+                     atol=1e-6)],
+    "log_softmax": [Case(lambda m, x: m.log_softmax(x, -1), r(2, 3, 4))],
+    "prod": [Case(lambda m, x: m.prod(x * _zero_at(m, x, 1)), r(3, 4)),
+             Case(lambda m, x: m.prod(x * _zero_at(m, x, 1), 1), r(3, 4)),
+             Case(lambda m, x: m.prod(x * _zero_at(m, x, 1, 3), 1), r(3, 4)),  # two zeros
+             Case(lambda m, x: m.prod(x * _zero_at(m, x, 0, 5), 0, keepdim=True), r(3, 4))],
+    "matmul": [Case(lambda m, a, b: m.matmul(a, b), r(4), r(4, key=1)),
+               Case(lambda m, a, b: m.matmul(a, b), r(4), r(2, 4, 3, key=1)),
+               Case(lambda m, a, b: m.matmul(a, b), r(2, 1, 3, 4), r(3, 4, 2, key=1))],
+    "linear": [Case(lambda m, x, w: m.nn.functional.linear(x, w), r(3, 4), r(5, 4, key=1)),
+               Case(lambda m, x, w, b: m.nn.functional.linear(x, w, b), r(3, 4),
+                    r(5, 4, key=1), r(5, key=2), dtype="float32", rtol=1e-5, atol=1e-6)],
+    "relu": [Case(lambda m, x: m.relu(x * x - 1), r(3, 4), dtype="float32", rtol=1e-6,
+                  atol=1e-7)],
+    "sum": [Case(lambda m, x: m.sum(x * x), r(3, 4))],
+    "mean": [Case(lambda m, x: m.mean(x * x), r(3, 4))],
+    "clamp": [Case(lambda m, x: m.clamp(x * x, min=0.5), r(3, 4))],
+    "where": [Case(lambda m, c, a: m.where(c > 0, a * a, 0.0), r(3, 4), r(3, 4, key=1),
+                   diff=(1,))],
+    "cat": [Case(lambda m, a, b: m.cat([a, b * b], -1), r(3, 4), r(3, 1, key=1))],
+    "cumsum": [Case(lambda m, x: m.cumsum(x * x, 0), r(3, 4))],
+    "select": [Case(lambda m, x: (x * x).select(-1, -1), r(3, 4))],
+    "narrow": [Case(lambda m, x: (x * x).narrow(0, -2, 2), r(3, 4))],
+})
 for _n, _more in _NN_VARIANTS.items():
     CASES[_n] = [CASES[_n]] + _more
+
+
+def _zero_at(m, x, *flat):
+    """ones like x with exact zeros at these flat positions (prod's backward
+    has zero branches)."""
+    z = np.ones(tuple(x.shape))
+    z.flat[list(flat)] = 0
+    return m.tensor(z, dtype=x.dtype)
 
 
 def _setitem_adv(x, v, m):

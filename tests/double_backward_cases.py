@@ -333,6 +333,8 @@ _NN_VARIANTS.update({
                    diff=(1,))],
     "cat": [Case(lambda m, a, b: m.cat([a, b * b], -1), r(3, 4), r(3, 1, key=1))],
     "cumsum": [Case(lambda m, x: m.cumsum(x * x, 0), r(3, 4))],
+    "cumprod": [Case(lambda m, x: m.cumprod(x * _zero_at(m, x, 1), 1), r(3, 4)),
+                Case(lambda m, x: m.cumprod(x * _zero_at(m, x, 0, 4, 9), 0), r(3, 4))],
     "select": [Case(lambda m, x: (x * x).select(-1, -1), r(3, 4))],
     "narrow": [Case(lambda m, x: (x * x).narrow(0, -2, 2), r(3, 4))],
 })

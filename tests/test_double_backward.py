@@ -263,3 +263,67 @@ def test_gradient_penalty_loop_matches_torch(loss_name, amp):
         np.testing.assert_allclose(a[:2], t[:2], rtol=tol, atol=tol, err_msg=where)
         for i, (pa, pt) in enumerate(zip(a[3], t[3])):
             np.testing.assert_allclose(pa, pt, rtol=tol, atol=tol, err_msg=f"{where} param {i}")
+
+
+# ------------------------------------------------------------- as_strided
+def test_as_strided_is_differentiable_like_torch():
+    """Tensor.as_strided records AsStridedBackward0 (it returned a tensor
+    with requires_grad=False); the storage offset defaults to the input's."""
+    a = np.arange(12.0)
+    xa = ampy.tensor(a, requires_grad=True)
+    xt = torch.tensor(a, requires_grad=True)
+    ya, yt = xa.as_strided((3, 2), (2, 1)), xt.as_strided((3, 2), (2, 1))
+    assert ya.requires_grad and type(ya.grad_fn).__name__ == type(yt.grad_fn).__name__
+    za, zt = (xa * 1)[3:].as_strided((2, 2), (1, 2)), (xt * 1)[3:].as_strided((2, 2), (1, 2))
+    np.testing.assert_array_equal(_np(za), _np(zt))
+    assert za.storage_offset() == zt.storage_offset() == 3
+    (za * za).sum().backward()
+    (zt * zt).sum().backward()
+    np.testing.assert_array_equal(_np(xa.grad), _np(xt.grad))
+
+
+@pytest.mark.parametrize("args", [((2,), (-1,)), ((2, 2), (1,)), ((2,), (1,), -1),
+                                  ((20,), (1,))])
+def test_as_strided_bad_arguments_raise_like_torch(args):
+    a = np.arange(6.0)
+    xa, xt = ampy.tensor(a), torch.tensor(a)
+    with pytest.raises(RuntimeError) as et:
+        xt.as_strided(*args)
+    with pytest.raises(RuntimeError) as ea:
+        xa.as_strided(*args)
+    if "out of bounds" not in str(et.value):  # (ampy words the bounds error its own way)
+        assert str(ea.value) == str(et.value)
+    np.testing.assert_array_equal(_np(xa), a)
+
+
+# ---------------------------------------------------------------- dropout
+def test_dropout_double_backward_follows_its_mask():
+    """A random mask (the libraries draw different ones): read the mask back
+    from the output and check the first- and second-order grads of
+    dropout(x * x) against float64 math with that mask."""
+    a = np.random.default_rng(3).uniform(0.5, 1.5, (6, 7))
+    x = ampy.tensor(a, requires_grad=True)
+    y = ampy.nn.functional.dropout(x * x, 0.5)
+    keep = (_np(y) != 0).astype(np.float64)
+    assert 0 < keep.sum() < keep.size
+    v = ampy.tensor(np.full(a.shape, 0.25), requires_grad=True)
+    g, = ampy.autograd.grad((y * v).sum(), x, create_graph=True)
+    np.testing.assert_allclose(_np(g), 2 * a * keep * 2.0 * 0.25, rtol=1e-6)
+    assert g.requires_grad
+    hx, hv = ampy.autograd.grad(g.sum(), [x, v])
+    np.testing.assert_allclose(_np(hx), 2 * keep * 2.0 * 0.25, rtol=1e-6)
+    np.testing.assert_allclose(_np(hv), 2 * a * keep * 2.0, rtol=1e-6)
+
+
+# ------------------------------------------------- products with zeros, too large
+@pytest.mark.parametrize("op", ["prod", "cumprod"])
+def test_products_with_zeros_too_large_raise_clearly(op):
+    """The exact zero-aware gradients of prod (create_graph=True) and cumprod
+    take an n x n matrix per slice; past 2**26 elements they raise a clear
+    RuntimeError (NotImplementedError) instead of a wrong answer."""
+    a = np.ones(1 << 14)
+    a[3] = 0
+    x = ampy.tensor(a, requires_grad=True)
+    y = ampy.prod(x) if op == "prod" else ampy.cumprod(x, 0).sum()
+    with pytest.raises(RuntimeError, match=f"{op}.*containing zeros|{op}.*contain zeros"):
+        ampy.autograd.grad(y, x, create_graph=True)

@@ -246,10 +246,12 @@ def _may_overlap(size, stride):
     return False
 
 
-def _positions(size, stride, offset, n):
-    """The storage position of each element of a geometry, as int64."""
+def _positions(size, stride, offset, n, like):
+    """The storage position of each element of a geometry, as int64 on
+    like's device."""
     from .._creation import arange
-    return arange(n, dtype=D.int64)._view(tuple(size), tuple(stride), offset)
+    pos = arange(n, dtype=D.int64)._view(tuple(size), tuple(stride), offset)
+    return pos if like._device_index < 0 else O.to_device(pos, like.device)
 
 
 def _scatter_flat(n, pos, g):
@@ -267,19 +269,21 @@ def _as_strided_back(ctx, g):
     positions the view reads; an input that itself overlaps (expanded)
     shares each position's gradient among the elements on it; read the
     input's geometry back."""
-    x, size, stride, offset, (in_stride, in_offset) = ctx.args
-    size, stride = tuple(g.shape), tuple(stride if isinstance(stride, (tuple, list)) else
-                                         tuple(stride))
-    in_size = tuple(x.shape)
+    x, _, stride, offset, geometry = (tuple(ctx.args) + (None,) * 5)[:5]
+    if geometry is None:
+        raise RuntimeError("as_strided: the input's strides and storage offset were not "
+                           "recorded (call Tensor.as_strided, not the op directly)")
+    in_stride, in_offset = geometry
+    size, stride, in_size = tuple(g.shape), tuple(stride), tuple(x.shape)
     out_offset = in_offset if offset is None else int(offset)
     base = min(in_offset, out_offset)
     n = max(_extent(in_size, in_stride, in_offset), _extent(size, stride, out_offset)) - base
-    storage = _scatter_flat(n, _positions(size, stride, out_offset - base, n), g)
+    storage = _scatter_flat(n, _positions(size, stride, out_offset - base, n, g), g)
     if _may_overlap(in_size, in_stride):
-        count = _scatter_flat(n, _positions(in_size, in_stride, in_offset - base, n),
+        count = _scatter_flat(n, _positions(in_size, in_stride, in_offset - base, n, g),
                               O.add(zeros(in_size, g.dtype, g), 1))
         storage = O.div(storage, O.where(O.eq(count, 0), O.add(_zero_like(count), 1), count))
-    return (O.getitem(storage, (_positions(in_size, in_stride, in_offset - base, n),)),
+    return (O.getitem(storage, (_positions(in_size, in_stride, in_offset - base, n, g),)),
             None, None, None, None)
 
 

@@ -17,10 +17,12 @@ torch = pytest.importorskip("torch")
 import ampy  # noqa: E402
 from ampy import _dispatch  # noqa: E402
 
-from double_backward_cases import CASES, NonDiff, Raises, _rng  # noqa: E402
+from double_backward_cases import CASES, Case, NonDiff, Raises, _rng  # noqa: E402
 
 _DT = {"float64": (np.float64, torch.float64, ampy.float64),
-       "float32": (np.float32, torch.float32, ampy.float32)}
+       "float32": (np.float32, torch.float32, ampy.float32),
+       "float16": (np.float32, torch.float16, ampy.float16),
+       "bfloat16": (np.float32, torch.bfloat16, ampy.bfloat16)}
 
 
 def _to(lib, a, dtype, rg):
@@ -36,7 +38,9 @@ def _to(lib, a, dtype, rg):
 def _np(t):
     if t is None:
         return None
-    return t.detach().numpy(force=True) if isinstance(t, torch.Tensor) else np.asarray(t.detach())
+    if isinstance(t, torch.Tensor):
+        return t.detach().double().numpy(force=True)
+    return np.asarray(t.detach()).astype(np.float64)
 
 
 class _Seen:
@@ -144,6 +148,16 @@ def test_double_backward_matches_torch(name, case):
         if case.nan_is_zero and ht is not None:
             ht = np.where(np.isnan(ht), 0.0, ht)
         _close(_np(ha), ht, case, f"{name}: second-order grad {i}")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name,case", [p for p in _all_cases() if isinstance(p.values[1], Case)])
+def test_double_backward_half_matches_torch(name, case, dtype):
+    """The same cases with float16 / bfloat16 inputs (rules that upcast run
+    in float32 and the engine rounds back), within half-precision tolerance."""
+    half = Case(case.fn, *case.ins, diff=case.diff, dtype=dtype, rtol=3e-2, atol=3e-2,
+                nan_is_zero=case.nan_is_zero)
+    test_double_backward_matches_torch(name, half)
 
 
 def _check_nondiff(name, case):

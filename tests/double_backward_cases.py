@@ -313,7 +313,11 @@ _NN_VARIANTS.update({
     "softmax": [Case(lambda m, x: m.softmax(x, 0), r(3, 4)),
                 Case(lambda m, x: m.softmax(x, -1), r(2, 3, 4), dtype="float32", rtol=1e-5,
                      atol=1e-6)],
-    "log_softmax": [Case(lambda m, x: m.log_softmax(x, -1), r(2, 3, 4))],
+    "log_softmax": [Case(lambda m, x: m.log_softmax(x, -1), r(2, 3, 4)),
+                    # cross_entropy with class-probability targets is composed of it
+                    Case(lambda m, x, p: m.nn.functional.cross_entropy(
+                        x, m.softmax(p, 1), label_smoothing=0.1), r(4, 5), r(4, 5, key=1),
+                        diff=(0,))],
     "prod": [Case(lambda m, x: m.prod(x * _zero_at(m, x, 1)), r(3, 4)),
              Case(lambda m, x: m.prod(x * _zero_at(m, x, 1), 1), r(3, 4)),
              Case(lambda m, x: m.prod(x * _zero_at(m, x, 1, 3), 1), r(3, 4)),  # two zeros

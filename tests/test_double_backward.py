@@ -341,3 +341,43 @@ def test_products_with_zeros_too_large_raise_clearly(op):
     y = ampy.prod(x) if op == "prod" else ampy.cumprod(x, 0).sum()
     with pytest.raises(RuntimeError, match=f"{op}.*containing zeros|{op}.*contain zeros"):
         ampy.autograd.grad(y, x, create_graph=True)
+
+
+# ------------------------------------------------ third order, finite differences
+_THIRD = {
+    "layer_norm": lambda x: (ampy.nn.functional.layer_norm(x, (4,)) ** 3).sum(),
+    "cross_entropy": lambda x: ampy.nn.functional.cross_entropy(
+        x, ampy.tensor(np.array([0, 2, 3])), label_smoothing=0.2),
+    "mse_loss": lambda x: ampy.nn.functional.mse_loss(x * x * x, ampy.zeros(3, 4,
+                                                                            dtype=x.dtype)),
+    "embedding": lambda x: (ampy.nn.functional.embedding(ampy.tensor(np.array([0, 0, 2])),
+                                                         x) ** 4).sum(),
+    "as_strided": lambda x: ((x * 1).as_strided((3, 3), (1, 2)) ** 4).sum(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_THIRD))
+def test_third_order_matches_finite_differences(name):
+    """grad of sum(h * h), h the second-order grad of the op's loss, against
+    central differences of that value in float64 (independent of torch:
+    torch's own layer_norm third derivative disagrees with its finite
+    differences)."""
+    f = _THIRD[name]
+    a = np.random.default_rng(7).uniform(-1, 1, (3, 4))
+
+    def value(arr, third=False):
+        x = ampy.tensor(arr, dtype=ampy.float64, requires_grad=True)
+        g, = ampy.autograd.grad(f(x), x, create_graph=True)
+        h, = ampy.autograd.grad((g * g).sum(), x, create_graph=True)
+        s = (h * h).sum()
+        return _np(ampy.autograd.grad(s, x)[0]) if third else float(s.item())
+
+    got = value(a, third=True)
+    num = np.zeros_like(a)
+    eps = 1e-6
+    for j in range(a.size):
+        p, q = a.copy(), a.copy()
+        p.flat[j] += eps
+        q.flat[j] -= eps
+        num.flat[j] = (value(p) - value(q)) / (2 * eps)
+    np.testing.assert_allclose(got, num, rtol=1e-5, atol=1e-5 * max(1.0, np.abs(num).max()))

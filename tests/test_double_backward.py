@@ -381,3 +381,35 @@ def test_third_order_matches_finite_differences(name):
         q.flat[j] -= eps
         num.flat[j] = (value(p) - value(q)) / (2 * eps)
     np.testing.assert_allclose(got, num, rtol=1e-5, atol=1e-5 * max(1.0, np.abs(num).max()))
+
+
+# ------------------------------------------------------- once_differentiable
+@pytest.mark.parametrize("lib", [ampy, torch], ids=["ampy", "torch"])
+def test_once_differentiable_raises_when_differentiated_twice(lib):
+    """A backward marked @once_differentiable runs without recording (it may
+    use NumPy); under create_graph=True its grads get a grad_fn that raises
+    torch's error when reached, never a silent constant."""
+
+    class Cube(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x * x
+
+        @staticmethod
+        @lib.autograd.function.once_differentiable
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            assert not lib.is_grad_enabled()
+            return lib.tensor(3 * _np(x) ** 2 * _np(g), dtype=x.dtype)
+
+    x = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+    g, = lib.autograd.grad((Cube.apply(x) ** 2).sum(), x, create_graph=True)
+    np.testing.assert_allclose(_np(g), 6 * np.array([1.0, 2.0]) ** 5)
+    assert g.requires_grad
+    with pytest.raises(RuntimeError, match="differentiate twice a function that was marked "
+                                           "with @once_differentiable"):
+        (g * g).sum().backward()
+    x2 = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+    Cube.apply(x2).sum().backward()  # first order: unchanged
+    np.testing.assert_allclose(_np(x2.grad), [3.0, 12.0])

@@ -252,7 +252,6 @@ def _norm(ctx, g):
     return (_masked(O.ne(out, 0), val),) + (None,) * 4
 
 
-
 @rule("eq_", "ne_", "lt_", "le_", "gt_", "ge_", save=(), inplace=True)
 def _compare_inplace(ctx, g):
     """A floating tensor overwritten with 0/1 in place: torch's derivative

@@ -129,7 +129,7 @@ def _embedding(ctx, g):
     w, idx, pad = ctx.args
     if not _need(ctx, 0):
         return None, None, None
-    return _EmbeddingGrad.apply(g, idx, w.shape[0], pad), None, None
+    return _EmbeddingGrad.apply(g, idx, w.shape[0], pad, w.dtype), None, None
 
 
 def _embedding_grad_class():
@@ -141,9 +141,10 @@ def _embedding_grad_class():
         own gradient is the lookup of the incoming rows."""
 
         @staticmethod
-        def forward(ctx, g, idx, num, pad):
+        def forward(ctx, g, idx, num, pad, dtype):
             ctx.idx, ctx.pad = idx, pad
-            gc = g if g.is_contiguous() else g.contiguous()
+            gc = g if g.dtype is dtype else _C.cast(g, dtype)
+            gc = gc if gc.is_contiguous() else gc.contiguous()
             return _C.nn_embedding_bwd(idx if idx.is_contiguous() else idx.contiguous(), gc,
                                        num, -1 if pad is None else pad)
 
@@ -151,7 +152,7 @@ def _embedding_grad_class():
         def backward(ctx, gg):
             if ctx.pad is not None:
                 gg = O.setitem(O.clone(gg), ctx.pad, 0)
-            return O.embedding(gg, ctx.idx, None), None, None, None
+            return O.embedding(gg, ctx.idx, None), None, None, None, None
 
     return EmbeddingGrad
 

@@ -445,6 +445,8 @@ def _prod_pairwise(x, gk, dims):
                                   f"at this size")
     xs = O.unsqueeze(O.reshape(O.permute(x, perm), tuple(kshape + [n])), -2)
     pos = arange(n, dtype=D.int64)
+    if x._device_index >= 0:
+        pos = O.to_device(pos, x.device)
     diag = O.eq(O.reshape(pos, (n, 1)), O.reshape(pos, (1, n)))
     others = O.prod(O.where(diag, O.add(_zero(x), 1), xs), -1)
     res = O.mul(O.reshape(O.permute(gk, perm), tuple(kshape + [1])), others)

@@ -216,6 +216,8 @@ def _cumprod_with_zeros(x, g, d):
         inv[p] = i
     xs = O.unsqueeze(O.permute(x, perm), -2)  # (..., 1, n)
     pos = arange(n, dtype=D.int64)
+    if x._device_index >= 0:
+        pos = O.to_device(pos, x.device)
     rows, cols = O.reshape(pos, (n, 1)), O.reshape(pos, (1, n))
     one = O.add(zeros((), x.dtype, x), 1)
     prods = O.cumprod(O.where(O.eq(rows, cols), one, xs), -1)  # [i, j]: x_i taken as 1

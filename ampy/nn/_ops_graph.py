@@ -62,7 +62,10 @@ def _layer_norm(ctx, g):
 def _onehot(t, c, ignore, dtype):
     """(M, C) float: 1 at each row's target class, rows of ignore_index 0."""
     from .._creation import arange
-    cls = O.reshape(arange(c, dtype=D.int64), (1, c))
+    cls = arange(c, dtype=D.int64)
+    if t._device_index >= 0:
+        cls = O.to_device(cls, t.device)
+    cls = O.reshape(cls, (1, c))
     hit = O.logical_and(O.eq(cls, O.reshape(t, (-1, 1))), O.reshape(O.ne(t, ignore), (-1, 1)))
     return O.to_dtype(hit, dtype)
 

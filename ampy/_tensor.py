@@ -430,7 +430,7 @@ class Tensor(_C.TensorBase):
         size = -(-n // chunks) if n else 1
         return self.split(max(size, 1), dim)
 
-    def as_strided(self, size, stride, storage_offset=0):
+    def as_strided(self, size, stride, storage_offset=None):
         return _views.as_strided(self, size, stride, storage_offset)
 
     # --------------------------------------------------------------- indexing

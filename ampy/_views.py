@@ -6,6 +6,7 @@ TensorBase._view(shape, strides, offset); autograd wraps them in ampy/_tensor.
 import math
 
 from . import _C
+from ._dispatch import defop, dispatch, get_op
 
 __all__ = ["view", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "expand",
            "flatten", "narrow", "select", "as_strided", "infer_size", "wrap_dim"]
@@ -224,5 +225,32 @@ def select(t, dim, index):
     return t._view(shape, strides, off)
 
 
-def as_strided(t, size, stride, storage_offset=0):
-    return t._view(tuple(size), tuple(stride), storage_offset - t.storage_offset())
+def _as_strided_view(input, size, stride, storage_offset=None, input_geometry=None):
+    """The view behind as_strided (input_geometry: the input's (strides,
+    storage offset), which only the backward reads)."""
+    size, stride = _shape_args((size,)), _shape_args((stride,))
+    if len(size) != len(stride):
+        raise RuntimeError("mismatch in length of strides and shape")
+    if any(s < 0 for s in stride):
+        raise RuntimeError(f"as_strided: Negative strides are not supported at the moment, got "
+                           f"strides: {list(stride)}")
+    if any(s < 0 for s in size):
+        raise RuntimeError(f"Trying to create tensor with negative dimension {min(size)}: "
+                           f"{list(size)}")
+    base = input.storage_offset()
+    off = base if storage_offset is None else storage_offset.__index__()
+    if off < 0:
+        raise RuntimeError(f"Tensor: invalid storage offset {off}")
+    return input._view(size, stride, off - base)
+
+
+defop("as_strided")(_as_strided_view)
+_AS_STRIDED = get_op("as_strided")
+
+
+def as_strided(t, size, stride, storage_offset=None):
+    """A view of t's storage with the given sizes, strides and storage
+    offset (default: t's own), differentiable as torch's: the gradient is
+    summed into the storage positions the view reads."""
+    return dispatch(_AS_STRIDED, t, size, stride, storage_offset,
+                    (t.stride(), t.storage_offset()))

@@ -85,6 +85,7 @@ CASES = [
     Case("expand", lambda L, a: a.expand(2, 3, 4), (3, 1)),
     Case("flatten", lambda L, a: a.flatten(1), (2, 3, 4)),
     Case("narrow", lambda L, a: a.narrow(1, 1, 2), (3, 4)),
+    Case("as_strided", lambda L, a: a[1:].as_strided((3, 3), (1, 2)), (12,)),  # overlapping
     Case("select", lambda L, a: a.select(1, -1), (3, 4)),
     Case("getitem", lambda L, a: a[1:, None, ::2], (3, 5)),
     Case("getitem", lambda L, a: a[L.tensor(IDX)], (3, 4), ops={"tensor"}),

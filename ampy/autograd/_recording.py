@@ -20,7 +20,7 @@ multi-output bookkeeping.
 import inspect
 
 from .. import _C
-from .._dispatch import _hooks
+from .._dispatch import _hooks, dispatch_below_autocast, get_op
 from ._grad_mode import _OFF_LIST, _state
 from ._node import _SEQ, Meta, accumulator, node_class
 from ._registry import NAMES, install_one
@@ -35,6 +35,7 @@ _new = object.__new__
 _next_seq = _SEQ.__next__
 _ag_inputs = _C.TensorBase._ag_inputs
 
+_CLONE = get_op("clone")
 _LEAF_INPLACE_MSG = ("a leaf Variable that requires grad is being used in an in-place "
                      "operation.")
 
@@ -185,9 +186,18 @@ def _save(t, keep, saved, clone_first):
     if not keep:
         return _meta(t)
     if clone_first:
-        t = O.clone(t)
+        t = _original(t)
     saved.append((t, t._version))
     return t
+
+
+def _original(t):
+    """The value an in-place op's first input had, for its rule: a clone
+    that is itself recorded when t has history (torch's original_self), so
+    that create_graph=True backward differentiates through it to t's past."""
+    if t._requires_grad:
+        return dispatch_below_autocast(_CLONE, (t,), {})
+    return O.clone(t)
 
 
 def _check_inplace(op, target):
@@ -225,7 +235,7 @@ def _inputs(args, save, inplace):
                 sargs.append(a)
             elif save is None or i in save:
                 if inplace and i == 0:
-                    a = O.clone(a)
+                    a = _original(a)
                 saved.append((a, a._version))
                 sargs.append(a)
             else:

@@ -412,6 +412,8 @@ def _prod(ctx, g):
     dim = _arg(ctx, 1, "dim")
     dims = _dims(dim, x.ndim)
     gk = _restore(g, x.shape, dims)
+    if _state.create_graph and x.ndim and bool(O.any(O.eq(x, 0)).item()):
+        return (_prod_pairwise(x, gk, dims),)
     outk = _restore(ctx.out[0], x.shape, dims)
     is_zero = O.eq(x, 0)
     nzeros = O.sum(O.to_dtype(is_zero, D.int64), dims, keepdim=True)
@@ -422,6 +424,36 @@ def _prod(ctx, g):
     one_zero = _masked(is_zero, O.mul(gk, others))
     return (O.where(O.eq(nzeros, 0), no_zero,
                     O.where(O.eq(nzeros, 1), one_zero, _zero(no_zero))),)
+
+
+_PAIRWISE_MAX = 1 << 26
+
+
+def _prod_pairwise(x, gk, dims):
+    """create_graph=True with zeros: each element's gradient is the product
+    of the other elements of its slice, taken directly (an n x n matrix per
+    slice, ones on the diagonal), so that its own derivative is exact too
+    (the formula above has constant zeros and 0/0 there)."""
+    from .._creation import arange
+    keep = [d for d in range(x.ndim) if d not in dims]
+    perm = tuple(keep + list(dims))
+    kshape = [x.shape[d] for d in keep]
+    n = _count(x.shape, dims)
+    if _count(x.shape, range(x.ndim)) * n > _PAIRWISE_MAX:
+        raise NotImplementedError(f"prod: create_graph=True backward through a product over "
+                                  f"{n} elements that contain zeros is not supported by ampy "
+                                  f"at this size")
+    xs = O.unsqueeze(O.reshape(O.permute(x, perm), tuple(kshape + [n])), -2)
+    pos = arange(n, dtype=D.int64)
+    if x._device_index >= 0:
+        pos = O.to_device(pos, x.device)
+    diag = O.eq(O.reshape(pos, (n, 1)), O.reshape(pos, (1, n)))
+    others = O.prod(O.where(diag, O.add(_zero(x), 1), xs), -1)
+    res = O.mul(O.reshape(O.permute(gk, perm), tuple(kshape + [1])), others)
+    inv = [0] * x.ndim
+    for i, d in enumerate(perm):
+        inv[d] = i
+    return O.permute(O.reshape(res, tuple(x.shape[d] for d in perm)), tuple(inv))
 
 
 @rule("softmax", save=(), save_out=True)

@@ -8,7 +8,7 @@ import math
 
 from ._ops import O, upcast, wrap_dim, zeros
 from ._registry import rule
-from ._rules_math import _arg, _dims, _expand_back, _masked, _restore
+from ._rules_math import _PAIRWISE_MAX, _arg, _dims, _expand_back, _masked, _restore
 
 
 def _is_t(x):
@@ -179,8 +179,8 @@ def _clamp_max(ctx, g):
 @rule("cumprod", save=(0,), save_out=True)
 def _cumprod(ctx, g):
     """sum_{j>=i} g_j * out_j / x_i: a reverse cumulative sum (flip, cumsum,
-    flip). Exact for inputs without zeros; torch has an O(n^2) path for
-    zeros, ampy raises NotImplementedError instead of returning inf/nan."""
+    flip). Inputs containing zeros take the products directly instead
+    (_cumprod_with_zeros), as torch's cumprod_backward does."""
     from .._creation import arange
     from .. import _dtype as D
     x = ctx.args[0]
@@ -188,13 +188,42 @@ def _cumprod(ctx, g):
     if x.ndim == 0:
         return (g,)
     if bool(O.any(O.eq(x, 0)).item()):
-        raise NotImplementedError("cumprod backward for inputs containing zeros is not "
-                                  "implemented in ampy")
+        return (_cumprod_with_zeros(x, g, d),)
     n = x.shape[d]
     rev = O.sub(n - 1, arange(n, dtype=D.int64))
     key = (slice(None),) * d + (rev,)
     s = O.getitem(O.cumsum(O.getitem(O.mul(g, ctx.out[0]), key), d), key)
     return (O.div(s, x),)
+
+
+def _cumprod_with_zeros(x, g, d):
+    """grad_i = sum_{j>=i} g_j * prod_{k<=j, k!=i} x_k, from the cumulative
+    products of x with x_i set to 1 (an n x n matrix per slice): exact with
+    zeros, and differentiable again."""
+    from .._creation import arange
+    from .. import _dtype as D
+    n = x.shape[d]
+    numel = 1
+    for s in x.shape:
+        numel *= s
+    if numel * n * n > _PAIRWISE_MAX:
+        raise NotImplementedError(f"cumprod backward for inputs containing zeros over a "
+                                  f"dimension of {n} elements is not supported by ampy at this "
+                                  f"size")
+    perm = tuple(i for i in range(x.ndim) if i != d) + (d,)
+    inv = [0] * x.ndim
+    for i, p in enumerate(perm):
+        inv[p] = i
+    xs = O.unsqueeze(O.permute(x, perm), -2)  # (..., 1, n)
+    pos = arange(n, dtype=D.int64)
+    if x._device_index >= 0:
+        pos = O.to_device(pos, x.device)
+    rows, cols = O.reshape(pos, (n, 1)), O.reshape(pos, (1, n))
+    one = O.add(zeros((), x.dtype, x), 1)
+    prods = O.cumprod(O.where(O.eq(rows, cols), one, xs), -1)  # [i, j]: x_i taken as 1
+    gs = O.unsqueeze(O.permute(g, perm), -2)
+    terms = O.where(O.ge(cols, rows), O.mul(prods, gs), zeros((), g.dtype, g))
+    return O.permute(O.sum(terms, -1), tuple(inv))
 
 
 @rule("norm", save=(0,), save_out=True)
@@ -224,3 +253,18 @@ def _norm(ctx, g):
     val = O.mul(O.mul(sgn, O.pow(ax, p - 1)), O.div(gk, O.pow(out, p - 1)))
     return (_masked(O.ne(out, 0), val),) + (None,) * 4
 
+
+@rule("eq_", "ne_", "lt_", "le_", "gt_", "ge_", save=(), inplace=True)
+def _compare_inplace(ctx, g):
+    """A floating tensor overwritten with 0/1 in place: torch's derivative
+    is zero for self and for a tensor `other`."""
+    other = ctx.args[1]
+    return zeros(ctx.args[0].shape, g.dtype, g), (zeros(other.shape, g.dtype, g)
+                                                   if _is_t(other) else None)
+
+
+@rule("logical_and_", "logical_or_", "logical_xor_", "logical_not_", save=(), inplace=True)
+def _logical_inplace(ctx, g):
+    """torch does not record these on a floating tensor: it keeps the
+    history it had, so the gradient reaches that history unchanged."""
+    return (g,) + (None,) * (len(ctx.args) - 1)

@@ -69,7 +69,34 @@ def _select_back(ctx, g):
 @rule("getitem", save=(), is_view=True)
 def _getitem_back(ctx, g):
     x, key = ctx.args
+    if g._requires_grad and _is_advanced(key):  # create_graph=True: a recorded scatter
+        return (_index_put_graph().apply(g, tuple(x.shape), key), None)
     return (index_put_accumulate(zeros(x.shape, g.dtype, g), key, g), None)
+
+
+_INDEX_PUT = []
+
+
+def _index_put_graph():
+    """zeros(shape)[key] += g as a custom Function, so that create_graph=True
+    backward through advanced indexing can be differentiated again: its own
+    gradient is gg[key]."""
+    if not _INDEX_PUT:
+        from .function import Function
+        from ._ops import detached
+
+        class IndexPutAccumulate(Function):
+            @staticmethod
+            def forward(ctx, g, shape, key):
+                ctx.key = key
+                return index_put_accumulate(zeros(shape, g.dtype, g), key, detached(g))
+
+            @staticmethod
+            def backward(ctx, gg):
+                return O.getitem(gg, ctx.key), None, None
+
+        _INDEX_PUT.append(IndexPutAccumulate)
+    return _INDEX_PUT[0]
 
 
 def _scatter_into_zeros(x, key, g):
@@ -197,3 +224,68 @@ def _take(t, rows):
 
 def _all_equal(a, b):
     return _C.nonzero(O.ne(a, b)).shape[0] == 0
+
+
+# ------------------------------------------------------------- as_strided
+def _extent(size, stride, offset):
+    """One past the last storage element a geometry reaches (offset when empty)."""
+    if any(s == 0 for s in size):
+        return offset
+    return offset + sum((s - 1) * st for s, st in zip(size, stride)) + 1
+
+
+def _may_overlap(size, stride):
+    """False when no two elements of the geometry share a storage position
+    (dims of size 1 ignored; each stride passes the span of the smaller ones)."""
+    dims = sorted((st, s) for s, st in zip(size, stride) if s > 1)
+    span = 0
+    for st, s in dims:
+        if st <= span:
+            return True
+        span += (s - 1) * st
+    return False
+
+
+def _positions(size, stride, offset, n, like):
+    """The storage position of each element of a geometry, as int64 on
+    like's device."""
+    from .._creation import arange
+    pos = arange(n, dtype=D.int64)._view(tuple(size), tuple(stride), offset)
+    return pos if like._device_index < 0 else O.to_device(pos, like.device)
+
+
+def _scatter_flat(n, pos, g):
+    """zeros(n) with g's elements added at their positions (repeats sum)."""
+    g = O.reshape(g, (-1,))
+    key = (O.reshape(pos, (-1,)),)
+    if g._requires_grad:
+        return _index_put_graph().apply(g, (n,), key)
+    return index_put_accumulate(zeros((n,), g.dtype, g), key, g)
+
+
+@rule("as_strided", save=(), is_view=True)
+def _as_strided_back(ctx, g):
+    """torch's as_strided_backward: sum the gradient into the storage
+    positions the view reads; an input that itself overlaps (expanded)
+    shares each position's gradient among the elements on it; read the
+    input's geometry back."""
+    x, _, stride, offset, geometry = (tuple(ctx.args) + (None,) * 5)[:5]
+    if geometry is None:
+        raise RuntimeError("as_strided: the input's strides and storage offset were not "
+                           "recorded (call Tensor.as_strided, not the op directly)")
+    in_stride, in_offset = geometry
+    size, stride, in_size = tuple(g.shape), tuple(stride), tuple(x.shape)
+    out_offset = in_offset if offset is None else int(offset)
+    base = min(in_offset, out_offset)
+    n = max(_extent(in_size, in_stride, in_offset), _extent(size, stride, out_offset)) - base
+    storage = _scatter_flat(n, _positions(size, stride, out_offset - base, n, g), g)
+    if _may_overlap(in_size, in_stride):
+        count = _scatter_flat(n, _positions(in_size, in_stride, in_offset - base, n, g),
+                              O.add(zeros(in_size, g.dtype, g), 1))
+        storage = O.div(storage, O.where(O.eq(count, 0), O.add(_zero_like(count), 1), count))
+    return (O.getitem(storage, (_positions(in_size, in_stride, in_offset - base, n, g),)),
+            None, None, None, None)
+
+
+def _zero_like(t):
+    return zeros((), t.dtype, t)

@@ -10,6 +10,8 @@ for inputs modified in place, `ctx.set_materialize_grads(False)`. backward
 returns one gradient (or None) per forward argument. The newer form with a
 ctx-free `forward(*args)` plus `setup_context(ctx, inputs, output)` works too.
 """
+import functools
+
 from ._engine import _is_tensor, edge_of
 from ._grad_mode import _set, _state
 from ._node import Meta, Node, _FREED_MSG
@@ -163,7 +165,52 @@ class Function:
         return result[0] if single else tuple(result)
 
 
+_TWICE_MSG = "trying to differentiate twice a function that was marked with @once_differentiable"
+
+
+class _DelayedError(Function):
+    """The grad_fn once_differentiable gives a backward's outputs under
+    create_graph=True: differentiating them again raises (torch's
+    DelayedError) instead of silently treating them as constants."""
+
+    @staticmethod
+    def forward(ctx, *grads):
+        return tuple(detached(g) if _is_tensor(g) else g for g in grads)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(_TWICE_MSG)
+
+
 def once_differentiable(fn):
-    """torch's decorator for backward methods; ampy's rules run without
-    recording unless create_graph=True, so it only documents intent."""
-    return fn
+    """torch's decorator for backward methods: the backward runs with grad
+    mode off; under create_graph=True its gradients get a grad_fn that
+    raises if they are differentiated again."""
+    @functools.wraps(fn)
+    def wrapper(ctx, *args):
+        prev = _state.enabled
+        _set(False)
+        try:
+            out = fn(ctx, *args)
+        finally:
+            _set(prev)
+        if not prev or not any(_is_tensor(a) and a._requires_grad for a in args):
+            return out
+        single = not isinstance(out, tuple)
+        outs = (out,) if single else out
+        # (the error node needs an input that requires grad to be recorded)
+        live = tuple(_fake_requires_grad(o) for o in outs)
+        res = _DelayedError.apply(*live)
+        res = res if isinstance(res, tuple) else (res,)
+        res = tuple(r if _is_tensor(o) else o for r, o in zip(res, outs))
+        return res[0] if single else res
+
+    return wrapper
+
+
+def _fake_requires_grad(t):
+    if not _is_tensor(t) or not t.dtype.is_floating_point:
+        return t
+    t = detached(t)
+    t._requires_grad = True
+    return t

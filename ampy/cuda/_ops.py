@@ -32,7 +32,7 @@ _CUDA_FORWARDS = {}
 # the casts/copies that _C routes to the device (csrc/py/device_py.c).
 _DEVICE_AGNOSTIC = {"to_dtype", "to_device", "clone", "copy_", "view", "reshape", "transpose",
                     "permute", "unsqueeze", "squeeze", "expand", "flatten", "narrow", "select",
-                    "detach", "contiguous"}
+                    "as_strided", "detach", "contiguous"}
 
 # Ops whose forward only calls _C.ewise / _C.result_type / _C.reduce /
 # _C.softmax / _C.nn_* / _C.fill_random: those bindings run CUDA tensors on

@@ -192,3 +192,5 @@ for _name, _bwd in (("layer_norm", layer_norm_bwd), ("cross_entropy", cross_entr
                     ("dropout", dropout_bwd), ("mse_loss", mse_loss_bwd)):
     get_op(_name).backward = _bwd
 del _name, _bwd
+
+from . import _ops_graph  # noqa: E402,F401  (their create_graph=True rules)

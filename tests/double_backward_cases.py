@@ -1,0 +1,394 @@
+"""Sample inputs for tests/test_double_backward.py: one entry per op of the op
+table (`ampy._dispatch.ops()`).
+
+A case is written once for both libraries: `fn(m, *xs)` gets the module
+(`ampy` or `torch`) and the inputs converted to that library's tensors, and
+must call the op under test (the test checks that the op was dispatched).
+`ins` are NumPy arrays (floating ones are float64 unless the case says
+otherwise; integer ones are index/target tensors that never require grad);
+`diff` lists the positions of the inputs that require grad (default: every
+floating input).
+
+Kinds: `Case` (double backward checked against torch), `Raises` (ampy raises
+a clear RuntimeError when create_graph=True needs the op's second derivative)
+and `NonDiff` (the output never requires grad).
+"""
+import zlib
+
+import numpy as np
+
+__all__ = ["CASES", "Case", "Raises", "NonDiff", "F"]
+
+
+class Case:
+    def __init__(self, fn, *ins, diff=None, dtype="float64", rtol=1e-7, atol=1e-9,
+                 nan_is_zero=False):
+        self.fn, self.ins, self.diff, self.dtype = fn, ins, diff, dtype
+        self.rtol, self.atol = rtol, atol
+        # where torch's second-order grad is NaN only from its 0/0 on storage
+        # positions the input cannot see (as_strided of an expanded input),
+        # ampy's is the exact 0
+        self.nan_is_zero = nan_is_zero
+
+
+class Raises:
+    """ampy raises RuntimeError matching `match` in the create_graph=True
+    backward (order 1: the first-order grad already raises, in torch too) or
+    in the second-order grad (order 2)."""
+
+    def __init__(self, fn, *ins, match, order=2, dtype="float64"):
+        self.fn, self.ins, self.match, self.order, self.dtype = fn, ins, match, order, dtype
+        self.diff = None
+
+
+class NonDiff:
+    def __init__(self, fn, *ins):
+        self.fn, self.ins = fn, ins
+
+
+def _rng(*key):
+    return np.random.default_rng(zlib.crc32(repr(key).encode()))
+
+
+def r(*shape, lo=-1.5, hi=1.5, key=0):
+    """Uniform values in [lo, hi], kept 0.05 away from 0 (kinks of abs, relu,
+    sign...) and from integers for rounding-like ops when lo/hi ask for it."""
+    a = _rng(shape, lo, hi, key).uniform(lo, hi, size=shape)
+    return np.where(np.abs(a) < 0.05, a + 0.1, a)
+
+
+def pos(*shape, key=0):
+    return r(*shape, lo=0.3, hi=1.7, key=key)
+
+
+def unit(*shape, key=0):
+    return r(*shape, lo=-0.8, hi=0.8, key=key)
+
+
+def idx(*values):
+    return np.asarray(values, dtype=np.int64)
+
+
+def imat(*shape, high=5, key=0):
+    return _rng(shape, high, key).integers(0, high, size=shape).astype(np.int64)
+
+
+def F(m, name):
+    """The activation `name` of m: m.nn.functional's, else m's own."""
+    fn = getattr(m.nn.functional, name, None)
+    return fn if fn is not None else getattr(m, name)
+
+
+CASES = {}
+
+# ------------------------------------------------------------- unary math
+_UNARY_DOMAIN = {
+    "abs": r, "neg": r, "reciprocal": pos, "square": r, "exp": r, "expm1": r, "exp2": r,
+    "log": pos, "log1p": pos, "log2": pos, "log10": pos, "sqrt": pos, "rsqrt": pos, "sin": r,
+    "cos": r, "tan": unit, "tanh": r, "atan": r, "asin": unit, "acos": unit, "sinh": r,
+    "cosh": r, "sigmoid": r, "relu": r, "erf": r, "silu": r, "mish": r, "logsigmoid": r,
+    "frac": r, "floor": r, "ceil": r, "trunc": r, "round": r, "sign": r,
+}
+for _n, _dom in _UNARY_DOMAIN.items():
+    CASES[_n] = Case(lambda m, x, _n=_n: F(m, _n)(x), _dom(3, 4))
+    if _n not in ("mish", "logsigmoid", "round"):
+        CASES[_n + "_"] = Case(lambda m, x, _n=_n: _inplace(m, _n, x * 1), _dom(3, 4))
+
+def _inplace(m, name, x):
+    if name == "silu":  # no Tensor.silu_ in either library; ampy has the op
+        if m.__name__ == "torch":
+            return m.nn.functional.silu(x, inplace=True)
+        from ampy._dispatch import dispatch, get_op
+        return dispatch(get_op("silu_"), x)
+    return getattr(x, name + "_")()
+
+
+CASES.update({
+    "gelu": Case(lambda m, x: m.nn.functional.gelu(x), r(3, 4)),
+    "softplus": Case(lambda m, x: F(m, "softplus")(x, beta=2.0, threshold=2.0), r(3, 4)),
+    "leaky_relu": Case(lambda m, x: F(m, "leaky_relu")(x, 0.2), r(3, 4)),
+    "elu": Case(lambda m, x: F(m, "elu")(x, 0.7), r(3, 4)),
+})
+
+# ----------------------------------------------------------- binary math
+_BINARY = {
+    "add": lambda m, a, b: m.add(a, b, alpha=0.5), "sub": lambda m, a, b: m.sub(a, b, alpha=2),
+    "mul": lambda m, a, b: m.mul(a, b), "div": lambda m, a, b: m.div(a, b),
+    "pow": lambda m, a, b: m.pow(a, b), "atan2": lambda m, a, b: m.atan2(a, b),
+    "fmod": lambda m, a, b: m.fmod(a, b), "remainder": lambda m, a, b: m.remainder(a, b),
+    "maximum": lambda m, a, b: m.maximum(a, b), "minimum": lambda m, a, b: m.minimum(a, b),
+    "fmax": lambda m, a, b: m.fmax(a, b), "fmin": lambda m, a, b: m.fmin(a, b),
+}
+for _n, _f in _BINARY.items():
+    _a = pos(3, 4, key=1) if _n == "pow" else r(3, 4, key=1)
+    CASES[_n] = Case(_f, _a, r(4, key=2))  # (broadcast: b's gradient is summed down)
+    if _n not in ("maximum", "minimum", "fmax", "fmin"):
+        CASES[_n + "_"] = Case(
+            lambda m, a, b, _f=_f, _n=_n: getattr(a * 1, _n + "_")(b), _a, r(4, key=2))
+
+CASES.update({
+    "lerp": Case(lambda m, a, b, w: m.lerp(a, b, w), r(3, 4), r(3, 4, key=1), unit(4, key=2)),
+    "lerp_": Case(lambda m, a, b, w: (a * 1).lerp_(b, w), r(3, 4), r(3, 4, key=1),
+                  unit(3, 4, key=2)),
+    "addcmul": Case(lambda m, a, b, c: m.addcmul(a, b, c, value=0.5), r(3, 4), r(3, 4, key=1),
+                    r(4, key=2)),
+    "addcmul_": Case(lambda m, a, b, c: (a * 1).addcmul_(b, c, value=2), r(3, 4),
+                     r(3, 4, key=1), r(3, 4, key=2)),
+    "addcdiv": Case(lambda m, a, b, c: m.addcdiv(a, b, c, value=0.5), r(3, 4), r(3, 4, key=1),
+                    pos(4, key=2)),
+    "addcdiv_": Case(lambda m, a, b, c: (a * 1).addcdiv_(b, c, value=2), r(3, 4),
+                     r(3, 4, key=1), pos(3, 4, key=2)),
+    "clamp": Case(lambda m, x, lo, hi: m.clamp(x, lo, hi), r(3, 4), r(3, 4, key=1, lo=-1, hi=0),
+                  r(3, 4, key=2, lo=0, hi=1)),
+    "clamp_": Case(lambda m, x: (x * 1).clamp_(-0.5, 0.7), r(3, 4)),
+    "where": Case(lambda m, c, a, b: m.where(c > 0, a, b), r(3, 4), r(3, 4, key=1),
+                  r(4, key=2), diff=(1, 2)),
+    "setitem": Case(lambda m, x, v: _setitem(x * 1, v), r(3, 4), r(4, key=1)),
+    "copy_": Case(lambda m, x, v: (x * 1).copy_(v), r(3, 4), r(3, 4, key=1)),
+    "clone": Case(lambda m, x: x.clone() * x, r(3, 4)),
+    "to_dtype": Case(lambda m, x: x.to(m.float32) * x.to(m.float32), r(3, 4), rtol=1e-6,
+                     atol=1e-6),
+    "to_device": Case(lambda m, x: _to_device(m, x) * x, r(3, 4)),
+})
+
+
+def _setitem(x, v):
+    x[1] = v * v
+    return x
+
+
+def _to_device(m, x):
+    """The to_device op itself (cpu -> cpu here: Tensor.to skips it for the
+    same device; torch's x.to("cpu") is the identity with the same grads)."""
+    if m.__name__ == "torch":
+        return x.to("cpu")
+    from ampy._dispatch import dispatch, get_op
+    return dispatch(get_op("to_device"), x, m.device("cpu"))
+
+
+# ------------------------------------------------------------ reductions
+CASES.update({
+    "sum": Case(lambda m, x: m.sum(x * x, 1), r(3, 4)),
+    "mean": Case(lambda m, x: m.mean(x * x, (0,), keepdim=True), r(3, 4)),
+    "amax": Case(lambda m, x: m.amax(x * x, 1), r(3, 4)),
+    "amin": Case(lambda m, x: m.amin(x * x, 0), r(3, 4)),
+    "max_dim": Case(lambda m, x: m.max(x * x, 1)[0], r(3, 4)),
+    "min_dim": Case(lambda m, x: m.min(x * x, 0, keepdim=True)[0], r(3, 4)),
+    "var": Case(lambda m, x: m.var(x, 1), r(3, 4)),
+    "std": Case(lambda m, x: m.std(x, 0, keepdim=True), r(3, 4)),
+    "prod": Case(lambda m, x: m.prod(x, 1), r(3, 4)),
+    "norm": Case(lambda m, x: m.norm(x, 2, 1), r(3, 4)),
+    "logsumexp": Case(lambda m, x: m.logsumexp(x, 1), r(3, 4)),
+    "cumsum": Case(lambda m, x: m.cumsum(x * x, 1), r(3, 4)),
+    "cumprod": Case(lambda m, x: m.cumprod(x, 1), r(3, 4)),
+    "softmax": Case(lambda m, x: m.softmax(x, 1), r(3, 4)),
+    "log_softmax": Case(lambda m, x: m.log_softmax(x, 0), r(3, 4)),
+    "cat": Case(lambda m, a, b: m.cat([a * a, b], 1), r(3, 4), r(3, 2, key=1)),
+    "stack": Case(lambda m, a, b: m.stack([a * a, b], 1), r(3, 4), r(3, 4, key=1)),
+})
+
+# ----------------------------------------------------------------- GEMM
+CASES.update({
+    "matmul": Case(lambda m, a, b: m.matmul(a, b), r(2, 3, 4), r(4, 5, key=1)),
+    "mm": Case(lambda m, a, b: m.mm(a, b), r(3, 4), r(4, 5, key=1)),
+    "bmm": Case(lambda m, a, b: m.bmm(a, b), r(2, 3, 4), r(2, 4, 5, key=1)),
+    "addmm": Case(lambda m, c, a, b: m.addmm(c, a, b, beta=0.5, alpha=2.0), r(3, 5),
+                  r(3, 4, key=1), r(4, 5, key=2)),
+    "baddbmm": Case(lambda m, c, a, b: m.baddbmm(c, a, b, beta=0.5, alpha=2.0), r(2, 3, 5),
+                    r(2, 3, 4, key=1), r(2, 4, 5, key=2)),
+    "linear": Case(lambda m, x, w, b: m.nn.functional.linear(x, w, b), r(2, 3, 4),
+                   r(5, 4, key=1), r(5, key=2)),
+})
+
+# ----------------------------------------------------------------- views
+CASES.update({
+    "view": Case(lambda m, x: (x * x).view(4, 3), r(3, 4)),
+    "reshape": Case(lambda m, x: (x * x).t().reshape(12), r(3, 4)),
+    "flatten": Case(lambda m, x: (x * x).flatten(), r(3, 4)),
+    "unsqueeze": Case(lambda m, x: (x * x).unsqueeze(1), r(3, 4)),
+    "squeeze": Case(lambda m, x: (x * x).squeeze(0), r(1, 3, 4)),
+    "transpose": Case(lambda m, x: (x * x).transpose(0, 1), r(3, 4)),
+    "permute": Case(lambda m, x: (x * x).permute(2, 0, 1), r(2, 3, 4)),
+    "expand": Case(lambda m, x: (x * x).expand(2, 3, 4), r(3, 1)),
+    "narrow": Case(lambda m, x: (x * x).narrow(1, 1, 2), r(3, 4)),
+    "select": Case(lambda m, x: (x * x).select(0, 1), r(3, 4)),
+    "getitem": Case(lambda m, x: (x * x)[1:, ::2], r(3, 4)),
+    "as_strided": [
+        Case(lambda m, x: (x * x).as_strided((3, 3), (3, 1)), r(12)),
+        Case(lambda m, x: (x * x).as_strided((3, 3), (1, 1), 2), r(12)),  # overlapping view
+        Case(lambda m, x: (x * x)[2:].as_strided((2, 2), (2, 1)), r(12)),  # offset kept
+        Case(lambda m, x: (x * x).t().as_strided((2, 2), (1, 2), 1), r(3, 2)),
+        Case(lambda m, x: (x * x).as_strided((2, 2, 2), (0, 1, 2)), r(6)),
+        Case(lambda m, x: (x * 1)[:1].expand(4).as_strided((3,), (1,)), r(3),
+             nan_is_zero=True),  # overlapping input
+        Case(lambda m, x: (x * x).expand(2, 3).as_strided((2, 2), (0, 1)), r(3)),
+        Case(lambda m, x: (x * x).as_strided((0, 3), (1, 1)), r(4)),
+        Case(lambda m, x: (x * x).as_strided((), (), 5), r(6)),
+    ],
+})
+
+# -------------------------------------------------------------- nn ops
+CASES.update({
+    "layer_norm": Case(lambda m, x, w, b: m.nn.functional.layer_norm(x, (4,), w, b),
+                       r(3, 4), r(4, key=1), r(4, key=2), dtype="float32", rtol=2e-4,
+                       atol=2e-5),
+    "cross_entropy": Case(lambda m, x, t, w: m.nn.functional.cross_entropy(
+        x, t, w, label_smoothing=0.1), r(4, 5), idx(0, 3, 1, 4), pos(5, key=1), diff=(0,),
+        dtype="float32", rtol=2e-4, atol=2e-5),
+    "nll_loss": Case(lambda m, x, t, w: m.nn.functional.nll_loss(x * x, t, w), r(4, 5),
+                     idx(0, 3, 1, 4), pos(5, key=1), diff=(0,), dtype="float32", rtol=2e-4,
+                     atol=2e-5),
+    "embedding": Case(lambda m, w, i: m.nn.functional.embedding(i, w * w), r(5, 3),
+                      imat(2, 3), dtype="float32", rtol=2e-5, atol=2e-6),
+    "mse_loss": Case(lambda m, x, y: m.nn.functional.mse_loss(x, y), r(3, 4), r(3, 4, key=1),
+                     dtype="float32", rtol=2e-5, atol=2e-6),
+    # dropout: p=0 and p=1 draw no random numbers, so both libraries agree;
+    # the masked case is tests/test_double_backward.py::test_dropout_double_backward
+    "dropout": Case(lambda m, x: m.nn.functional.dropout(x * x, 1.0), r(3, 4),
+                    dtype="float32"),
+})
+
+_F32 = dict(dtype="float32", rtol=2e-4, atol=2e-5)
+_NN_VARIANTS = {
+    "layer_norm": [
+        Case(lambda m, x: m.nn.functional.layer_norm(x, (3, 4)), r(2, 3, 4), **_F32),
+        Case(lambda m, x, w: m.nn.functional.layer_norm(x * x, (2,), w, eps=0.1),
+             r(3, 2), r(2, key=1), **_F32),
+    ],
+    "cross_entropy": [
+        Case(lambda m, x, t: m.nn.functional.cross_entropy(x, t), r(4, 5), idx(0, 3, 1, 4),
+             **_F32),
+        Case(lambda m, x, t: m.nn.functional.cross_entropy(x, t, ignore_index=1,
+                                                           reduction="sum"),
+             r(4, 5), idx(0, 3, 1, 1), **_F32),
+        Case(lambda m, x, t, w: m.nn.functional.cross_entropy(
+            x, t, w, ignore_index=3, reduction="none", label_smoothing=0.2),
+            r(4, 5), idx(0, 3, 1, 4), pos(5, key=1), diff=(0,), **_F32),
+        Case(lambda m, x, t, w: m.nn.functional.cross_entropy(x, t, w, ignore_index=2),
+             r(2, 3, 4), imat(2, 4, high=3), pos(3, key=1), diff=(0,), **_F32),
+        Case(lambda m, x, t: m.nn.functional.cross_entropy(x, t, label_smoothing=0.3,
+                                                           ignore_index=0),
+             r(4, 5), idx(0, 3, 1, 4), **_F32),
+    ],
+    "nll_loss": [
+        Case(lambda m, x, t: m.nn.functional.nll_loss(m.log_softmax(x, 1), t,
+                                                      reduction="none", ignore_index=1),
+             r(4, 5), idx(0, 3, 1, 4), **_F32),
+        Case(lambda m, x, t: m.nn.functional.nll_loss(x * x, t, reduction="sum"), r(4, 5),
+             idx(0, 3, 1, 4), **_F32),
+    ],
+    "embedding": [
+        Case(lambda m, w, i: m.nn.functional.embedding(i, w * w, padding_idx=1), r(5, 3),
+             idx(1, 0, 1, 4, 4), **_F32),
+    ],
+    "mse_loss": [
+        Case(lambda m, x, y: m.nn.functional.mse_loss(x * x, y, reduction="sum"), r(3, 4),
+             r(3, 4, key=1), **_F32),
+        Case(lambda m, x, y: m.nn.functional.mse_loss(x, y * y, reduction="none"), r(3, 4),
+             r(3, 4, key=1), **_F32),
+    ],
+    "getitem": [
+        Case(lambda m, x: (x * x)[idx(2, 0, 2)], r(3, 4)),
+        Case(lambda m, x: (x * x)[:, idx(1, 1, 3)], r(3, 4)),
+        Case(lambda m, x: (x * x)[(x > 0)], r(3, 4)),
+    ],
+    "setitem": [
+        Case(lambda m, x, v: _setitem_adv(x * 1, v, m), r(3, 4), r(2, 4, key=1)),
+    ],
+}
+_NN_VARIANTS.update({
+    "pow": [Case(lambda m, x: m.pow(x, 3), r(3, 4)), Case(lambda m, x: m.pow(2.0, x), r(3, 4)),
+            Case(lambda m, x: m.pow(x, 0.5), pos(3, 4))],
+    "div": [Case(lambda m, a, b: m.div(a, b, rounding_mode="floor") * a, r(3, 4),
+                 r(3, 4, key=1)),
+            Case(lambda m, a: m.div(a, 3.0), r(3, 4))],
+    "gelu": [Case(lambda m, x: m.nn.functional.gelu(x, approximate="tanh"), r(3, 4))],
+    "norm": [Case(lambda m, x: m.norm(x, 1, 1), r(3, 4)),
+             Case(lambda m, x: m.norm(x, float("inf"), 0), r(3, 4)),
+             Case(lambda m, x: m.norm(x, 3, 1, keepdim=True), r(3, 4)),
+             Case(lambda m, x: m.norm(x), r(3, 4))],
+    "var": [Case(lambda m, x: m.var(x, 0, correction=0), r(3, 4)),
+            Case(lambda m, x: m.var(x), r(3, 4))],
+    "std": [Case(lambda m, x: m.std(x), r(3, 4))],
+    "softmax": [Case(lambda m, x: m.softmax(x, 0), r(3, 4)),
+                Case(lambda m, x: m.softmax(x, -1), r(2, 3, 4), dtype="float32", rtol=1e-5,
+                     atol=1e-6)],
+    "log_softmax": [Case(lambda m, x: m.log_softmax(x, -1), r(2, 3, 4)),
+                    # cross_entropy with class-probability targets is composed of it
+                    Case(lambda m, x, p: m.nn.functional.cross_entropy(
+                        x, m.softmax(p, 1), label_smoothing=0.1), r(4, 5), r(4, 5, key=1),
+                        diff=(0,))],
+    "prod": [Case(lambda m, x: m.prod(x * _zero_at(m, x, 1)), r(3, 4)),
+             Case(lambda m, x: m.prod(x * _zero_at(m, x, 1), 1), r(3, 4)),
+             Case(lambda m, x: m.prod(x * _zero_at(m, x, 1, 3), 1), r(3, 4)),  # two zeros
+             Case(lambda m, x: m.prod(x * _zero_at(m, x, 0, 5), 0, keepdim=True), r(3, 4))],
+    "matmul": [Case(lambda m, a, b: m.matmul(a, b), r(4), r(4, key=1)),
+               Case(lambda m, a, b: m.matmul(a, b), r(4), r(2, 4, 3, key=1)),
+               Case(lambda m, a, b: m.matmul(a, b), r(2, 1, 3, 4), r(3, 4, 2, key=1))],
+    "linear": [Case(lambda m, x, w: m.nn.functional.linear(x, w), r(3, 4), r(5, 4, key=1)),
+               Case(lambda m, x, w, b: m.nn.functional.linear(x, w, b), r(3, 4),
+                    r(5, 4, key=1), r(5, key=2), dtype="float32", rtol=1e-5, atol=1e-6)],
+    "relu": [Case(lambda m, x: m.relu(x * x - 1), r(3, 4), dtype="float32", rtol=1e-6,
+                  atol=1e-7)],
+    "sum": [Case(lambda m, x: m.sum(x * x), r(3, 4))],
+    "mean": [Case(lambda m, x: m.mean(x * x), r(3, 4))],
+    "clamp": [Case(lambda m, x: m.clamp(x * x, min=0.5), r(3, 4))],
+    "where": [Case(lambda m, c, a: m.where(c > 0, a * a, 0.0), r(3, 4), r(3, 4, key=1),
+                   diff=(1,))],
+    "cat": [Case(lambda m, a, b: m.cat([a, b * b], -1), r(3, 4), r(3, 1, key=1))],
+    "cumsum": [Case(lambda m, x: m.cumsum(x * x, 0), r(3, 4))],
+    "cumprod": [Case(lambda m, x: m.cumprod(x * _zero_at(m, x, 1), 1), r(3, 4)),
+                Case(lambda m, x: m.cumprod(x * _zero_at(m, x, 0, 4, 9), 0), r(3, 4))],
+    "select": [Case(lambda m, x: (x * x).select(-1, -1), r(3, 4))],
+    "narrow": [Case(lambda m, x: (x * x).narrow(0, -2, 2), r(3, 4))],
+})
+for _n, _more in _NN_VARIANTS.items():
+    CASES[_n] = [CASES[_n]] + _more
+
+
+def _zero_at(m, x, *flat):
+    """ones like x with exact zeros at these flat positions (prod's backward
+    has zero branches)."""
+    z = np.ones(tuple(x.shape))
+    z.flat[list(flat)] = 0
+    return m.tensor(z, dtype=x.dtype)
+
+
+def _setitem_adv(x, v, m):
+    x[m.tensor(idx(2, 0))] = v * v
+    return x
+
+
+# ------------------------------------------------- not differentiable ops
+for _n in ("eq", "ne", "lt", "le", "gt", "ge"):
+    CASES[_n] = NonDiff(lambda m, a, b, _n=_n: getattr(m, _n)(a, b), r(3, 4), r(4, key=1))
+    # in place on a floating tensor: torch's derivative is zero
+    CASES[_n + "_"] = Case(lambda m, a, b, _n=_n: getattr(a * 1, _n + "_")(b), r(3, 4),
+                           r(4, key=1))
+for _n in ("isnan", "isinf", "isfinite"):
+    CASES[_n] = NonDiff(lambda m, a, _n=_n: getattr(m, _n)(a), r(3, 4))
+for _n in ("logical_and", "logical_or", "logical_xor"):
+    CASES[_n] = NonDiff(lambda m, a, b, _n=_n: getattr(m, _n)(a, b), r(3, 4), r(4, key=1))
+    # in place on a floating tensor torch keeps the history the tensor had
+    CASES[_n + "_"] = Case(lambda m, a, b, _n=_n: getattr(a * 1, _n + "_")(b), r(3, 4),
+                           r(4, key=1), diff=(0,))
+CASES["logical_not"] = NonDiff(lambda m, a: m.logical_not(a), r(3, 4))
+CASES["logical_not_"] = Case(lambda m, a: (a * 1).logical_not_(), r(3, 4))
+for _n in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+    CASES[_n] = NonDiff(lambda m, a, b, _n=_n: getattr(m, _n)(a, b), imat(3, 4),
+                        imat(4, key=1))
+    CASES[_n + "_"] = NonDiff(lambda m, a, b, _n=_n: getattr(a * 1, _n + "_")(b), imat(3, 4),
+                              imat(4, key=1))
+CASES["bitwise_not"] = NonDiff(lambda m, a: m.bitwise_not(a), imat(3, 4))
+CASES["bitwise_not_"] = NonDiff(lambda m, a: (a * 1).bitwise_not_(), imat(3, 4))
+CASES.update({
+    "argmax": NonDiff(lambda m, a: m.argmax(a, 1), r(3, 4)),
+    "argmin": NonDiff(lambda m, a: m.argmin(a), r(3, 4)),
+    "all": NonDiff(lambda m, a: m.all(a > 0), r(3, 4)),
+    "any": NonDiff(lambda m, a: m.any(a > 0, 1), r(3, 4)),
+    # torch: floor_divide's output requires grad, and its backward raises
+    "floor_divide": Raises(lambda m, a, b: m.floor_divide(a, b), r(3, 4), r(4, key=1),
+                           match="derivative for .*floor_divide.* not implemented", order=1),
+    "floor_divide_": Raises(lambda m, a, b: (a * 1).floor_divide_(b), r(3, 4), r(4, key=1),
+                            match="derivative for .*floor_divide.* not implemented", order=1),
+})

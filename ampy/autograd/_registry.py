@@ -19,7 +19,8 @@ RULES = {}
 NON_DIFFERENTIABLE = frozenset({
     "eq", "ne", "lt", "le", "gt", "ge", "argmax", "argmin", "isnan", "isinf", "isfinite",
     "logical_and", "logical_or", "logical_not", "logical_xor", "nonzero", "bitwise_and", "bitwise_or", "bitwise_not", "bitwise_xor",
-    "all", "any", "equal", "floor_divide",  # torch: "derivative ... not implemented" "allclose", "isclose", "randint", "rand", "randn", "arange",
+    "all", "any", "equal", "allclose", "isclose", "randint", "rand", "randn", "arange",
+    "floor_divide",  # torch: "derivative for floor_divide is not implemented"
 })
 
 # torch's grad_fn names where they are not CamelCase(op) + "Backward0"

@@ -407,3 +407,39 @@ def test_misaligned_zero_size_and_one_byte_dtypes_share():
     assert raw[1:] == bytearray([3] * 8)
     e = ampy.from_numpy(np.frombuffer(raw, dtype=np.float32, offset=1, count=0))
     assert e.numel() == 0 and e.tolist() == []
+
+
+# ---- every in-place method of the op table on read-only memory, generated --------------------
+def _inplace_methods():
+    from ampy import _dispatch
+    names = sorted({n for n in _dispatch.ops() if n.endswith("_")} |
+                   {"clamp_max_", "clamp_min_", "clip_", "round_", "fill_", "zero_"})
+    found = []
+    for n in names:
+        for nargs in range(4):
+            try:
+                getattr(ampy.full((4, 3), 0.5), n)(*[0.25] * nargs)
+            except (TypeError, RuntimeError, ValueError, AttributeError):
+                continue
+            found.append((n, nargs))
+            break
+    return found
+
+
+RO_INPLACE = _inplace_methods()
+
+
+def test_readonly_inplace_methods_found():
+    assert len(RO_INPLACE) >= 48, RO_INPLACE
+
+
+@pytest.mark.parametrize("sname", ["from_numpy", "frombuffer_bytes", "from_dlpack_capsule"])
+@pytest.mark.parametrize("name,nargs", RO_INPLACE, ids=[n for n, _ in RO_INPLACE])
+def test_every_inplace_method_refuses_readonly(name, nargs, sname, tmp_path):
+    t, a = SOURCES[sname](tmp_path)
+    before = np.array(a, copy=True)
+    v0 = t._version
+    with pytest.raises(RuntimeError, match=READONLY):
+        getattr(t, name)(*[0.25] * nargs)
+    np.testing.assert_array_equal(np.asarray(a), before)
+    assert t._version == v0

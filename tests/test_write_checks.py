@@ -303,3 +303,69 @@ def test_parameter_init_still_works():
     nn.init.zeros_(lin.weight)
     assert lin.bias.tolist() == [0.5, 0.5] and lin.weight.tolist() == [[0.0] * 3] * 2
     assert lin.bias.requires_grad and lin.bias.grad_fn is None
+
+
+# ---- every in-place method of the op table, generated ----------------------------------------
+def _inplace_calls():
+    """(name, args) for every in-place Tensor method: the first argument
+    tuple with which it runs on a plain float32 tensor (collection time)."""
+    from ampy import _dispatch
+    names = sorted({n for n in _dispatch.ops() if n.endswith("_")} |
+                   {"clamp_max_", "clamp_min_", "clip_", "round_"})
+    found = []
+    for n in names:
+        if not hasattr(ampy.Tensor, n) or n == "copy_":
+            continue
+        for nargs in range(4):
+            try:
+                getattr(ampy.full((4, 3), 0.5), n)(*[0.25] * nargs)
+            except (TypeError, RuntimeError, ValueError):
+                continue
+            found.append((n, nargs))
+            break
+    return found
+
+
+INPLACE = _inplace_calls()
+
+
+def _torch_args(name, nargs):
+    """The arguments torch takes for the method: numbers, or tensors where
+    torch insists on tensors (addcmul_, lerp_, atan2_, ...)."""
+    t = torch.full((4, 3), 0.5)
+    for args in ([0.25] * nargs, [torch.full((4, 3), 0.25)] * nargs):
+        if _try(lambda: getattr(t, name)(*args))[0] is None:
+            return args
+    return None
+
+
+INPLACE_TORCH = [(n, k, _torch_args(n, k)) for n, k in INPLACE
+                 if hasattr(torch.Tensor, n) and _torch_args(n, k) is not None]
+
+
+def _as_ampy(args):
+    return [ampy.tensor(a.numpy()) if isinstance(a, torch.Tensor) else a for a in args]
+
+
+@pytest.mark.parametrize("name,nargs,targs", INPLACE_TORCH, ids=[c[0] for c in INPLACE_TORCH])
+def test_every_inplace_method_on_expanded_matches_torch(name, nargs, targs):
+    t = torch.full((1, 3), 0.5).expand(4, 3)
+    kind_t, msg_t = _try(lambda: getattr(t, name)(*targs))
+    base = ampy.full((1, 3), 0.5)
+    v0 = base._version
+    kind_a, msg_a = _try(lambda: getattr(base.expand(4, 3), name)(*_as_ampy(targs)))
+    assert (kind_a, msg_a) == (kind_t, msg_t)
+    assert OVERLAP in msg_t
+    assert base.tolist() == [[0.5] * 3] and base._version == v0
+
+
+@pytest.mark.parametrize("name,nargs", INPLACE, ids=[n for n, _ in INPLACE])
+def test_every_inplace_method_on_overlapping_as_strided_raises(name, nargs):
+    base = ampy.full((6,), 0.5)
+    with pytest.raises(RuntimeError, match=OVERLAP):
+        getattr(base.as_strided((4, 3), (1, 1)), name)(*[0.25] * nargs)
+    assert base.tolist() == [0.5] * 6
+
+
+def test_inplace_methods_found():
+    assert len(INPLACE) >= 45 and len(INPLACE_TORCH) >= 45, INPLACE

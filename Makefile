@@ -8,7 +8,10 @@ CC ?= gcc
 CSRC := $(wildcard csrc/*.c)
 CFLAGS_TEST := -std=c11 -O1 -g -fno-math-errno -Wall -Wextra -Wno-unused-parameter \
 	-Icsrc/include -fsanitize=address,undefined -fno-sanitize-recover=undefined
-ASAN_ENV := LD_PRELOAD=$$($(CC) -print-file-name=libasan.so) PYTHONMALLOC=malloc \
+# libstdc++ is preloaded too: without it ASan cannot intercept C++ throws, and any
+# exception torch raises inside a test (the side-by-side comparisons) aborts.
+ASAN_ENV := LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libstdc++.so)" \
+	PYTHONMALLOC=malloc \
 	ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1
 PYTEST_ARGS ?=
 
@@ -40,14 +43,16 @@ ctest:
 		echo "== $$b"; ASAN_OPTIONS=detect_leaks=1 ./$$b; \
 	done
 
-# The C core built with -fsanitize=address,undefined, running the cast and
-# element-wise Python tests (shortened) against it.
+# The C core built with -fsanitize=address,undefined, running the cast,
+# element-wise, foreign-memory (read-only, misaligned) and write-check Python
+# tests (shortened) against it.
 asan: $(VENV)/.deps
 	rm -rf build/asan && mkdir -p build/asan
 	cp -r ampy build/asan/ && rm -f build/asan/ampy/*.so
 	AMPY_SANITIZE=1 $(PY) setup.py -q build_ext --build-temp build/asan-tmp --build-lib build/asan
 	cd build/asan && $(ASAN_ENV) AMPY_TEST_SHORT=1 ../../$(PY) -m pytest -q -p no:cacheprovider \
-		$(addprefix ../../,$(wildcard tests/test_cast.py tests/test_elementwise.py tests/test_elementwise_strided.py tests/test_tensor.py tests/test_leaks.py))
+		$(addprefix ../../,$(wildcard tests/test_cast.py tests/test_elementwise.py tests/test_elementwise_strided.py tests/test_tensor.py tests/test_leaks.py \
+		tests/test_foreign_memory.py tests/test_write_checks.py))
 
 # libFuzzer targets for the cast and finite/unscale kernels (fuzz/), built with
 # clang -fsanitize=fuzzer,address,undefined, each run FUZZ_TIME seconds from the

@@ -88,7 +88,7 @@ def _cuda_array_interface(self):
     strides = None if self.is_contiguous() else tuple(s * isz for s in self.stride())
     from . import cuda
     return {"shape": tuple(self.shape), "typestr": typestr,
-            "data": (self.data_ptr() if self.numel() else 0, False), "version": 3,
+            "data": (self.data_ptr() if self.numel() else 0, self._readonly), "version": 3,
             "strides": strides, "stream": cuda._stream_handle(self._device_index)}
 
 

@@ -332,7 +332,9 @@ class Tensor(_C.TensorBase):
 
     def fill_(self, value):
         from ._creation import as_tensor_like
-        _C.copy_(self, as_tensor_like(value, self))
+        if self._requires_grad:
+            _fill_grad_check(self)
+        _C.copy_(self, as_tensor_like(value, self), False)  # one value: overlap is harmless
         return self
 
     def zero_(self):
@@ -439,6 +441,20 @@ class Tensor(_C.TensorBase):
 
     def __setitem__(self, key, value):
         dispatch(_SETITEM, self, key, value)
+
+
+def _fill_grad_check(t):
+    """fill_/zero_ write outside autograd: refuse them on a tensor that
+    requires grad while grad mode is on (torch raises for a leaf; a non-leaf
+    would keep a history its new values no longer have)."""
+    from .autograd import is_grad_enabled
+    if not is_grad_enabled():
+        return
+    if t.grad_fn is None:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                           "operation.")
+    raise NotImplementedError("fill_/zero_ on a tensor that requires grad is not recorded by "
+                              "ampy's autograd; fill a clone() or a detach()ed tensor instead")
 
 
 def _rebuild(arr, dtype_name, requires_grad):

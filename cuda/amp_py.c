@@ -43,6 +43,9 @@ static Py_ssize_t tensor_list(PyObject *seq, AmpyTensor ***out, const char *fn, 
                          x->device, *device);
             x = NULL;
         }
+        /* the AMP kernels write their lists in place: never into read-only memory */
+        if (x && ((AmpyStorage *)x->base)->flags && ampy_py_raise_readonly(x, fn, what) < 0)
+            x = NULL;
         if (!x) {
             PyMem_Free(t);
             return -1;
@@ -74,6 +77,8 @@ static int scalar_arg(PyObject *o, int dtype, int allow_none, void **ptr, const 
                      t->device, *device);
         return -1;
     }
+    if (((AmpyStorage *)t->base)->flags)
+        return ampy_py_raise_readonly(t, fn, arg);
     *device = t->device;
     *ptr = t->data;
     return 0;

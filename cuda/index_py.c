@@ -105,6 +105,10 @@ static PyObject *f_index_scatter(PyObject *self, PyObject *args)
     AmpyTensor *v = t ? ampy_cuda_py_tensor(vo, "index_put_", "values") : NULL;
     if (!v || same_device(t, v, "index_put_") < 0)
         return NULL;
+    if (((AmpyStorage *)t->base)->flags) {
+        ampy_py_raise_readonly(t, "index_put_", "self");
+        return NULL;
+    }
     if (order != 1 && order != -1) {
         PyErr_SetString(PyExc_ValueError, "index_put_: order must be 1 or -1");
         return NULL;

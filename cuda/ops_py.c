@@ -23,7 +23,7 @@ static PyObject *f_gemm(PyObject *self, PyObject *args)
     AmpyTensor *a = ampy_cuda_py_tensor(ao, "matmul", "a");
     AmpyTensor *b = a ? ampy_cuda_py_tensor(bo, "matmul", "b") : NULL;
     AmpyTensor *c = b ? ampy_cuda_py_tensor(co, "matmul", "out") : NULL;
-    if (!c)
+    if (!c || (((AmpyStorage *)c->base)->flags && ampy_py_raise_readonly(c, "matmul", "out") < 0))
         return NULL;
     if (a->device != b->device || a->device != c->device) {
         PyErr_Format(PyExc_RuntimeError, "Expected all tensors to be on the same device, but "
@@ -58,7 +58,7 @@ static PyObject *f_fill(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "Od", &to, &value))
         return NULL;
     AmpyTensor *t = ampy_cuda_py_tensor(to, "fill_", "self");
-    if (!t)
+    if (!t || (((AmpyStorage *)t->base)->flags && ampy_py_raise_readonly(t, "fill_", "self") < 0))
         return NULL;
     int64_t expect = 1;
     for (int d = t->ndim - 1; d >= 0; d--) {

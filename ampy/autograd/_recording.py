@@ -258,6 +258,10 @@ def _inputs(args, save, inplace):
 
 def _record(op, args, kwargs):
     if kwargs:
+        if kwargs.get("out") is not None:  # torch: out= ops are not differentiable
+            raise RuntimeError(f"{op.name}(): functions with out=... arguments don't support "
+                               f"automatic differentiation, but one of the arguments requires "
+                               f"grad.")
         args, kwargs = _bind_tensor_kwargs(op, args, kwargs)
     info = op._ag
     if info is None or info.rule is not op.backward:

@@ -90,7 +90,8 @@ def normal_(tensor, mean=0.0, std=1.0, generator=None):
 
 def constant_(tensor, val):
     _check(tensor, "constant_")
-    return tensor.fill_(val)
+    tensor.detach().fill_(val)  # outside autograd, as torch's init runs under no_grad
+    return tensor
 
 
 def zeros_(tensor):

@@ -90,20 +90,27 @@ static PyObject *run_cast(const AmpyTensor *src, const int64_t *src_strides, Amp
     Py_RETURN_NONE;
 }
 
-/* copy_(dst, src): dst[...] = src, broadcasting src and converting dtypes.
- * A source that partially overlaps dst is first copied to a temporary. */
+/* copy_(dst, src, overlap_check=True): dst[...] = src, broadcasting src and
+ * converting dtypes. A source that partially overlaps dst is first copied to
+ * a temporary. dst must be writable and, unless overlap_check is False (fill_,
+ * whose single value makes overlapping elements harmless, as in torch), free
+ * of elements sharing one memory location. */
 static PyObject *f_copy(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "copy_(dst, src)");
+    if (nargs != 2 && nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "copy_(dst, src, overlap_check=True)");
         return NULL;
     }
     AmpyTensor *dst = ampy_py_tensor_arg(args[0], "copy_", "self");
     AmpyTensor *src = dst ? ampy_py_tensor_arg(args[1], "copy_", "src") : NULL;
     if (!src)
         return NULL;
+    int overlap = nargs == 2 ? 1 : PyObject_IsTrue(args[2]);
+    if (overlap < 0)
+        return NULL;
     int64_t sstr[AMPY_MAX_DIMS];
-    if (broadcast_strides(src, dst, sstr, "copy_") < 0)
+    if (broadcast_strides(src, dst, sstr, "copy_") < 0 ||
+        ampy_py_check_write(dst, "copy_", "self", overlap ? AMPY_PY_WRITE_OVERLAP : 0) < 0)
         return NULL;
     if (dst->numel == 0)
         Py_RETURN_NONE;
@@ -157,7 +164,8 @@ static PyObject *f_cast(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 PyMethodDef ampy_py_cast_methods[] = {
     {"copy_", (PyCFunction)(void (*)(void))f_copy, METH_FASTCALL,
-     "copy_(dst, src)\n--\n\nCopy src into dst (broadcasting, converting dtypes)."},
+     "copy_(dst, src, overlap_check=True)\n--\n\nCopy src into dst (broadcasting, converting "
+     "dtypes)."},
     {"cast", (PyCFunction)(void (*)(void))f_cast, METH_FASTCALL,
      "cast(src, dtype)\n--\n\nA new contiguous tensor holding src converted to dtype."},
     {NULL, NULL, 0, NULL},

@@ -62,6 +62,7 @@ AmpyStorage *ampy_py_storage_new_device(size_t nbytes, int device)
     st->version = 0;
     st->owner = NULL;
     st->free_fn = cuda_api->free;
+    st->flags = 0;
     return st;
 }
 

@@ -73,11 +73,17 @@ typedef struct {
     int64_t strides[AMPY_MAX_DIMS];
 } export_ctx;
 
+/* Deleters and destructors may run while an exception is set (a consumer
+ * that failed, a capsule freed during unwinding): they keep the error
+ * indicator as they found it, whatever the code they call does with it. */
 static void release_ctx(export_ctx *c)
 {
     PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
     Py_XDECREF(c->tensor);
     PyMem_RawFree(c);
+    PyErr_Restore(et, ev, tb);
     PyGILState_Release(g);
 }
 
@@ -90,7 +96,10 @@ static void deleter_legacy(DLManagedTensor *self) { release_ctx((export_ctx *)se
 
 static void capsule_destructor(PyObject *cap)
 {
-    /* an unconsumed capsule still owns the tensor */
+    /* an unconsumed capsule still owns the tensor; PyCapsule_IsValid sets
+     * no error, so the caller's exception (if any) survives untouched */
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
     if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
         DLManagedTensorVersioned *m = PyCapsule_GetPointer(cap, "dltensor_versioned");
         if (m && m->deleter)
@@ -100,7 +109,7 @@ static void capsule_destructor(PyObject *cap)
         if (m && m->deleter)
             m->deleter(m);
     }
-    PyErr_Clear();
+    PyErr_Restore(et, ev, tb);
 }
 
 static PyObject *f_to_dlpack(PyObject *self, PyObject *args)
@@ -112,6 +121,14 @@ static PyObject *f_to_dlpack(PyObject *self, PyObject *args)
     AmpyTensor *t = ampy_py_tensor_arg(obj, "__dlpack__", "self");
     if (!t)
         return NULL;
+    const int readonly = ((AmpyStorage *)t->base)->flags != 0;
+    if (readonly && !versioned) {
+        PyErr_SetString(PyExc_BufferError,
+                        "Cannot export a read-only tensor as a legacy DLPack capsule, which "
+                        "cannot signal read-only memory (pass max_version=(1, 0) to "
+                        "__dlpack__, or clone() the tensor first).");
+        return NULL;
+    }
     export_ctx *c = PyMem_RawCalloc(1, sizeof *c);
     if (!c)
         return PyErr_NoMemory();
@@ -137,7 +154,7 @@ static PyObject *f_to_dlpack(PyObject *self, PyObject *args)
         c->v.version.minor = 0;
         c->v.manager_ctx = c;
         c->v.deleter = deleter_versioned;
-        c->v.flags = 0;
+        c->v.flags = readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
         c->v.dl_tensor = dl;
         cap = PyCapsule_New(&c->v, "dltensor_versioned", capsule_destructor);
     } else {
@@ -158,24 +175,111 @@ static PyObject *f_to_dlpack(PyObject *self, PyObject *args)
  * producer's deleter when the last view dies. */
 static void owner_destructor(PyObject *cap)
 {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
     void *p = PyCapsule_GetPointer(cap, "ampy.dlpack_owner");
     void *ctx = PyCapsule_GetContext(cap);
-    if (!p)
-        return;
-    if (ctx == (void *)1) {
+    if (p && ctx == (void *)1) {
         DLManagedTensorVersioned *m = p;
         if (m->deleter)
             m->deleter(m);
-    } else {
+    } else if (p) {
         DLManagedTensor *m = p;
         if (m->deleter)
             m->deleter(m);
     }
+    PyErr_Restore(et, ev, tb);
+}
+
+/* dtype, device, shape, element strides and byte span of a DLTensor;
+ * -1 + BufferError for what ampy cannot view. */
+static int dl_layout(const DLTensor *dl, int *dt, int *device, int64_t *shape, int64_t *strides,
+                     size_t *nbytes)
+{
+    if (dl->device.device_type == kDLCPU || dl->device.device_type == kDLCUDAHost)
+        *device = AMPY_DEV_CPU;
+    else if (dl->device.device_type == kDLCUDA || dl->device.device_type == kDLCUDAManaged)
+        *device = dl->device.device_id;
+    else {
+        PyErr_Format(PyExc_BufferError, "from_dlpack: unsupported device type %d",
+                     (int)dl->device.device_type);
+        return -1;
+    }
+    if ((*dt = from_dl_type(dl->dtype)) < 0) {
+        PyErr_Format(PyExc_BufferError, "from_dlpack: unsupported dtype (code %u, bits %u, "
+                     "lanes %u)", dl->dtype.code, dl->dtype.bits, dl->dtype.lanes);
+        return -1;
+    }
+    if (dl->ndim < 0 || dl->ndim > AMPY_MAX_DIMS) {
+        PyErr_Format(PyExc_BufferError, "from_dlpack: %d dims, at most %d supported", dl->ndim,
+                     AMPY_MAX_DIMS);
+        return -1;
+    }
+    int64_t numel = 1, span = 1;
+    for (int d = dl->ndim - 1; d >= 0; d--) {
+        shape[d] = dl->shape[d];
+        strides[d] = dl->strides ? dl->strides[d] : (d == dl->ndim - 1 ? 1 : strides[d + 1] *
+                                                                             shape[d + 1]);
+        if (shape[d] < 0 || strides[d] < 0) {
+            PyErr_SetString(PyExc_BufferError,
+                            "from_dlpack: negative shapes or strides are not supported");
+            return -1;
+        }
+        numel *= shape[d];
+        span += shape[d] > 0 ? (shape[d] - 1) * strides[d] : 0;
+    }
+    *nbytes = numel ? (size_t)span * ampy_dtype_size(*dt) : 0;
+    return 0;
+}
+
+/* A contiguous ampy-owned copy of a CPU tensor whose data address is not a
+ * multiple of its element size: bytes moved with memcpy, element by element
+ * (the kernels would load them as aligned values). */
+static AmpyTensor *aligned_copy(const AmpyTensor *src)
+{
+    AmpyTensor *t = ampy_py_empty(src->dtype, src->ndim, src->shape, AMPY_DEV_CPU);
+    if (!t || t->numel == 0)
+        return t;
+    const size_t isz = ampy_dtype_size(src->dtype);
+    int64_t idx[AMPY_MAX_DIMS] = {0}, off = 0;
+    for (int64_t i = 0; i < t->numel; i++) {
+        memcpy(t->data + (size_t)i * isz, src->data + off * (int64_t)isz, isz);
+        for (int d = src->ndim - 1; d >= 0; d--) { /* odometer, last dim fastest */
+            if (++idx[d] < src->shape[d]) {
+                off += src->strides[d];
+                break;
+            }
+            off -= (src->shape[d] - 1) * src->strides[d];
+            idx[d] = 0;
+        }
+    }
+    return t;
+}
+
+/* The imported tensor: read-only when the producer says so (DLPack 1.0
+ * flags); misaligned CPU data is copied (the copy refuses writes, which
+ * could not reach the producer), misaligned device data refused. */
+static PyObject *dl_finish(AmpyTensor *t, int readonly)
+{
+    AmpyStorage *st = (AmpyStorage *)t->base;
+    st->flags = readonly ? AMPY_STORAGE_READONLY : 0;
+    if (t->numel == 0 || (uintptr_t)t->data % ampy_dtype_size(t->dtype) == 0)
+        return (PyObject *)t;
+    AmpyTensor *c = NULL;
+    if (t->device != AMPY_DEV_CPU)
+        PyErr_Format(PyExc_BufferError, "from_dlpack: the data address of this cuda:%d tensor "
+                     "is not a multiple of its %zu-byte element size", t->device,
+                     ampy_dtype_size(t->dtype));
+    else if ((c = aligned_copy(t)) != NULL)
+        ((AmpyStorage *)c->base)->flags = readonly ? AMPY_STORAGE_READONLY
+                                                   : AMPY_STORAGE_ALIGN_COPY;
+    Py_DECREF(t); /* the producer's memory is released with it */
+    return (PyObject *)c;
 }
 
 static PyObject *f_from_dlpack(PyObject *self, PyObject *cap)
 {
-    int versioned;
+    int versioned, readonly = 0;
     void *managed;
     DLTensor *dl;
     if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
@@ -188,6 +292,7 @@ static PyObject *f_from_dlpack(PyObject *self, PyObject *cap)
         }
         managed = m;
         dl = &m->dl_tensor;
+        readonly = (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
     } else if (PyCapsule_IsValid(cap, "dltensor")) {
         versioned = 0;
         DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
@@ -198,41 +303,11 @@ static PyObject *f_from_dlpack(PyObject *self, PyObject *cap)
                                          "consumed yet ('dltensor' or 'dltensor_versioned')");
         return NULL;
     }
-    int device;
-    if (dl->device.device_type == kDLCPU || dl->device.device_type == kDLCUDAHost)
-        device = AMPY_DEV_CPU;
-    else if (dl->device.device_type == kDLCUDA || dl->device.device_type == kDLCUDAManaged)
-        device = dl->device.device_id;
-    else {
-        PyErr_Format(PyExc_BufferError, "from_dlpack: unsupported device type %d",
-                     (int)dl->device.device_type);
+    int dt, device;
+    int64_t shape[AMPY_MAX_DIMS], strides[AMPY_MAX_DIMS];
+    size_t nbytes;
+    if (dl_layout(dl, &dt, &device, shape, strides, &nbytes) < 0)
         return NULL;
-    }
-    int dt = from_dl_type(dl->dtype);
-    if (dt < 0) {
-        PyErr_Format(PyExc_BufferError, "from_dlpack: unsupported dtype (code %u, bits %u, "
-                     "lanes %u)", dl->dtype.code, dl->dtype.bits, dl->dtype.lanes);
-        return NULL;
-    }
-    if (dl->ndim < 0 || dl->ndim > AMPY_MAX_DIMS) {
-        PyErr_Format(PyExc_BufferError, "from_dlpack: %d dims, at most %d supported", dl->ndim,
-                     AMPY_MAX_DIMS);
-        return NULL;
-    }
-    int64_t shape[AMPY_MAX_DIMS], strides[AMPY_MAX_DIMS], numel = 1, span = 1;
-    for (int d = dl->ndim - 1; d >= 0; d--) {
-        shape[d] = dl->shape[d];
-        strides[d] = dl->strides ? dl->strides[d] : (d == dl->ndim - 1 ? 1 : strides[d + 1] *
-                                                                             shape[d + 1]);
-        if (shape[d] < 0 || strides[d] < 0) {
-            PyErr_SetString(PyExc_BufferError,
-                            "from_dlpack: negative shapes or strides are not supported");
-            return NULL;
-        }
-        numel *= shape[d];
-        span += shape[d] > 0 ? (shape[d] - 1) * strides[d] : 0;
-    }
-    size_t nbytes = numel ? (size_t)span * ampy_dtype_size(dt) : 0;
     char *data = (char *)dl->data + dl->byte_offset;
     PyObject *owner = PyCapsule_New(managed, "ampy.dlpack_owner", owner_destructor);
     if (!owner)
@@ -255,7 +330,7 @@ static PyObject *f_from_dlpack(PyObject *self, PyObject *cap)
     tmp.device = device;
     AmpyTensor *t = ampy_py_view(&tmp, dl->ndim, shape, strides, 0);
     Py_DECREF(st);
-    return (PyObject *)t;
+    return t ? dl_finish(t, readonly) : NULL;
 }
 
 PyMethodDef ampy_py_dlpack_methods[] = {

@@ -253,7 +253,8 @@ static int ew_inputs(ew_call *c, PyObject *const *args)
     return 0;
 }
 
-/* Check a user-given output. Returns 0 / -1. */
+/* Check a user-given output (`self` of an in-place op, or out=): the write
+ * check, device, shape and castability. Returns 0 / -1. */
 static int ew_check_out(ew_call *c, AmpyTensor *out, ampy_dtype result)
 {
     const char *name = ampy_ewise_op_name(c->op);
@@ -279,14 +280,7 @@ static int ew_check_out(ew_call *c, AmpyTensor *out, ampy_dtype result)
                      ampy_dtype_torch_name((ampy_dtype)out->dtype));
         return -1;
     }
-    for (int d = 0; d < out->ndim; d++)
-        if (out->shape[d] > 1 && out->strides[d] == 0) {
-            PyErr_Format(PyExc_RuntimeError, "%s: unsupported operation: more than one element "
-                         "of the written-to tensor refers to a single memory location. Please "
-                         "clone() the tensor before performing the operation.", name);
-            return -1;
-        }
-    return 0;
+    return ampy_py_check_write(out, name, out == c->t[0] ? "self" : "out", AMPY_PY_WRITE_OVERLAP);
 }
 
 /* Replace inputs that partially overlap out by contiguous copies. */

@@ -62,6 +62,8 @@ int ampy_py_amp_list(PyObject *seq, ampy_py_amp_tensors *out, const char *fn, co
                          fn, what);
             goto fail;
         }
+        if ((flags & AMPY_PY_AMP_WRITE) && ampy_py_check_write(x, fn, what, 0) < 0)
+            goto fail;
         Py_INCREF(o);
         t[i] = x;
         out->n = i + 1;
@@ -144,10 +146,10 @@ static PyObject *f_unscale(PyObject *self, PyObject *const *args, Py_ssize_t nar
     }
     float *found = ampy_py_amp_scalar(args[1], AMPY_FLOAT32, fn, "found_inf");
     float *inv = found ? ampy_py_amp_scalar(args[2], AMPY_FLOAT32, fn, "inv_scale") : NULL;
-    if (!inv)
+    if (!inv || ampy_py_check_write((AmpyTensor *)args[1], fn, "found_inf", 0) < 0)
         return NULL;
     ampy_py_amp_tensors g;
-    if (ampy_py_amp_list(args[0], &g, fn, "grads", 0) < 0)
+    if (ampy_py_amp_list(args[0], &g, fn, "grads", AMPY_PY_AMP_WRITE) < 0)
         return NULL;
     PyObject *result = NULL;
     void **data = PyMem_Calloc((size_t)g.n + 1, sizeof *data);

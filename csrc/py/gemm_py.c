@@ -47,7 +47,8 @@ static AmpyTensor *make_out(PyObject *out_obj, int ndim, const int64_t *shape, i
     if (*created)
         return ampy_py_empty(dtype, ndim, shape, AMPY_DEV_CPU);
     AmpyTensor *c = ampy_py_tensor_arg(out_obj, "gemm", "out");
-    if (!c || check_operand(c, "out") < 0)
+    if (!c || check_operand(c, "out") < 0 ||
+        ampy_py_check_write(c, "matmul", "out", AMPY_PY_WRITE_OVERLAP) < 0)
         return NULL;
     int same = c->ndim == ndim;
     for (int i = 0; same && i < ndim; i++)
@@ -254,6 +255,8 @@ static PyObject *f_gemm_batched(PyObject *self, PyObject *args, PyObject *kw)
                          ampy_dtype_name(a->dtype), ampy_dtype_name(c->dtype));
             return NULL;
         }
+        if (ampy_py_check_write(c, "matmul", "out", AMPY_PY_WRITE_OVERLAP) < 0)
+            return NULL;
         Py_INCREF(c);
     }
     /* drop size-1 batch dims (the C API takes at most AMPY_GEMM_MAX_BATCH_DIMS) */

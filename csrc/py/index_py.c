@@ -102,7 +102,15 @@ static PyObject *f_index_scatter(PyObject *self, PyObject *const *args, Py_ssize
     ampy_index_spec s;
     int64_t sizes[AMPY_MAX_DIMS], strides[AMPY_MAX_DIMS], rstr[AMPY_MAX_DIMS];
     const int64_t *ptrs[AMPY_MAX_DIMS];
-    if (make_spec(t, args[1], args[2], &s, sizes, strides, ptrs, rstr, "index_put_") < 0)
+    if (make_spec(t, args[1], args[2], &s, sizes, strides, ptrs, rstr, "index_put_") < 0 ||
+        ampy_py_check_write(t, "index_put_", "self", 0) < 0)
+        return NULL;
+    int overlap = ampy_py_internal_overlap(t);
+    if (overlap < 0 ||
+        (overlap && PyErr_WarnEx(PyExc_UserWarning, /* torch warns, then writes */
+                                 "Use of index_put_ on expanded tensors is deprecated. Please "
+                                 "clone() the tensor before performing this operation. This also "
+                                 "applies to advanced indexing e.g. tensor[indices] = tensor", 1) < 0))
         return NULL;
     if (v->dtype != t->dtype || v->ndim != 1 + s.rest_ndim || v->shape[0] != s.P) {
         PyErr_SetString(PyExc_ValueError, "index_put_: values must be [P, rest...] of dst's dtype");

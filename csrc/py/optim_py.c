@@ -56,13 +56,13 @@ static int parse_common(common_lists *c, PyObject *params, PyObject *grads, PyOb
                         const char *fn)
 {
     memset(c, 0, sizeof *c);
-    if (ampy_py_amp_list(params, &c->p, fn, "params", 0) < 0 ||
+    if (ampy_py_amp_list(params, &c->p, fn, "params", AMPY_PY_AMP_WRITE) < 0 ||
         ampy_py_amp_list(grads, &c->g, fn, "grads", 0) < 0 ||
         ampy_py_amp_len(&c->p, &c->g, fn, "params", "grads") < 0)
         return -1;
     if (masters != Py_None) {
         if (ampy_py_amp_list(masters, &c->m, fn, "master_params",
-                             AMPY_PY_AMP_ALLOW_NONE | AMPY_PY_AMP_F32) < 0 ||
+                             AMPY_PY_AMP_ALLOW_NONE | AMPY_PY_AMP_F32 | AMPY_PY_AMP_WRITE) < 0 ||
             ampy_py_amp_len(&c->p, &c->m, fn, "params", "master_params") < 0)
             return -1;
     }
@@ -94,7 +94,8 @@ static int parse_common(common_lists *c, PyObject *params, PyObject *grads, PyOb
 static int parse_state(ampy_py_amp_tensors *s, PyObject *seq, const common_lists *c,
                        const char *fn, const char *arg, int allow_none)
 {
-    if (ampy_py_amp_list(seq, s, fn, arg, AMPY_PY_AMP_F32 | (allow_none ? AMPY_PY_AMP_ALLOW_NONE : 0)) < 0 ||
+    const int flags = AMPY_PY_AMP_F32 | AMPY_PY_AMP_WRITE | (allow_none ? AMPY_PY_AMP_ALLOW_NONE : 0);
+    if (ampy_py_amp_list(seq, s, fn, arg, flags) < 0 ||
         ampy_py_amp_len(&c->p, s, fn, "params", arg) < 0)
         return -1;
     for (Py_ssize_t i = 0; i < s->n; i++)
@@ -257,7 +258,7 @@ static PyObject *f_adam(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (parse_state(&mx, args[4], &c, fn, "max_exp_avg_sqs", 0) < 0)
             goto done;
     }
-    if (ampy_py_amp_list(args[5], &sp, fn, "steps", AMPY_PY_AMP_F32) < 0 ||
+    if (ampy_py_amp_list(args[5], &sp, fn, "steps", AMPY_PY_AMP_F32 | AMPY_PY_AMP_WRITE) < 0 ||
         ampy_py_amp_len(&c.p, &sp, fn, "params", "steps") < 0)
         goto done;
     for (Py_ssize_t i = 0; i < sp.n; i++)

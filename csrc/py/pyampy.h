@@ -40,7 +40,15 @@ typedef struct {
     int64_t version; /* bumped by every in-place write through any view */
     PyObject *owner; /* non-NULL: borrowed memory kept alive by this object */
     void (*free_fn)(void *ptr, size_t nbytes, int device); /* NULL: ampy_free */
+    unsigned flags; /* AMPY_STORAGE_*: memory that no write path may touch (last field:
+                     * the layout of the fields above is shared with ampy._C_cuda) */
 } AmpyStorage;
+
+/* Storage flags, set on import and shared by every view of the memory. */
+#define AMPY_STORAGE_READONLY 1u   /* foreign read-only memory: a non-writeable ndarray,
+                                    * bytes, a mode="r" memmap, a read-only DLPack tensor */
+#define AMPY_STORAGE_ALIGN_COPY 2u /* the aligned copy from_numpy/from_dlpack made of
+                                    * misaligned memory: writes would not reach it */
 
 /* ampy._C.TensorBase. Strides are in ELEMENTS, like torch. `data` points at
  * the first element; `base` is the AmpyStorage holding the memory (never
@@ -104,6 +112,57 @@ void ampy_py_byte_strides(const AmpyTensor *t, int64_t *out);
 static inline void ampy_py_bump_version(AmpyTensor *t) { ((AmpyStorage *)t->base)->version++; }
 /* A storage over memory owned by `owner` (kept alive), e.g. a NumPy array. */
 AmpyStorage *ampy_py_storage_borrow(char *ptr, size_t nbytes, int device, PyObject *owner);
+
+/* ---- the write check (write_check.c) --------------------------------------
+ * Every path that writes into a tensor the caller passed (in-place ops, out=,
+ * copy_/fill_/setitem, index_put_, optimizer and scaler steps, random fills)
+ * calls ampy_py_check_write first. It raises RuntimeError naming fn and arg
+ * when the memory is read-only (AMPY_STORAGE_*), and with
+ * AMPY_PY_WRITE_OVERLAP when several elements share one memory location
+ * (torch's "unsupported operation: more than one element ..."). The inline
+ * part only reads the storage flags and the strides of a contiguous tensor. */
+#define AMPY_PY_WRITE_OVERLAP 1
+int ampy_py_check_write_slow(const AmpyTensor *t, const char *fn, const char *arg, int flags);
+static inline int ampy_py_check_write(const AmpyTensor *t, const char *fn, const char *arg,
+                                      int flags)
+{
+    if (((const AmpyStorage *)t->base)->flags)
+        return ampy_py_check_write_slow(t, fn, arg, flags);
+    if (flags & AMPY_PY_WRITE_OVERLAP) {
+        int64_t expect = 1;
+        for (int d = t->ndim - 1; d >= 0; d--) {
+            if (t->shape[d] != 1 && t->strides[d] != expect)
+                return ampy_py_check_write_slow(t, fn, arg, flags);
+            expect *= t->shape[d];
+        }
+    }
+    return 0;
+}
+/* 1 when two elements of t share a memory location (exact: a zero stride
+ * over a size > 1 is the quick case, other layouts are decided by a
+ * sufficient stride test and, failing that, by marking every element's
+ * offset), 0 when none do, -1 + MemoryError. */
+int ampy_py_internal_overlap(const AmpyTensor *t);
+/* The read-only error for t's storage flags (fn and arg named); returns -1.
+ * Inline so that ampy._C_cuda's bindings raise the same message. */
+static inline int ampy_py_raise_readonly(const AmpyTensor *t, const char *fn, const char *arg)
+{
+    if (((const AmpyStorage *)t->base)->flags & AMPY_STORAGE_READONLY)
+        PyErr_Format(PyExc_RuntimeError,
+                     "%s: argument '%s' is read-only: its memory belongs to a read-only buffer "
+                     "(a NumPy array with writeable=False, bytes, a mode='r' memmap, or a "
+                     "DLPack tensor marked read-only), which ampy never writes. Use clone() "
+                     "for a writable copy.", fn, arg);
+    else
+        PyErr_Format(PyExc_RuntimeError,
+                     "%s: argument '%s' cannot be written: ampy copied the misaligned memory "
+                     "it came from (from_numpy/from_dlpack of data whose address is not a "
+                     "multiple of the %zu-byte element size), so writes would not reach the "
+                     "original. Pass aligned memory to share it, or clone() for a writable "
+                     "tensor.", fn, arg,
+                     ampy_dtype_size(t->dtype));
+    return -1;
+}
 
 /* ---- argument parsing ---------------------------------------------------- */
 /* dtype object (ampy.float16), a code int, or None (-> *out = dflt). Raises

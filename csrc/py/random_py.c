@@ -11,7 +11,7 @@ static AmpyTensor *contig_cpu_arg(PyObject *o, const char *fn)
         PyErr_Format(PyExc_ValueError, "%s: expects a contiguous CPU tensor", fn);
         return NULL;
     }
-    return t;
+    return t && ampy_py_check_write(t, fn, "out", 0) < 0 ? NULL : t;
 }
 
 static PyObject *finish(ampy_status s, AmpyTensor *t)
@@ -34,6 +34,8 @@ static PyObject *f_fill_random(PyObject *self, PyObject *args)
     AmpyTensor *ct = ampy_py_tensor_arg(o, "fill_random", "out");
     if (ct && ct->device != AMPY_DEV_CPU && ampy_py_is_contiguous(ct)) {
         /* CUDA: cuda/nn.cu draws the same Philox values on the device */
+        if (ampy_py_check_write(ct, "fill_random", "out", 0) < 0)
+            return NULL;
         const ampy_cuda_api *api = ampy_py_cuda_api();
         if (!api)
             return NULL;

@@ -17,7 +17,8 @@ static PyObject *f_update_scale(PyObject *self, PyObject *const *args, Py_ssize_
     float *scale = ampy_py_amp_scalar(args[0], AMPY_FLOAT32, fn, "scale");
     int32_t *tracker = scale ? ampy_py_amp_scalar(args[1], AMPY_INT32, fn, "growth_tracker") : NULL;
     float *found = tracker ? ampy_py_amp_scalar(args[2], AMPY_FLOAT32, fn, "found_inf") : NULL;
-    if (!found)
+    if (!found || ampy_py_check_write((AmpyTensor *)args[0], fn, "scale", 0) < 0 ||
+        ampy_py_check_write((AmpyTensor *)args[1], fn, "growth_tracker", 0) < 0)
         return NULL;
     ampy_scaler_options o;
     ampy_scaler_options_default(&o);
@@ -58,7 +59,8 @@ static PyObject *f_update_scale(PyObject *self, PyObject *const *args, Py_ssize_
     int32_t *htracker = NULL;
     if (args[9] != Py_None) {
         htracker = ampy_py_amp_scalar(args[9], AMPY_INT32, fn, "hysteresis_tracker");
-        if (!htracker)
+        if (!htracker ||
+            ampy_py_check_write((AmpyTensor *)args[9], fn, "hysteresis_tracker", 0) < 0)
             return NULL;
     } else if (h > 1) {
         PyErr_Format(PyExc_ValueError, "%s: hysteresis=%ld needs a hysteresis_tracker (a 1-element "

@@ -68,6 +68,7 @@ static AmpyStorage *storage_new_host(size_t nbytes)
     s->version = 0;
     s->owner = NULL;
     s->free_fn = NULL;
+    s->flags = 0;
     PyTraceMalloc_Track(AMPY_TRACEMALLOC_DOMAIN, (uintptr_t)p, nbytes);
     return s;
 }
@@ -84,6 +85,7 @@ AmpyStorage *ampy_py_storage_borrow(char *ptr, size_t nbytes, int device, PyObje
     Py_INCREF(owner);
     s->owner = owner;
     s->free_fn = NULL;
+    s->flags = 0;
     return s;
 }
 
@@ -303,6 +305,11 @@ static PyObject *get_version(AmpyTensor *t, void *c)
     return PyLong_FromLongLong(((AmpyStorage *)t->base)->version);
 }
 
+static PyObject *get_readonly(AmpyTensor *t, void *c)
+{
+    return PyBool_FromLong(((AmpyStorage *)t->base)->flags != 0);
+}
+
 static PyGetSetDef tensor_getset[] = {
     {"shape", (getter)ampy_py_shape_obj, NULL, "The tensor's size, an ampy.Size.", NULL},
     {"dtype", (getter)get_dtype, NULL, "The element type.", NULL},
@@ -311,6 +318,8 @@ static PyGetSetDef tensor_getset[] = {
     {"_dtype_code", (getter)get_dtype_code, NULL, "The ampy_dtype code.", NULL},
     {"_storage", (getter)get_base_obj, NULL, "The Storage holding the memory.", NULL},
     {"_version", (getter)get_version, NULL, "In-place writes seen by this memory.", NULL},
+    {"_readonly", (getter)get_readonly, NULL,
+     "True when no write may touch this memory (read-only or copied foreign memory).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -477,8 +486,10 @@ static PyObject *m_numpy(AmpyTensor *t, PyObject *u)
         strides[d] = (npy_intp)(t->strides[d] * isz);
     }
     Py_INCREF(descr);
+    /* memory no write path may touch exports read-only (writeable=False) */
+    const int npflags = ((AmpyStorage *)t->base)->flags ? 0 : NPY_ARRAY_WRITEABLE;
     PyObject *arr = PyArray_NewFromDescr(&PyArray_Type, (PyArray_Descr *)descr, t->ndim, dims,
-                                         strides, t->data, NPY_ARRAY_WRITEABLE, NULL);
+                                         strides, t->data, npflags, NULL);
     if (!arr)
         return NULL;
     Py_INCREF(t);

@@ -89,14 +89,14 @@ def _log10(ctx, g):
 @rule("fmod", save=(0, 1))
 def _fmod(ctx, g):
     a, b = ctx.args[:2]
-    gb = O.mul(O.neg(g), O.trunc(O.div(a, b))) if _is_t(b) else None
+    gb = O.mul(O.neg(g), O.div(a, b, rounding_mode="trunc")) if _is_t(b) else None  # (one rounding)
     return g, gb
 
 
 @rule("remainder", save=(0, 1))
 def _remainder(ctx, g):
     a, b = ctx.args[:2]
-    gb = O.mul(O.neg(g), O.floor(O.div(a, b))) if _is_t(b) else None
+    gb = O.mul(O.neg(g), O.div(a, b, rounding_mode="floor")) if _is_t(b) else None  # (one rounding)
     return g, gb
 
 

@@ -1,0 +1,433 @@
+"""Strided-layout sweep over the whole op table (issue 11 item 6).
+
+Every op in `ampy._dispatch.ops()` has a case in CASES (test_every_op_has_a_case
+fails for a new op without one). Each case is run with its tensor inputs built
+in a drawn layout — dims permuted (transposed), sliced with steps, reversed
+(negative strides, through as_strided: ampy has no flip op and its slicing
+refuses negative steps, as torch's does), expanded (zero strides), behind a
+storage offset, and 0-size where the op allows it — and compared, forward and
+backward, with the same op on contiguous copies (ampy) and with torch 2.13 on
+the same values. The incoming gradient gets a drawn layout too, and ops that
+write (in-place ops, setitem, copy_) get the written tensor in a strided layout.
+"""
+import os
+
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+import ampy
+from ampy import _dispatch
+
+DTYPES = ("float32", "float16", "bfloat16")
+NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
+      "float64": np.float64}
+# (rtol, atol): strided vs contiguous ampy, then ampy vs torch
+TOL_SELF = {"float32": (1e-5, 1e-6), "float16": (2e-3, 2e-3), "bfloat16": (1.6e-2, 1.6e-2)}
+TOL_TORCH = {"float32": (1e-4, 1e-5), "float16": (1e-2, 1e-2), "bfloat16": (6e-2, 6e-2)}
+JUNK = -77.0  # what the storage holds outside a view: reading it shows in the result
+
+
+def _fn(M, name):
+    """M.name, or M.nn.functional.name (activations torch keeps there)."""
+    f = getattr(M, name, None)
+    return f if f is not None else getattr(M.nn.functional, name)
+
+
+class Case:
+    """fn(M, *tensors) with M = ampy or torch; specs: one (kind, shape) per tensor
+    (kinds: f float, p positive, u in (-0.9, 0.9), i<n> int64 in [0, n), b bool,
+    n an integer 0..9 as int64); write: the first tensor is written in place."""
+
+    def __init__(self, fn, specs, grad=True, half=True, torch_ok=True, write=False,
+                 zero=False, seed=False, tfn=None, torch_atol=None):
+        self.fn, self.specs, self.grad, self.half = fn, specs, grad, half
+        self.torch_ok, self.write, self.zero, self.seed = torch_ok, write, zero, seed
+        self.tfn = tfn or fn
+        self.torch_atol = torch_atol  # ill-conditioned cases (constant rows in layer_norm)
+
+
+S = (3, 4)
+F2 = [("f", S), ("f", S)]
+CASES = {}
+
+
+TORCH_INPLACE = {"silu": lambda M, x: M.nn.functional.silu(x, inplace=True)}  # no Tensor.silu_
+
+
+def ew(name, kinds="ff", grad=True, half=True, inplace=True, kw=None, shapes=None):
+    """An element-wise op `name` (and its in-place variant `name_`)."""
+    kw = kw or {}
+    specs = [(k, (shapes or [S] * len(kinds))[j]) for j, k in enumerate(kinds)]
+    CASES[name] = Case(lambda M, *t: _fn(M, name)(*t, **kw), specs, grad=grad, half=half,
+                       zero=True)
+    if inplace:
+        CASES[name + "_"] = Case(lambda M, *t: getattr(t[0], name + "_")(*t[1:], **kw), specs,
+                                 grad=grad, half=half, write=True, zero=True,
+                                 tfn=TORCH_INPLACE.get(name))
+
+
+for _n in ("abs", "atan", "ceil", "cos", "cosh", "erf", "exp", "exp2", "expm1", "floor", "frac",
+           "neg", "sigmoid", "sign", "sin", "sinh", "square", "tanh", "trunc", "relu", "silu"):
+    ew(_n, "f")
+for _n in ("acos", "asin", "tan"):
+    ew(_n, "u")
+for _n in ("log", "log10", "log1p", "log2", "reciprocal", "rsqrt", "sqrt"):
+    ew(_n, "p")
+for _n in ("gelu", "elu", "mish", "softplus", "logsigmoid", "leaky_relu", "round"):
+    ew(_n, "f", inplace=False)
+for _n in ("add", "sub", "mul", "atan2", "fmod", "remainder", "maximum", "minimum", "fmax",
+           "fmin"):
+    ew(_n, "ff", inplace=_n not in ("maximum", "minimum", "fmax", "fmin"))
+ew("div", "fp")
+ew("pow", "pf")
+ew("floor_divide", "fp", grad=False)
+ew("lerp", "fff")
+ew("addcmul", "fff", kw={"value": 0.5})
+ew("addcdiv", "ffp", kw={"value": 0.5})
+ew("clamp", "f", kw={"min": -0.5, "max": 0.7})
+for _n in ("eq", "ne", "lt", "le", "gt", "ge"):
+    ew(_n, "ff", grad=False)
+for _n in ("logical_and", "logical_or", "logical_xor"):
+    ew(_n, "ff", grad=False)
+ew("logical_not", "f", grad=False)
+for _n in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+    ew(_n, "nn", grad=False, half=False)
+ew("bitwise_not", "n", grad=False, half=False)
+for _n in ("isfinite", "isinf", "isnan"):
+    ew(_n, "f", grad=False, inplace=False)
+CASES["where"] = Case(lambda M, c, a, b: M.where(c, a, b), [("b", S), ("f", S), ("f", S)],
+                      zero=True)
+CASES["clone"] = Case(lambda M, x: x.clone(), [("f", S)], zero=True)
+CASES["copy_"] = Case(lambda M, x, y: x.copy_(y), F2, write=True, zero=True)
+CASES["setitem"] = Case(lambda M, x, v: _setitem(x, v), [("f", S), ("f", (2, 4))], write=True)
+CASES["getitem"] = Case(lambda M, x: x[1:, [3, 0, 3]], [("f", S)])
+CASES["to_dtype"] = Case(lambda M, x: x.to(M.float64), [("f", S)], zero=True)
+CASES["to_device"] = None  # CUDA only: test_to_device_strided
+CASES["dropout"] = Case(lambda M, x: M.nn.functional.dropout(x, 0.4), [("f", S)],
+                        torch_ok=False, seed=True, zero=True)
+
+
+def _setitem(x, v):
+    x[1:] = v
+    return x
+
+
+def red(name, kinds="f", zero=True, **kw):
+    CASES[name] = Case(lambda M, *t: _fn(M, name)(*t, **kw), [(k, (3, 4, 5)) for k in kinds],
+                       zero=zero)
+
+
+for _n in ("sum", "mean", "prod", "amax", "amin", "logsumexp"):
+    red(_n, dim=1)
+red("std", dim=1)
+red("var", dim=2)
+red("norm", dim=1)
+red("cumsum", dim=1)
+red("cumprod", dim=2)
+red("softmax", dim=1)
+red("log_softmax", dim=2)
+red("all", kinds="f", dim=1)
+red("any", kinds="f", dim=2)
+CASES["argmax"] = Case(lambda M, x: M.argmax(x, 1), [("f", (3, 4, 5))], zero=True)
+CASES["argmin"] = Case(lambda M, x: M.argmin(x, 2), [("f", (3, 4, 5))], zero=True)
+CASES["max_dim"] = Case(lambda M, x: M.max(x, 1), [("f", (3, 4, 5))])
+CASES["min_dim"] = Case(lambda M, x: M.min(x, 2), [("f", (3, 4, 5))])
+
+CASES.update({
+    "expand": Case(lambda M, x: x.expand(2, 3, 4), [("f", (3, 1))]),
+    "flatten": Case(lambda M, x: x.flatten(), [("f", (3, 4, 2))], zero=True),
+    "reshape": Case(lambda M, x: x.reshape(4, -1), [("f", (3, 4, 2))], zero=True),
+    "view": Case(lambda M, x: x.view(12, 2), [("f", (3, 4, 2))]),
+    "narrow": Case(lambda M, x: x.narrow(1, 1, 2), [("f", S)], zero=True),
+    "select": Case(lambda M, x: x.select(1, 2), [("f", S)], zero=True),
+    "permute": Case(lambda M, x: x.permute(2, 0, 1), [("f", (3, 4, 2))], zero=True),
+    "transpose": Case(lambda M, x: x.transpose(0, 2), [("f", (3, 4, 2))], zero=True),
+    "squeeze": Case(lambda M, x: x.squeeze(1), [("f", (3, 1, 4))], zero=True),
+    "unsqueeze": Case(lambda M, x: x.unsqueeze(1), [("f", S)], zero=True),
+    "cat": Case(lambda M, a, b: M.cat([a, b], 1), [("f", S), ("f", (3, 2))], zero=True),
+    "stack": Case(lambda M, a, b: M.stack([a, b], 1), F2, zero=True),
+    "mm": Case(lambda M, a, b: M.mm(a, b), [("f", S), ("f", (4, 5))], zero=True),
+    "matmul": Case(lambda M, a, b: M.matmul(a, b), [("f", (2, 3, 4)), ("f", (4, 5))]),
+    "bmm": Case(lambda M, a, b: M.bmm(a, b), [("f", (2, 3, 4)), ("f", (2, 4, 5))], zero=True),
+    "addmm": Case(lambda M, c, a, b: M.addmm(c, a, b), [("f", (3, 5)), ("f", S), ("f", (4, 5))]),
+    "baddbmm": Case(lambda M, c, a, b: M.baddbmm(c, a, b),
+                    [("f", (2, 3, 5)), ("f", (2, 3, 4)), ("f", (2, 4, 5))]),
+    "linear": Case(lambda M, x, w, b: M.nn.functional.linear(x, w, b),
+                   [("f", (2, 3, 4)), ("f", (5, 4)), ("f", (5,))], zero=True),
+    "layer_norm": Case(lambda M, x, w, b: M.nn.functional.layer_norm(x, (4,), w, b),
+                       [("f", (2, 3, 4)), ("f", (4,)), ("f", (4,))], zero=True,
+                       torch_atol=1e-3),
+    "embedding": Case(lambda M, i, w: M.nn.functional.embedding(i, w),
+                      [("i6", (3, 4)), ("f", (6, 5))], zero=True),
+    "cross_entropy": Case(lambda M, x, t: M.nn.functional.cross_entropy(x, t),
+                          [("f", (4, 5)), ("i5", (4,))]),
+    "nll_loss": Case(lambda M, x, t: M.nn.functional.nll_loss(x, t, reduction="sum"),
+                     [("f", (4, 5)), ("i5", (4,))]),
+    "mse_loss": Case(lambda M, x, y: M.nn.functional.mse_loss(x, y), [("f", S), ("f", S)]),
+})
+del _n
+
+
+# ------------------------------------------------------------------ layouts
+class Layout:
+    """perm: storage order of the dims (innermost last); steps: slicing steps;
+    flips: dims walked backwards; offset: storage offset; expand: dims with
+    stride 0; zero: dim 0 has size 0."""
+
+    def __init__(self, nd, perm=None, steps=None, flips=None, offset=0, expand=()):
+        self.perm = tuple(range(nd)) if perm is None else tuple(perm)
+        self.steps = steps or (1,) * nd
+        self.flips = flips or (False,) * nd
+        self.offset, self.expand = offset, tuple(expand)
+
+    def __repr__(self):
+        return (f"Layout(perm={self.perm}, steps={self.steps}, flips={self.flips}, "
+                f"offset={self.offset}, expand={self.expand})")
+
+
+KINDS = ("transposed", "stepped", "flipped", "expanded", "offset", "zero")
+
+
+def fixed_layout(kind, nd, written=False, grad_out=False):
+    if kind == "transposed":
+        return Layout(nd, perm=tuple(reversed(range(nd))))
+    if kind == "stepped" or (kind == "expanded" and written):
+        return Layout(nd, steps=(2,) * nd, offset=1)
+    if kind == "flipped":
+        return Layout(nd, flips=(True,) * nd)
+    if kind == "expanded":
+        return Layout(nd, expand=range(nd) if grad_out else range(min(nd, 1)))
+    if kind == "offset":
+        return Layout(nd, offset=5)
+    return Layout(nd, perm=tuple(reversed(range(nd))), offset=3)  # zero: 0-size, odd strides
+
+
+@st.composite
+def layouts(draw, nd, written=False):
+    return Layout(nd, perm=draw(st.permutations(range(nd))),
+                  steps=tuple(draw(st.sampled_from((1, 1, 2, 3))) for _ in range(nd)),
+                  flips=tuple(draw(st.booleans()) for _ in range(nd)),
+                  offset=draw(st.sampled_from((0, 1, 7))),
+                  expand=() if written else
+                  tuple(d for d in range(nd) if draw(st.integers(0, 3)) == 0))
+
+
+def _storage_np(dtype):
+    return np.float32 if dtype in NP else {"int64": np.int64, "bool": np.bool_}[dtype]
+
+
+def strided(vals, dtype, lay):
+    """An ampy tensor holding vals (ndarray, already constant along lay.expand)
+    in layout lay, over a storage whose other elements hold JUNK."""
+    store, shape, strides, off = _storage(vals, dtype, lay)
+    base = ampy.tensor(store)
+    if dtype in NP and dtype != "float32":
+        base = base.to(getattr(ampy, dtype))
+    x = base.as_strided(shape, strides, off)
+    assert x.stride() == strides
+    return x
+
+
+def _storage(vals, dtype, lay):
+    """(storage ndarray, shape, strides, offset) of vals in layout lay."""
+    shape, nd = vals.shape, vals.ndim
+    strides, acc = [0] * nd, 1
+    for d in reversed(lay.perm):
+        strides[d] = acc * lay.steps[d]
+        acc *= max(shape[d], 1) * lay.steps[d]
+    off = lay.offset
+    for d in range(nd):
+        if d in lay.expand and shape[d] > 0:
+            strides[d] = 0
+        elif lay.flips[d] and shape[d] > 1:
+            off += (shape[d] - 1) * strides[d]
+            strides[d] = -strides[d]
+    store = np.full(lay.offset + acc, JUNK if dtype in NP else 1, dtype=_storage_np(dtype))
+    pos = np.full(shape, off, dtype=np.int64)
+    for d in range(nd):
+        pos += (np.arange(shape[d]) * strides[d]).reshape((-1,) + (1,) * (nd - 1 - d))
+    store[pos] = vals
+    return store, tuple(shape), tuple(strides), off
+
+
+def values(kind, shape, dtype, rng, lay=None):
+    """Values of one input (rounded to dtype), constant along lay.expand."""
+    if kind == "f":
+        v = rng.normal(size=shape) * 1.5
+    elif kind == "p":
+        v = rng.uniform(0.5, 2.0, size=shape)
+    elif kind == "u":
+        v = rng.uniform(-0.9, 0.9, size=shape)
+    elif kind == "b":
+        v = rng.random(shape) < 0.5
+    else:
+        v = rng.integers(0, int(kind[1:]) if kind[0] == "i" else 10, size=shape)
+    if lay is not None:
+        for d in lay.expand:
+            if shape[d] > 0:
+                v = np.broadcast_to(np.take(v, [0], axis=d), shape)
+    v = np.array(v)  # (ascontiguousarray would make a 0-d value 1-d)
+    if v.dtype.kind == "f":
+        v = v.astype(NP[dtype]).astype(np.float32)
+    return v
+
+
+def _adtype(kind, dtype):
+    return "bool" if kind == "b" else ("int64" if kind[0] in "in" else dtype)
+
+
+def contiguous(vals, dtype):
+    return strided(vals, dtype, Layout(vals.ndim))
+
+
+def to_torch(vals, dtype):
+    t = torch.tensor(vals)
+    return t.to(getattr(torch, dtype)) if vals.dtype.kind == "f" else t
+
+
+def _np(t):
+    t = t.detach()
+    return (t.double() if t.dtype.is_floating_point else t).numpy()
+
+
+def torch_strided(vals, dtype, lay):
+    """The torch tensor of strided(vals, dtype, lay) (None: negative strides,
+    which torch cannot view)."""
+    if any(f and n > 1 for f, n in zip(lay.flips, vals.shape)):
+        return None
+    store, shape, strides, off = _storage(vals, dtype, lay)
+    return to_torch(store, dtype).as_strided(shape, strides, off)
+
+
+# ------------------------------------------------------------------ runner
+def _shapes(case, zero):
+    shapes = [s for _, s in case.specs]
+    if zero:
+        d0, nd0 = shapes[0][0], len(shapes[0])
+        shapes = [(0,) + s[1:] if len(s) == nd0 and s[0] == d0 else s for s in shapes]
+    return shapes
+
+
+def _run(case, mode, vals, adts, lays, gmask, gout):
+    """(forward outputs, input grads) as ndarrays for one mode (strided /
+    contig ampy, or torch); gout(j, shape, dtype, strided) -> incoming grad."""
+    if mode == "torch":
+        M, ts = torch, [to_torch(v, a) for v, a in zip(vals, adts)]
+    elif mode == "contig":
+        M, ts = ampy, [contiguous(v, a) for v, a in zip(vals, adts)]
+    else:
+        M, ts = ampy, [strided(v, a, l) for v, a, l in zip(vals, adts, lays)]
+    for t, m in zip(ts, gmask):
+        if m:
+            t.requires_grad_(True)
+    if case.seed:
+        ampy.manual_seed(0)
+    out = (case.tfn if mode == "torch" else case.fn)(M, *ts)
+    outs = list(out) if isinstance(out, tuple) else [out]
+    if case.write:
+        assert out is ts[0], "an in-place op must return the tensor it wrote"
+    fwd = [_np(o) for o in outs]
+    diff = [o for o in outs if o.requires_grad]
+    if not diff:
+        return fwd, None
+    gs = [gout(j, tuple(o.shape), str(o.dtype).split(".")[-1], mode == "strided", M)
+          for j, o in enumerate(diff)]
+    M.autograd.backward(diff, gs)
+    return fwd, [_np(t.grad) if t.grad is not None else None
+                 for t, m in zip(ts, gmask) if m]
+
+
+def _close(got, ref, tol, what):
+    assert len(got) == len(ref), what
+    for j, (g, r) in enumerate(zip(got, ref)):
+        assert (g is None) == (r is None), f"{what} {j}: {g} vs {r}"
+        if g is None:
+            continue
+        assert g.shape == r.shape, f"{what} {j}: shape {g.shape} vs {r.shape}"
+        if g.dtype.kind in "biu" or r.dtype.kind in "biu":
+            np.testing.assert_array_equal(g, r, err_msg=f"{what} {j}")
+        else:
+            np.testing.assert_allclose(g, r, rtol=tol[0], atol=tol[1], equal_nan=True,
+                                       err_msg=f"{what} {j}")
+
+
+def check(name, dtype, lays, glay, seed, zero):
+    """Run op `name` with inputs in lays (and the incoming gradient in
+    glay(ndim)) and compare with contiguous ampy and with torch."""
+    case = CASES[name]
+    rng = np.random.default_rng(seed)
+    shapes = _shapes(case, zero)
+    vals = [values(k, s, dtype, rng, lay) for (k, _), s, lay in zip(case.specs, shapes, lays)]
+    adts = [_adtype(k, dtype) for k, _ in case.specs]
+    gmask = [case.grad and a == dtype and not (case.write and j == 0)
+             for j, a in enumerate(adts)]
+
+    glays = {}
+
+    def gout(j, shape, gdt, is_strided, M):
+        if j not in glays:  # one drawn layout per output, its values the same in every mode
+            glays[j] = glay(len(shape))
+        lay = glays[j]
+        v = values("f", shape, gdt, np.random.default_rng([seed, j]), lay)
+        if M is torch:
+            return to_torch(v, gdt)
+        return strided(v, gdt, lay) if is_strided else contiguous(v, gdt)
+
+    ref = _run(case, "contig", vals, adts, lays, gmask, gout)
+    try:
+        got = _run(case, "strided", vals, adts, lays, gmask, gout)
+    except RuntimeError as e:
+        if name != "view" or "view size is not compatible" not in str(e):
+            raise
+        t = torch_strided(vals[0], dtype, lays[0])
+        if t is not None:  # torch refuses this layout too
+            with pytest.raises(RuntimeError, match="view size is not compatible"):
+                case.fn(torch, t)
+        return
+    _close(got[0], ref[0], TOL_SELF[dtype], "forward output")
+    assert (got[1] is None) == (ref[1] is None)
+    if ref[1] is not None:
+        _close(got[1], ref[1], TOL_SELF[dtype], "gradient of input")
+    if case.torch_ok:
+        tr = _run(case, "torch", vals, adts, lays, gmask, gout)
+        tol = TOL_TORCH[dtype]
+        tol = (tol[0], max(tol[1], case.torch_atol or 0))
+        _close(got[0], tr[0], tol, "forward output vs torch")
+        assert (got[1] is None) == (tr[1] is None)
+        if tr[1] is not None:
+            _close(got[1], tr[1], tol, "gradient of input vs torch")
+
+
+# ------------------------------------------------------------------ tests
+PARAMS = [(n, d) for n in sorted(CASES) if CASES[n] is not None
+          for d in DTYPES if d == "float32" or CASES[n].half]
+FIXED = [(n, d, k) for n, d in PARAMS for k in KINDS if k != "zero" or CASES[n].zero]
+
+
+def test_every_op_has_a_case():
+    missing = sorted(set(_dispatch.ops()) - set(CASES))
+    assert not missing, f"ops without a strided-sweep case: {missing}"
+
+
+@pytest.mark.parametrize("name,dtype,kind", FIXED)
+def test_fixed_layout(name, dtype, kind):
+    case = CASES[name]
+    lays = [fixed_layout(kind, len(s), written=case.write and j == 0)
+            for j, (_, s) in enumerate(case.specs)]
+    check(name, dtype, lays, lambda nd: fixed_layout(kind, nd, grad_out=True), 1234,
+          kind == "zero")
+
+
+@pytest.mark.parametrize("name,dtype", PARAMS)
+@settings(max_examples=2 if os.environ.get("AMPY_TEST_SHORT") else 5, deadline=None)
+@given(data=st.data())
+def test_drawn_layouts(name, dtype, data):
+    case = CASES[name]
+    lays = [data.draw(layouts(len(s), written=case.write and j == 0), label=f"input {j}")
+            for j, (_, s) in enumerate(case.specs)]
+    zero = case.zero and data.draw(st.booleans(), label="zero")
+    check(name, dtype, lays, lambda nd: data.draw(layouts(nd), label="grad layout"),
+          data.draw(st.integers(0, 2**31), label="seed"), zero)

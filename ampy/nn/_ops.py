@@ -77,7 +77,7 @@ def layer_norm_fwd(input, normalized_shape, weight=None, bias=None, eps=1e-5, sa
     return y
 
 
-@_rule(save=(0, 2))
+@_rule(save=(0, 2, 3))  # (bias: not read, but version-checked as torch does)
 def layer_norm_bwd(ctx, g):
     x, shape, w, b, eps, saved = (tuple(ctx.args) + (None,) * 6)[:6]
     need = tuple(ctx.needs_input_grad) + (False,) * 4

@@ -104,10 +104,23 @@ CASES["clone"] = Case(lambda M, x: x.clone(), [("f", S)], zero=True)
 CASES["copy_"] = Case(lambda M, x, y: x.copy_(y), F2, write=True, zero=True)
 CASES["setitem"] = Case(lambda M, x, v: _setitem(x, v), [("f", S), ("f", (2, 4))], write=True)
 CASES["getitem"] = Case(lambda M, x: x[1:, [3, 0, 3]], [("f", S)])
+# more layouts of the index ops (extra keys: variants of one op)
+CASES["getitem[int-tensor]"] = Case(lambda M, x, i: x[i], [("f", S), ("i3", (2, 2))])
+CASES["getitem[bool-mask]"] = Case(lambda M, x, m: x[m], [("f", S), ("b", S)])
+CASES["getitem[tensor, slice]"] = Case(lambda M, x, i: x[1:, i], [("f", S), ("i4", (3,))])
+CASES["setitem[bool-mask]"] = Case(lambda M, x, m: _setitem_at(x, m, 2.5), [("f", S), ("b", S)],
+                                   write=True)
+CASES["setitem[int-tensor]"] = Case(lambda M, x, i, v: _setitem_at(x, i, v),
+                                    [("f", S), ("i1", (1,)), ("f", (1, 4))], write=True)
 CASES["to_dtype"] = Case(lambda M, x: x.to(M.float64), [("f", S)], zero=True)
 CASES["to_device"] = None  # CUDA only: test_to_device_strided
 CASES["dropout"] = Case(lambda M, x: M.nn.functional.dropout(x, 0.4), [("f", S)],
                         torch_ok=False, seed=True, zero=True)
+
+
+def _setitem_at(x, key, v):
+    x[key] = v
+    return x
 
 
 def _setitem(x, v):
@@ -269,7 +282,7 @@ def values(kind, shape, dtype, rng, lay=None):
         for d in lay.expand:
             if shape[d] > 0:
                 v = np.broadcast_to(np.take(v, [0], axis=d), shape)
-    v = np.array(v)  # (ascontiguousarray would make a 0-d value 1-d)
+    v = np.array(v, order="C")  # (ascontiguousarray would make a 0-d value 1-d)
     if v.dtype.kind == "f":
         v = v.astype(NP[dtype]).astype(np.float32)
     return v

@@ -444,3 +444,110 @@ def test_drawn_layouts(name, dtype, data):
     zero = case.zero and data.draw(st.booleans(), label="zero")
     check(name, dtype, lays, lambda nd: data.draw(layouts(nd), label="grad layout"),
           data.draw(st.integers(0, 2**31), label="seed"), zero)
+
+
+# ------------------------------------------------------------ nn modules
+def _modules(M):
+    """name -> (module, input specs): every module class of ampy.nn over the fused ops."""
+    nn = M.nn
+    M.manual_seed(0)
+    lin, ln, emb = nn.Linear(4, 5), nn.LayerNorm(4), nn.Embedding(6, 4)
+    with M.no_grad():  # the same parameters in both libraries
+        for p, seed in ((lin.weight, 1), (lin.bias, 2), (ln.weight, 3), (ln.bias, 4),
+                        (emb.weight, 5)):
+            p.copy_(M.tensor(np.random.default_rng(seed).normal(size=tuple(p.shape))
+                             .astype(np.float32)))
+    return {
+        "Linear": (lin, [("f", (3, 4))]), "LayerNorm": (ln, [("f", (2, 3, 4))]),
+        "Embedding": (emb, [("i6", (3, 4))]), "ReLU": (nn.ReLU(), [("f", S)]),
+        "GELU": (nn.GELU(), [("f", S)]), "SiLU": (nn.SiLU(), [("f", S)]),
+        "Tanh": (nn.Tanh(), [("f", S)]), "Sigmoid": (nn.Sigmoid(), [("f", S)]),
+        "Softmax": (nn.Softmax(1), [("f", S)]), "LogSoftmax": (nn.LogSoftmax(1), [("f", S)]),
+        "Flatten": (nn.Flatten(), [("f", (2, 3, 4))]), "Identity": (nn.Identity(), [("f", S)]),
+        "Dropout-eval": (nn.Dropout(0.3).eval(), [("f", S)]),
+        "CrossEntropyLoss": (nn.CrossEntropyLoss(), [("f", (4, 5)), ("i5", (4,))]),
+        "NLLLoss": (nn.NLLLoss(), [("f", (4, 5)), ("i5", (4,))]),
+        "MSELoss": (nn.MSELoss(), [("f", S), ("f", S)]),
+        "Sequential": (nn.Sequential(lin, nn.ReLU(), nn.LayerNorm(5)), [("f", (3, 4))]),
+    }
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if k != "zero"])
+@pytest.mark.parametrize("name", sorted(_modules(ampy)))
+def test_module_strided_input(name, kind):
+    """Each module on inputs in a strided layout, forward and backward
+    (parameters' gradients too), against torch's module with the same
+    parameters on the same values."""
+    res = []
+    for M in (ampy, torch):
+        mod, specs = _modules(M)[name]
+        rng = np.random.default_rng(7)
+        lays = [fixed_layout(kind, len(s)) for _, s in specs]
+        vals = [values(k, s, "float32", rng, lay) for (k, s), lay in zip(specs, lays)]
+        adts = [_adtype(k, "float32") for k, _ in specs]
+        if M is ampy:
+            xs = [strided(v, a, lay) for v, a, lay in zip(vals, adts, lays)]
+        else:
+            xs = [to_torch(v, a) for v, a in zip(vals, adts)]
+        if adts[0] == "float32":
+            xs[0].requires_grad_(True)
+        out = mod(*xs)
+        g = values("f", tuple(out.shape), "float32", rng)
+        out.backward(M.tensor(g) if M is ampy else torch.tensor(g))
+        grads = [_np(p.grad) for p in mod.parameters()]
+        res.append([_np(out)] + grads + ([_np(xs[0].grad)] if xs[0].requires_grad else []))
+    _close(res[0], res[1], TOL_TORCH["float32"], f"{name} vs torch")
+
+
+# --------------------------------------------- the issue's examples, as written
+def test_issue_examples_non_contiguous_nn_inputs():
+    """Issue 11 item 6: these raised 'Boolean value of Tensor with more than
+    one value is ambiguous'; each must give torch's answer, forward and backward."""
+    rng = np.random.default_rng(0)
+    xv = rng.normal(size=(5, 4)).astype(np.float32)
+    wv = rng.normal(size=(4, 6)).astype(np.float32)
+    tv = np.array([[1, 0, 3, 2], [2, 3, 0, 1]], dtype=np.int64)
+    out = []
+    for M in (ampy, torch):
+        F = M.nn.functional
+        x, w = M.tensor(xv).requires_grad_(True), M.tensor(wv).requires_grad_(True)
+        t = M.tensor(tv)
+        res = [F.layer_norm(x.T, (5,)), F.cross_entropy(x.T, t[0]), F.mse_loss(x.T, x.T * 0.5),
+               F.embedding(t.T, w.T), F.embedding(t[:, ::2], w.T[:, 1:]),
+               F.cross_entropy(x[:, ::2].T, t[1, :2]), F.nll_loss(x[1:].T, t[0])]
+        sum(r.sum() for r in res).backward()
+        out.append([_np(r) for r in res] + [_np(x.grad), _np(w.grad)])
+    _close(out[0], out[1], TOL_TORCH["float32"], "issue examples vs torch")
+
+
+@pytest.mark.parametrize("layout", ["plain", "transposed", "sliced"])
+def test_dropout_backward_of_sum(layout):
+    """F.dropout(x, 0.5).sum().backward(): sum's gradient is an expanded tensor."""
+    base = ampy.tensor(np.random.default_rng(1).normal(size=(6, 8)).astype(np.float32))
+    x = {"plain": base, "transposed": base.T, "sliced": base[::2, 1:]}[layout]
+    x = x.detach().requires_grad_(True)
+    y = ampy.nn.functional.dropout(x, 0.5)
+    y.sum().backward()
+    keep = y.detach().numpy() != 0
+    np.testing.assert_array_equal(y.detach().numpy(), np.where(keep, x.detach().numpy() * 2, 0))
+    np.testing.assert_array_equal(x.grad.numpy(), keep * 2.0)
+
+
+@pytest.mark.skipif(not ampy.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("kind", [k for k in KINDS if k != "zero"] + ["zero"])
+def test_to_device_strided(kind):
+    """to_device (the op behind .to('cuda') / .cpu()) on every layout, both ways."""
+    case_vals = values("f", (3, 4), "float32", np.random.default_rng(3),
+                       fixed_layout(kind, 2))
+    if kind == "zero":
+        case_vals = case_vals[:0]
+    lay = fixed_layout(kind, 2)
+    x = strided(case_vals, "float32", lay).requires_grad_(True)
+    y = x.to("cuda")
+    back = y.cpu()
+    np.testing.assert_array_equal(back.detach().numpy(), case_vals)
+    g = strided(values("f", tuple(back.shape), "float32", np.random.default_rng(4),
+                       fixed_layout(kind, 2, grad_out=True)), "float32",
+                fixed_layout(kind, 2, grad_out=True))
+    back.backward(g)
+    np.testing.assert_array_equal(x.grad.numpy(), g.numpy())

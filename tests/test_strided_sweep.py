@@ -19,8 +19,8 @@ from hypothesis import given, settings, strategies as st
 
 import ampy
 from ampy import _dispatch
-from strided_layouts import (KINDS, Layout, as_np, contiguous, fixed_layout, input_dtype,
-                             layouts, strided, to_torch, torch_strided, values)
+from strided_layouts import (JUNK, KINDS, NP, Layout, as_np, contiguous, fixed_layout,
+                             input_dtype, layouts, strided, to_torch, torch_strided, values)
 
 DTYPES = ("float32", "float16", "bfloat16")
 # (rtol, atol): strided vs contiguous ampy, then ampy vs torch
@@ -61,6 +61,7 @@ def ew(name, kinds="ff", grad=True, half=True, inplace=True, kw=None, shapes=Non
     specs = [(k, (shapes or [S] * len(kinds))[j]) for j, k in enumerate(kinds)]
     CASES[name] = Case(lambda M, *t: _fn(M, name)(*t, **kw), specs, grad=grad, half=half,
                        zero=True)
+    CASES[name].kw = kw
     if inplace:
         CASES[name + "_"] = Case(lambda M, *t: getattr(t[0], name + "_")(*t[1:], **kw), specs,
                                  grad=grad, half=half, write=True, zero=True,
@@ -481,3 +482,46 @@ def test_to_device_strided(kind):
                 fixed_layout(kind, 2, grad_out=True))
     back.backward(g)
     np.testing.assert_array_equal(x.grad.numpy(), g.numpy())
+
+
+# ------------------------------------------------------------- out= writes
+def _has_out(name):
+    import inspect
+    f = getattr(ampy, name, None)
+    try:
+        return f is not None and "out" in inspect.signature(f).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+OUT = [(n, d, k) for n, d in PARAMS if n in CASES and _has_out(n) and not CASES[n].write
+       for k in ("transposed", "stepped", "flipped", "offset")]
+
+
+@pytest.mark.parametrize("name,dtype,kind", OUT)
+def test_out_strided(name, dtype, kind):
+    """op(..., out=o) with o in a strided layout: writes exactly o's elements
+    (the storage around them keeps its junk), returns o, and holds the
+    result of the op on contiguous inputs (itself checked against torch above)."""
+    case = CASES[name]
+    rng = np.random.default_rng(31)
+    vals = [values(k, s, dtype, rng) for k, s in case.specs]
+    adts = [input_dtype(k, dtype) for k, _ in case.specs]
+    ref = case.fn(ampy, *[contiguous(v, a) for v, a in zip(vals, adts)])
+    odt = str(ref.dtype).split(".")[-1]
+    lay = fixed_layout(kind, ref.ndim)
+    o = strided(np.zeros(tuple(ref.shape), dtype=np.float32 if odt in ("float16", "bfloat16")
+                         else as_np(ref).dtype), odt, lay)
+    kw = case.kw
+    got = getattr(ampy, name)(*[strided(v, a, fixed_layout(kind, v.ndim))
+                                for v, a in zip(vals, adts)], out=o, **kw)
+    assert got is o
+    _close([as_np(o)], [as_np(ref)], TOL_SELF[dtype], f"{name}(out=strided)")
+    pos = np.full(tuple(o.shape), o.storage_offset(), dtype=np.int64)
+    for d in range(o.ndim):
+        pos += np.indices(tuple(o.shape))[d] * o.stride()[d]
+    base = o.as_strided((int(pos.max()) + 1,), (1,), 0)
+    touched = np.zeros(base.shape[0], dtype=bool)
+    touched[np.ravel(pos)] = True
+    rest = as_np(base)[~touched]
+    assert (rest == (JUNK if odt in NP else 1)).all(), "out= wrote outside its view"

@@ -525,3 +525,59 @@ def test_out_strided(name, dtype, kind):
     touched[np.ravel(pos)] = True
     rest = as_np(base)[~touched]
     assert (rest == (JUNK if odt in NP else 1)).all(), "out= wrote outside its view"
+
+
+# ------------------------------------------- version checks over the op table
+VIEWS = {"expand", "flatten", "reshape", "view", "narrow", "select", "permute", "transpose",
+         "squeeze", "unsqueeze", "getitem", "getitem[tensor, slice]", "to_dtype"}
+VERSION = [(n, j) for n, d in PARAMS if d == "float32" and CASES[n].grad and CASES[n].torch_ok
+           and not CASES[n].write
+           for j in range(len(CASES[n].specs) + (0 if n in VIEWS else 1))]
+
+
+def _modified_run(case, vals, adts, target, M):
+    """Run the op on leaves, change input `target` (or the output, for
+    target == len(inputs)) in place under no_grad, then backward. Returns
+    'ok' or the error's first words."""
+    ts = [to_torch(v, a) if M is torch else contiguous(v, a) for v, a in zip(vals, adts)]
+    for t, a in zip(ts, adts):
+        if a == "float32":
+            t.requires_grad_(True)
+    out = case.fn(M, *ts)
+    outs = [o for o in (list(out) if isinstance(out, tuple) else [out]) if o.requires_grad]
+    if not outs:
+        return "no graph"
+    with M.no_grad():
+        if target < len(ts):  # (indices and masks keep their values: only the version moves)
+            ts[target].copy_(ts[target] + 1 if adts[target] == "float32" else ts[target].clone())
+        else:
+            outs[0].add_(0.5)
+    try:
+        M.autograd.backward(outs, [M.ones_like(o) for o in outs])
+    except RuntimeError as e:
+        return str(e).split(":")[0]
+    return "ok"
+
+
+# Where ampy is knowingly stricter than torch (a clear error instead of a result): the fused
+# cross_entropy keeps the logits and the per-row logsumexp for its backward, torch's
+# log_softmax + nll_loss keeps log_softmax's output, so changing the logits in place after
+# the forward raises in ampy only.
+STRICTER = {("cross_entropy", 0)}
+
+
+@pytest.mark.parametrize("name,target", VERSION)
+def test_version_check_like_torch(name, target):
+    """Changing an input (or the output) in place after the forward makes
+    backward raise exactly when torch's does: ampy keeps and checks what
+    torch saves (issue 11 item 9, over every op)."""
+    case = CASES[name]
+    rng = np.random.default_rng(41)
+    vals = [values(k, s, "float32", rng) for k, s in case.specs]
+    adts = [input_dtype(k, "float32") for k, _ in case.specs]
+    got = _modified_run(case, vals, adts, target, ampy)
+    if (name, target) in STRICTER:
+        assert _modified_run(case, vals, adts, target, torch) == "ok"
+        assert got.startswith("one of the variables needed for gradient computation")
+        return
+    assert got == _modified_run(case, vals, adts, target, torch)

@@ -161,8 +161,9 @@ class Node:
             if t._version != version and self._reads(t):
                 raise RuntimeError(
                     f"one of the variables needed for gradient computation has been modified "
-                    f"by an inplace operation: [{_type_str(t)} {list(t.shape)}]{_producer(t, self)} "
-                    f"is at version {t._version}; expected version {version} instead. Hint: "
+                    f"by an inplace operation: [{_type_str(t)} {list(t.shape)}]"
+                    f"{_producer(t, self)} is at version {t._version}; expected version "
+                    f"{version} instead. Hint: "
                     f"the backtrace further above can point at the operation that failed to "
                     f"compute its gradient.")
 
@@ -173,6 +174,11 @@ class Node:
         if self._checks_on_unpack:
             return True
         name = self._op_name
+        outs = OUTPUTS_READ.get(name)
+        if outs is not None and self.out is not None:
+            for i, o in enumerate(self.out):
+                if o is t:
+                    return i in outs
         use = SAVED_FOR.get(name) or (SAVED_FOR.get(name[:-1]) if name.endswith("_") else None)
         if use is None:
             return True
@@ -206,6 +212,9 @@ SAVED_FOR = {
     "linear": {0: (1,), 1: (0,)}, "addmm": {1: (2,), 2: (1,)}, "baddbmm": {1: (2,), 2: (1,)},
     "addcmul": {1: (2,), 2: (1,)}, "addcdiv": {1: (2,)}, "lerp": {0: (2,), 1: (2,)},
 }
+
+# the outputs a save_out rule reads, where it keeps more (max/min along a dim: the indices)
+OUTPUTS_READ = {"max_dim": (1,), "min_dim": (1,)}
 
 _TYPE_NAMES = {"float32": "Float", "float16": "Half", "bfloat16": "BFloat16", "float64": "Double",
                "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char",

@@ -113,7 +113,7 @@ def cross_entropy_fwd(input, target, weight=None, ignore_index=-100, reduction=1
     return out
 
 
-@_rule(save=(0, 2))
+@_rule(save=(0, 1, 2))
 def cross_entropy_bwd(ctx, g):
     x, t, w, ignore, red, ls, saved = ctx.args
     x = _c(x)
@@ -129,7 +129,7 @@ def nll_loss_fwd(input, target, weight=None, ignore_index=-100, reduction=1):
                               int(ignore_index), int(reduction))
 
 
-@_rule(save=(2,))
+@_rule(save=(0, 1, 2))  # (input: not read, but version-checked as torch does)
 def nll_loss_bwd(ctx, g):
     x, t, w, ignore, red = ctx.args
     probe = (_C.empty(tuple(x.shape), x.dtype) if x._device_index < 0  # shape/dtype carrier
@@ -145,7 +145,7 @@ def embedding_fwd(weight, indices, padding_idx=None):
     return _C.nn_embedding_fwd(_c(indices), _c(weight))
 
 
-@_rule(save=())
+@_rule(save=(1,))
 def embedding_bwd(ctx, g):
     w, idx, pad = ctx.args
     num = w.shape[0]

@@ -284,3 +284,29 @@ def test_function_saved_tensors_checked_when_read(reads):
         return [_grad(x)]
     out = _outcome(run, ampy)
     assert out[0] == _outcome(run, torch)[0] == ("RuntimeError" if reads else "ok")
+
+
+@pytest.mark.skipif(not ampy.cuda.is_available(), reason="needs a CUDA GPU")
+def test_device_of_hook_and_function_results_checked():
+    """torch's wording (its CPU-only build here cannot run the CUDA case)."""
+    x = ampy.ones(3, requires_grad=True)
+    x.register_hook(lambda g: g.to("cuda"))
+    with pytest.raises(RuntimeError, match=r"hook '<lambda>' has changed the type of value "
+                                           r"\(was ampy.FloatTensor got ampy.cuda.FloatTensor\)"):
+        (x * 2).sum().backward()
+
+    class ToCuda(ampy.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            return t * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g.to("cuda")
+    y = ampy.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="Function ToCudaBackward returned an invalid gradient "
+                                           "at index 0 - expected device cpu but got cuda:0"):
+        ToCuda.apply(y).sum().backward()
+    z = ampy.ones((), requires_grad=True)
+    ToCuda.apply(z).backward()  # a 0-dim gradient is moved, as torch does
+    assert z.grad.device == ampy.device("cpu")

@@ -55,11 +55,16 @@ def _edge_grads(node, grads):
     return flat, src
 
 
-def _check_grad(node, i, g, shape, dtype):
+def _check_grad(node, i, g, shape, dtype, meta=None):
     if g is None:
         return None
     if not _is_tensor(g):
         raise RuntimeError(f"expected Variable or None (got {type(g).__name__})")  # (torch's)
+    if meta is not None and g._device_index != meta._device_index:
+        if g.ndim:
+            raise RuntimeError(f"Function {node.name()} returned an invalid gradient at index "
+                               f"{i} - expected device {meta.device} but got {g.device}")
+        g = g.to(meta.device)  # (torch moves a 0-dim gradient)
     gs = g.shape
     if gs != shape:
         gs, shape = tuple(gs), tuple(shape)
@@ -438,10 +443,10 @@ def _apply(node, grads, create_graph):
         if nxt is None or g is None:
             out.append(None)
         elif (getattr(g, "_requires_grad", None) is not None and g.dtype is a.dtype
-              and g.shape == a.shape):
+              and g.shape == a.shape and g._device_index == a._device_index):
             out.append(g)  # (the common case of _check_grad)
         else:
-            out.append(_check_grad(node, i, g, a.shape, a.dtype))
+            out.append(_check_grad(node, i, g, a.shape, a.dtype, a))
         i += 1
     if node._post_hooks:
         for fn in list(node._post_hooks.values()):

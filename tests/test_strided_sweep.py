@@ -111,6 +111,11 @@ CASES["setitem[bool-mask]"] = Case(lambda M, x, m: _setitem_at(x, m, 2.5), [("f"
                                    write=True)
 CASES["setitem[int-tensor]"] = Case(lambda M, x, i, v: _setitem_at(x, i, v),
                                     [("f", S), ("i1", (1,)), ("f", (1, 4))], write=True)
+CASES["dropout[inplace]"] = Case(lambda M, x: M.nn.functional.dropout(x, 0.4, inplace=True),
+                                 [("f", S)], torch_ok=False, seed=True, write=True, zero=True)
+for _n in ("relu", "silu"):
+    CASES[f"{_n}[inplace]"] = Case(lambda M, x, _n=_n: getattr(M.nn.functional, _n)(
+        x, inplace=True), [("f", S)], write=True, zero=True)
 CASES["to_dtype"] = Case(lambda M, x: x.to(M.float64), [("f", S)], zero=True)
 CASES["to_device"] = None  # CUDA only: test_to_device_strided
 CASES["dropout"] = Case(lambda M, x: M.nn.functional.dropout(x, 0.4), [("f", S)],

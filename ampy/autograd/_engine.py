@@ -14,7 +14,7 @@ import heapq
 import sys
 
 from ._grad_mode import _set, _state
-from ._node import AccumulateGrad, Meta, Node
+from ._node import AccumulateGrad, Meta, Node, _type_str
 from ._ops import O, cast, is_expandable_to, sum_to, wrap_dim
 from ._recording import _SEQ_TYPES, _is_tensor, autograd_hook, edge_of
 
@@ -55,12 +55,16 @@ def _edge_grads(node, grads):
     return flat, src
 
 
-def _check_grad(node, i, g, shape, dtype):
+def _check_grad(node, i, g, shape, dtype, meta=None):
     if g is None:
         return None
     if not _is_tensor(g):
-        raise RuntimeError(f"function {node.name()} returned a gradient of type "
-                           f"{type(g).__name__} at index {i}, expected a Tensor or None")
+        raise RuntimeError(f"expected Variable or None (got {type(g).__name__})")  # (torch's)
+    if meta is not None and g._device_index != meta._device_index:
+        if g.ndim:
+            raise RuntimeError(f"Function {node.name()} returned an invalid gradient at index "
+                               f"{i} - expected device {meta.device} but got {g.device}")
+        g = g.to(meta.device)  # (torch moves a 0-dim gradient)
     gs = g.shape
     if gs != shape:
         gs, shape = tuple(gs), tuple(shape)
@@ -83,8 +87,49 @@ def _run_hooks(hooks, grad):
     for fn in list(hooks.values()):
         r = fn(grad)
         if r is not None:
+            _check_hook_result(fn, grad, r)
             grad = r
     return grad
+
+
+def _hook_name(fn):
+    name = getattr(fn, "__name__", None)
+    return name if isinstance(name, str) else "<unknown>"
+
+
+def _check_hook_result(fn, old, new):
+    """torch's check_single_result: a hook may replace a gradient only by a
+    tensor of the same type (dtype and device kind) and size."""
+    if not _is_tensor(new):
+        raise TypeError(f"expected Variable, but hook returned '{type(new).__name__}'")
+    if new.dtype is not old.dtype or (new._device_index < 0) != (old._device_index < 0):
+        raise RuntimeError(f"hook '{_hook_name(fn)}' has changed the type of value (was "
+                           f"{_type_str(old)} got {_type_str(new)})")
+    if tuple(new.shape) != tuple(old.shape):
+        raise RuntimeError(f"hook '{_hook_name(fn)}' has changed the size of value")
+
+
+def _run_node_pre_hooks(node, grads):
+    """Node.register_prehook hooks: each may return new grad_outputs (checked
+    entry by entry as torch does)."""
+    for fn in list(node._pre_hooks.values()):
+        r = fn(tuple(grads))
+        if r is None:
+            continue
+        if not isinstance(r, (tuple, list)):
+            raise TypeError(f"hook '{_hook_name(fn)}' returned {type(r).__name__}, expected "
+                            f"a tuple of gradients or None")
+        if len(r) != len(grads):
+            raise RuntimeError(f"hook '{_hook_name(fn)}' has returned an incorrect number of "
+                               f"values (got {len(r)}, but expected {len(grads)})")
+        for old, new in zip(grads, r):
+            if new is None or new is old:
+                continue
+            if old is None:
+                raise TypeError("can't replace a None gradient with a non-None value")
+            _check_hook_result(fn, old, new)
+        grads = list(r)
+    return grads
 
 
 def _tensor_pre_hooks(node, grads):
@@ -106,9 +151,6 @@ def _tensor_pre_hooks(node, grads):
 
 def _accumulate_leaf(node, g, create_graph):
     leaf = node.variable
-    hooks = leaf._backward_hooks
-    if hooks:
-        g = _run_hooks(hooks, g)
     old = leaf._grad
     if old is None:
         if create_graph or not _stealable(g):
@@ -327,6 +369,9 @@ def _execute(node, grads, create_graph, capture, captured, accumulate, active, b
     if grads is not None:
         if node._tensor_pre_hooks or node._retains:
             grads = _tensor_pre_hooks(node, grads)
+        if node.__class__ is AccumulateGrad and node.variable._backward_hooks and \
+                grads[0] is not None:  # a leaf's hooks: before capture too (torch)
+            grads = [_run_hooks(node.variable._backward_hooks, grads[0])]
         if capture is not None:
             for nr, g in enumerate(grads):
                 slots = capture.get((node, nr))
@@ -372,15 +417,13 @@ def _execute(node, grads, create_graph, capture, captured, accumulate, active, b
 
 def _apply(node, grads, create_graph):
     if node._pre_hooks:
-        for fn in list(node._pre_hooks.values()):
-            r = fn(tuple(grads))
-            if r is not None:
-                grads = list(r)
+        grads = _run_node_pre_hooks(node, grads)
     if node._freed:
         node.check_saved()  # raises
-    for t, version in node._saved:
-        if t._version != version:
-            node.check_saved()  # raises
+    if not node._checks_on_unpack:
+        for t, version in node._saved:
+            if t._version != version:
+                node.check_saved()  # raises if the rule reads t
     if node._out_meta is not None and getattr(node, "materialize_grads", True):
         grads = _materialize(node, grads)
     if create_graph and node.out is not None:
@@ -400,10 +443,10 @@ def _apply(node, grads, create_graph):
         if nxt is None or g is None:
             out.append(None)
         elif (getattr(g, "_requires_grad", None) is not None and g.dtype is a.dtype
-              and g.shape == a.shape):
+              and g.shape == a.shape and g._device_index == a._device_index):
             out.append(g)  # (the common case of _check_grad)
         else:
-            out.append(_check_grad(node, i, g, a.shape, a.dtype))
+            out.append(_check_grad(node, i, g, a.shape, a.dtype, a))
         i += 1
     if node._post_hooks:
         for fn in list(node._post_hooks.values()):

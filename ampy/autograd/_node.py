@@ -12,6 +12,7 @@ Each op gets its own Node subclass named like torch's (`AddBackward0`,
 tensor repr read as in torch.
 """
 import itertools
+import re
 import weakref
 
 
@@ -123,6 +124,7 @@ class Node:
     _retains = None
     _pre_hooks = None
     _post_hooks = None
+    _checks_on_unpack = False  # custom Functions: saved tensors checked when read
 
     def __init__(self):
         self._seq = next(_SEQ)
@@ -156,13 +158,38 @@ class Node:
         if self._freed:
             raise RuntimeError(_FREED_MSG)
         for t, version in self._saved:
-            if t._version != version:
+            if t._version != version and self._reads(t):
                 raise RuntimeError(
                     f"one of the variables needed for gradient computation has been modified "
-                    f"by an inplace operation: [{_type_str(t)} {list(t.shape)}], which is "
-                    f"output 0 of {_producer(t)}, is at version {t._version}; expected version "
-                    f"{version} instead. Hint: the backtrace further above can point at the "
-                    f"operation that failed to compute its gradient.")
+                    f"by an inplace operation: [{_type_str(t)} {list(t.shape)}]"
+                    f"{_producer(t, self)} is at version {t._version}; expected version "
+                    f"{version} instead. Hint: "
+                    f"the backtrace further above can point at the operation that failed to "
+                    f"compute its gradient.")
+
+    def _reads(self, t):
+        """Whether the rule reads saved tensor t for an input that needs grad
+        (torch saves an argument only for the inputs whose gradient formula
+        uses it, and checks only what it saved)."""
+        if self._checks_on_unpack:
+            return True
+        name = self._op_name
+        outs = OUTPUTS_READ.get(name)
+        if outs is not None and self.out is not None:
+            for i, o in enumerate(self.out):
+                if o is t:
+                    return i in outs
+        use = SAVED_FOR.get(name) or (SAVED_FOR.get(name[:-1]) if name.endswith("_") else None)
+        if use is None:
+            return True
+        needs, found = self.needs_input_grad, False
+        for j, a in enumerate(self.args or ()):
+            if a is t:
+                readers = use.get(j)
+                if readers is None or any(i < len(needs) and needs[i] for i in readers):
+                    return True
+                found = True
+        return not found
 
     def apply(self, grads):
         return type(self)._rule(self, *grads)
@@ -176,16 +203,41 @@ class Node:
             self.args = None
 
 
-_TYPE_NAMES = {"float32": "Float", "float16": "Half", "bfloat16": "BFloat16", "float64": "Double"}
+# argument -> the inputs whose gradient formula reads it (torch's derivatives.yaml),
+# for the rules that read an argument only for the other inputs' gradients
+SAVED_FOR = {
+    "mul": {0: (1,), 1: (0,)}, "div": {0: (1,)}, "fmod": {0: (1,), 1: (1,)},
+    "remainder": {0: (1,), 1: (1,)},
+    "mm": {0: (1,), 1: (0,)}, "bmm": {0: (1,), 1: (0,)}, "matmul": {0: (1,), 1: (0,)},
+    "linear": {0: (1,), 1: (0,)}, "addmm": {1: (2,), 2: (1,)}, "baddbmm": {1: (2,), 2: (1,)},
+    "addcmul": {1: (2,), 2: (1,)}, "addcdiv": {1: (2,)}, "lerp": {0: (2,), 1: (2,)},
+}
+
+# the outputs a save_out rule reads, where it keeps more (max/min along a dim: the indices)
+OUTPUTS_READ = {"max_dim": (1,), "min_dim": (1,)}
+
+_TYPE_NAMES = {"float32": "Float", "float16": "Half", "bfloat16": "BFloat16", "float64": "Double",
+               "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char",
+               "uint8": "Byte", "bool": "Bool"}
 
 
 def _type_str(t):
-    return f"ampy.{_TYPE_NAMES.get(t.dtype.name, t.dtype.name)}Tensor"
+    dev = "cuda." if t._device_index >= 0 else ""
+    return f"ampy.{dev}{_TYPE_NAMES.get(t.dtype.name, t.dtype.name)}Tensor"
 
 
-def _producer(t):
-    g = t.grad_fn
-    return g.name() if g is not None else "a leaf"
+def _producer(t, node):
+    """', which is output N of Op,' for a tensor made by an op (torch's wording;
+    a saved output of `node` is node's)."""
+    g, nr = t.grad_fn, getattr(t, "_output_nr", 0)
+    if g is None and node.out is not None:
+        for i, o in enumerate(node.out):
+            if o is t:
+                g, nr = node, i
+    if g is None:
+        return ""
+    name = re.sub(r"Backward\d*$", "", g.name()) or g.name()
+    return f", which is output {nr} of {name},"
 
 
 _CLASSES = {}

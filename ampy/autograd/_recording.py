@@ -161,7 +161,7 @@ def _meta(a):
     return m
 
 
-def _save_seq(a, keep, saved, clone_first, edges):
+def _save_seq(a, keep, saved, clone_first, edges, listed=True):
     """A list/tuple argument: one edge per tensor in it, and the items as
     the node holds them (see _save)."""
     items = []
@@ -171,17 +171,20 @@ def _save_seq(a, keep, saved, clone_first, edges):
             e = edge_of(b)
             edges.append(e)
             need = need or e[0] is not None
-            items.append(_save(b, keep, saved, clone_first))
+            items.append(_save(b, keep, saved, clone_first, listed))
         else:
             items.append(b)
     return (type(a)(items) if a.__class__ is list else tuple(items)), need
 
 
-def _save(t, keep, saved, clone_first):
+def _save(t, keep, saved, clone_first, listed=True):
     """The argument as the node holds it: the tensor itself (version-checked
     at backward), a clone (for in-place ops, whose first input is about to
-    change), or only its metadata."""
+    change), or only its metadata. A non-floating tensor (indices, targets,
+    masks) is kept as itself, version-checked when the rule lists it."""
     if not t.dtype.is_floating_point:
+        if keep and listed:
+            saved.append((t, t._version))
         return t
     if not keep:
         return _meta(t)
@@ -232,6 +235,8 @@ def _inputs(args, save, inplace):
                 edges.append(_NO_EDGE)
                 needs.append(False)
             if not a.dtype.is_floating_point:
+                if save is not None and i in save:  # (indices, targets: checked as torch)
+                    saved.append((a, a._version))
                 sargs.append(a)
             elif save is None or i in save:
                 if inplace and i == 0:
@@ -246,7 +251,7 @@ def _inputs(args, save, inplace):
                 sargs.append(m)
         elif a.__class__ in _SEQ_TYPES and any(_is_tensor(b) for b in a):
             item, need = _save_seq(a, save is None or i in save, saved, inplace and i == 0,
-                                   edges)
+                                   edges, save is not None)
             sargs.append(item)
             needs.append(need)
         else:

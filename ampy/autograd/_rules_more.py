@@ -89,14 +89,14 @@ def _log10(ctx, g):
 @rule("fmod", save=(0, 1))
 def _fmod(ctx, g):
     a, b = ctx.args[:2]
-    gb = O.mul(O.neg(g), O.trunc(O.div(a, b))) if _is_t(b) else None
+    gb = O.mul(O.neg(g), O.div(a, b, rounding_mode="trunc")) if _is_t(b) else None  # (one rounding)
     return g, gb
 
 
 @rule("remainder", save=(0, 1))
 def _remainder(ctx, g):
     a, b = ctx.args[:2]
-    gb = O.mul(O.neg(g), O.floor(O.div(a, b))) if _is_t(b) else None
+    gb = O.mul(O.neg(g), O.div(a, b, rounding_mode="floor")) if _is_t(b) else None  # (one rounding)
     return g, gb
 
 
@@ -107,12 +107,13 @@ def _leaky_relu(ctx, g):
     return O.where(O.gt(x, 0), g, O.mul(g, slope)), None
 
 
-@rule("elu", save=(0,), save_out=True)
+@rule("elu", save=(0,))
 def _elu(ctx, g):
     x = ctx.args[0]
     alpha = _arg(ctx, 1, "alpha", 1.0)
-    # x <= 0: out = alpha * (exp(x) - 1), so d/dx = out + alpha
-    return O.where(O.gt(x, 0), g, O.mul(g, O.add(ctx.out[0], alpha))), None
+    # x <= 0: d/dx alpha * (exp(x) - 1) = alpha * exp(x) (from x, not the output: torch saves
+    # only x, so changing the output in place leaves the backward valid)
+    return O.where(O.gt(x, 0), g, O.mul(g, O.mul(O.exp(x), alpha))), None
 
 
 @rule("softplus", save=(0,))

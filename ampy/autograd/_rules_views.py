@@ -66,7 +66,7 @@ def _select_back(ctx, g):
     return (_scatter_into_zeros(x, (slice(None),) * d + (index,), g),)
 
 
-@rule("getitem", save=(), is_view=True)
+@rule("getitem", save=(1,), is_view=True)  # (index tensors: version-checked)
 def _getitem_back(ctx, g):
     x, key = ctx.args
     if g._requires_grad and _is_advanced(key):  # create_graph=True: a recorded scatter
@@ -104,7 +104,7 @@ def _scatter_into_zeros(x, key, g):
     return O.setitem(z, key, g)
 
 
-@rule("setitem", save=(), inplace=True)
+@rule("setitem", save=(1,), inplace=True)
 def _setitem_back(ctx, g):
     x, key, value = ctx.args
     gx = O.setitem(O.clone(g), key, 0) if ctx.needs_input_grad[0] else None

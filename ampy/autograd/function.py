@@ -24,6 +24,7 @@ class FunctionCtx(Node):
     """The ctx of a custom Function (and its grad_fn)."""
 
     # no __slots__: users keep arbitrary attributes on ctx
+    _checks_on_unpack = True  # saved_tensors checks versions when read (torch)
 
     def __init__(self):
         super().__init__()

@@ -38,8 +38,8 @@ class Saved:
 
 
 def _c(t):
-    """t contiguous (None stays None)."""
-    return None if t is None or t.is_contiguous() else t.contiguous()
+    """t contiguous (None stays None; a contiguous t is returned as it is)."""
+    return t if t is None or t.is_contiguous() else t.contiguous()
 
 
 def _numel(shape):
@@ -69,22 +69,22 @@ def _rule(save=None):
 def layer_norm_fwd(input, normalized_shape, weight=None, bias=None, eps=1e-5, saved=None):
     """y = (x - mean) / sqrt(var + eps) * weight + bias over the last dims."""
     n = _numel(normalized_shape)
-    x = _c(input) or input
-    y, mean, rstd = _C.nn_layer_norm_fwd(x, n, _c(weight) or weight, _c(bias) or bias,
+    x = _c(input)
+    y, mean, rstd = _C.nn_layer_norm_fwd(x, n, _c(weight), _c(bias),
                                          float(eps), saved is not None)
     if saved is not None:
         saved.a, saved.b = mean, rstd
     return y
 
 
-@_rule(save=(0, 2))
+@_rule(save=(0, 2, 3))  # (bias: not read, but version-checked as torch does)
 def layer_norm_bwd(ctx, g):
     x, shape, w, b, eps, saved = (tuple(ctx.args) + (None,) * 6)[:6]
     need = tuple(ctx.needs_input_grad) + (False,) * 4
     n = _numel(shape)
-    x = _c(x) or x
+    x = _c(x)
     mean, rstd = (saved.a, saved.b) if saved is not None else (None, None)
-    dx, dw, db = _C.nn_layer_norm_bwd(x, n, _c(w) or w, _as(g, x.dtype), mean, rstd, float(eps),
+    dx, dw, db = _C.nn_layer_norm_bwd(x, n, _c(w), _as(g, x.dtype), mean, rstd, float(eps),
                                       bool(need[0]), bool(need[2]) and w is not None,
                                       bool(need[3]) and b is not None)
     shp = tuple(shape)
@@ -105,7 +105,7 @@ def _strides(shape):
 def cross_entropy_fwd(input, target, weight=None, ignore_index=-100, reduction=1,
                       label_smoothing=0.0, saved=None):
     """Fused log_softmax + nll_loss over rows (M, C); class-index targets."""
-    out, lse = _C.nn_cross_entropy_fwd(_c(input) or input, target, _c(weight) or weight,
+    out, lse = _C.nn_cross_entropy_fwd(_c(input), target, _c(weight),
                                        int(ignore_index), float(label_smoothing), int(reduction),
                                        saved is not None)
     if saved is not None:
@@ -113,11 +113,11 @@ def cross_entropy_fwd(input, target, weight=None, ignore_index=-100, reduction=1
     return out
 
 
-@_rule(save=(0, 2))
+@_rule(save=(0, 1, 2))
 def cross_entropy_bwd(ctx, g):
     x, t, w, ignore, red, ls, saved = ctx.args
-    x = _c(x) or x
-    dx = _C.nn_cross_entropy_bwd(x, t, _c(w) or w, int(ignore), float(ls), int(red),
+    x = _c(x)
+    dx = _C.nn_cross_entropy_bwd(x, t, _c(w), int(ignore), float(ls), int(red),
                                  _as(g, x.dtype), None if saved is None else saved.a)
     return dx, None, None, None, None, None, None
 
@@ -125,16 +125,16 @@ def cross_entropy_bwd(ctx, g):
 @defop("nll_loss", policy=_FP32)
 def nll_loss_fwd(input, target, weight=None, ignore_index=-100, reduction=1):
     """loss = -weight[t] * input[i, t] over rows (M, C) of log-probabilities."""
-    return _C.nn_nll_loss_fwd(_c(input) or input, target, _c(weight) or weight,
+    return _C.nn_nll_loss_fwd(_c(input), target, _c(weight),
                               int(ignore_index), int(reduction))
 
 
-@_rule(save=(2,))
+@_rule(save=(0, 1, 2))  # (input: not read, but version-checked as torch does)
 def nll_loss_bwd(ctx, g):
     x, t, w, ignore, red = ctx.args
     probe = (_C.empty(tuple(x.shape), x.dtype) if x._device_index < 0  # shape/dtype carrier
              else _C._empty_device(tuple(x.shape), x.dtype, x._device_index))
-    dx = _C.nn_nll_loss_bwd(probe, t, _c(w) or w, int(ignore), int(red), _as(g, x.dtype))
+    dx = _C.nn_nll_loss_bwd(probe, t, _c(w), int(ignore), int(red), _as(g, x.dtype))
     return dx, None, None, None, None
 
 
@@ -142,14 +142,14 @@ def nll_loss_bwd(ctx, g):
 @defop("embedding")
 def embedding_fwd(weight, indices, padding_idx=None):
     """Rows of weight picked by int64 indices (any shape)."""
-    return _C.nn_embedding_fwd(_c(indices) or indices, _c(weight) or weight)
+    return _C.nn_embedding_fwd(_c(indices), _c(weight))
 
 
-@_rule(save=())
+@_rule(save=(1,))
 def embedding_bwd(ctx, g):
     w, idx, pad = ctx.args
     num = w.shape[0]
-    dw = _C.nn_embedding_bwd(_c(idx) or idx, _as(g, w.dtype), num, -1 if pad is None else pad)
+    dw = _C.nn_embedding_bwd(_c(idx), _as(g, w.dtype), num, -1 if pad is None else pad)
     return dw, None, None
 
 
@@ -158,20 +158,20 @@ def embedding_bwd(ctx, g):
 def dropout_fwd(input, mask, scale):
     """input * mask * scale with a precomputed uint8 keep-mask (see
     ampy.nn.functional.dropout, which draws it with Philox)."""
-    return _C.nn_mask_scale(_c(input) or input, mask, float(scale))
+    return _C.nn_mask_scale(_c(input), mask, float(scale))
 
 
 @_rule(save=(1,))
 def dropout_bwd(ctx, g):
     _, mask, scale = ctx.args
-    return _C.nn_mask_scale(_c(g) or g, mask, float(scale)), None, None
+    return _C.nn_mask_scale(_c(g), mask, float(scale)), None, None
 
 
 # ------------------------------------------------------------------ mse_loss
 @defop("mse_loss", policy=_FP32)
 def mse_loss_fwd(input, target, reduction=1):
     """(input - target)^2, reduced; input and target of one shape and dtype."""
-    x, y = _c(input) or input, _c(target) or target
+    x, y = _c(input), _c(target)
     if x.dtype is _F32 and x._device_index < 0:  # same bits, no per-element dtype switch
         return _C.fused_mse_fwd(x, y, int(reduction))
     return _C.nn_mse_fwd(x, y, int(reduction))
@@ -181,7 +181,7 @@ def mse_loss_fwd(input, target, reduction=1):
 def mse_loss_bwd(ctx, g):
     x, y, red = ctx.args
     need = ctx.needs_input_grad
-    x, y = _c(x) or x, _c(y) or y
+    x, y = _c(x), _c(y)
     fn = _C.fused_mse_bwd if x.dtype is _F32 and x._device_index < 0 else _C.nn_mse_bwd
     dx, dy = fn(x, y, int(red), _as(g, x.dtype), bool(need[0]), bool(need[1]))
     return dx, dy, None

@@ -231,7 +231,7 @@ def _class_targets(input, target, fn):
         rows = input.permute(*perm).reshape(-1, c)
     else:
         rows = input
-    return rows, target.reshape(-1), (n,) + rest
+    return rows, target.reshape(-1).contiguous(), (n,) + rest
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,

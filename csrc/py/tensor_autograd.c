@@ -9,7 +9,9 @@
  * one call. For each argument: a tensor gets an edge (grad_fn, output_nr),
  * (accumulator(t), 0) for a leaf that requires grad, or (None, 0), and is
  * kept as itself (non-floating, or its index is in `save`, or save is None;
- * then (t, version) joins `saved`) or as a Meta(shape, dtype, _device_index);
+ * then (t, version) joins `saved` — for a non-floating tensor only when its
+ * index is in `save`, as torch checks the indices and targets it saves) or
+ * as a Meta(shape, dtype, _device_index);
  * other arguments are kept as they are. Returns (args, edges, needs_input_grad,
  * saved), or None when an argument is a list/tuple holding a tensor (the
  * Python loop handles those). */
@@ -130,7 +132,8 @@ PyObject *ampy_py_ag_inputs(PyObject *unused, PyObject *const *a, Py_ssize_t n)
             if (!e)
                 goto done;
             PyTuple_SET_ITEM(edges, k++, e);
-            if (ampy_dtype_is_float(t->dtype)) {
+            int is_float = ampy_dtype_is_float(t->dtype);
+            if (is_float || save != Py_None) {
                 int in_save = 1;
                 if (save != Py_None) {
                     PyObject *idx = PyLong_FromSsize_t(i);
@@ -147,6 +150,8 @@ PyObject *ampy_py_ag_inputs(PyObject *unused, PyObject *const *a, Py_ssize_t n)
                     Py_XDECREF(pair);
                     if (bad)
                         goto done;
+                } else if (!is_float) {
+                    /* kept as itself, not version-checked (the rule does not list it) */
                 } else if (!(keep = ag_meta(t, meta_type))) {
                     goto done;
                 } else {

@@ -1,0 +1,588 @@
+"""Strided-layout sweep over the whole op table (issue 11 item 6).
+
+Every op in `ampy._dispatch.ops()` has a case in CASES (test_every_op_has_a_case
+fails for a new op without one). Each case is run with its tensor inputs built
+in a drawn layout — dims permuted (transposed), sliced with steps, reversed
+(negative strides, through as_strided: ampy has no flip op and its slicing
+refuses negative steps, as torch's does), expanded (zero strides), behind a
+storage offset, and 0-size where the op allows it — and compared, forward and
+backward, with the same op on contiguous copies (ampy) and with torch 2.13 on
+the same values. The incoming gradient gets a drawn layout too, and ops that
+write (in-place ops, setitem, copy_) get the written tensor in a strided layout.
+"""
+import os
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+import ampy
+from ampy import _dispatch
+from strided_layouts import (JUNK, KINDS, NP, Layout, as_np, contiguous, fixed_layout,
+                             input_dtype, layouts, strided, to_torch, torch_strided, values)
+
+DTYPES = ("float32", "float16", "bfloat16")
+# (rtol, atol): strided vs contiguous ampy, then ampy vs torch
+TOL_SELF = {"float32": (1e-5, 1e-6), "float16": (2e-3, 2e-3), "bfloat16": (1.6e-2, 1.6e-2)}
+TOL_TORCH = {"float32": (1e-4, 1e-5), "float16": (1e-2, 1e-2), "bfloat16": (6e-2, 6e-2)}
+
+
+def _fn(M, name):
+    """M.name, or M.nn.functional.name (activations torch keeps there)."""
+    f = getattr(M, name, None)
+    return f if f is not None else getattr(M.nn.functional, name)
+
+
+class Case:
+    """fn(M, *tensors) with M = ampy or torch; specs: one (kind, shape) per tensor
+    (kinds: f float, p positive, u in (-0.9, 0.9), i<n> int64 in [0, n), b bool,
+    n an integer 0..9 as int64); write: the first tensor is written in place."""
+
+    def __init__(self, fn, specs, grad=True, half=True, torch_ok=True, write=False,
+                 zero=False, seed=False, tfn=None, torch_atol=None):
+        self.fn, self.specs, self.grad, self.half = fn, specs, grad, half
+        self.torch_ok, self.write, self.zero, self.seed = torch_ok, write, zero, seed
+        self.tfn = tfn or fn
+        self.torch_atol = torch_atol  # ill-conditioned cases (constant rows in layer_norm)
+
+
+S = (3, 4)
+F2 = [("f", S), ("f", S)]
+CASES = {}
+
+
+TORCH_INPLACE = {"silu": lambda M, x: M.nn.functional.silu(x, inplace=True)}  # no Tensor.silu_
+
+
+def ew(name, kinds="ff", grad=True, half=True, inplace=True, kw=None, shapes=None):
+    """An element-wise op `name` (and its in-place variant `name_`)."""
+    kw = kw or {}
+    specs = [(k, (shapes or [S] * len(kinds))[j]) for j, k in enumerate(kinds)]
+    CASES[name] = Case(lambda M, *t: _fn(M, name)(*t, **kw), specs, grad=grad, half=half,
+                       zero=True)
+    CASES[name].kw = kw
+    if inplace:
+        CASES[name + "_"] = Case(lambda M, *t: getattr(t[0], name + "_")(*t[1:], **kw), specs,
+                                 grad=grad, half=half, write=True, zero=True,
+                                 tfn=TORCH_INPLACE.get(name))
+
+
+for _n in ("abs", "atan", "ceil", "cos", "cosh", "erf", "exp", "exp2", "expm1", "floor", "frac",
+           "neg", "sigmoid", "sign", "sin", "sinh", "square", "tanh", "trunc", "relu", "silu"):
+    ew(_n, "f")
+for _n in ("acos", "asin", "tan"):
+    ew(_n, "u")
+for _n in ("log", "log10", "log1p", "log2", "reciprocal", "rsqrt", "sqrt"):
+    ew(_n, "p")
+for _n in ("gelu", "elu", "mish", "softplus", "logsigmoid", "leaky_relu", "round"):
+    ew(_n, "f", inplace=False)
+for _n in ("add", "sub", "mul", "atan2", "fmod", "remainder", "maximum", "minimum", "fmax",
+           "fmin"):
+    ew(_n, "ff", inplace=_n not in ("maximum", "minimum", "fmax", "fmin"))
+ew("div", "fp")
+ew("pow", "pf")
+ew("floor_divide", "fp", grad=False)
+ew("lerp", "fff")
+ew("addcmul", "fff", kw={"value": 0.5})
+ew("addcdiv", "ffp", kw={"value": 0.5})
+ew("clamp", "f", kw={"min": -0.5, "max": 0.7})
+for _n in ("eq", "ne", "lt", "le", "gt", "ge"):
+    ew(_n, "ff", grad=False)
+for _n in ("logical_and", "logical_or", "logical_xor"):
+    ew(_n, "ff", grad=False)
+ew("logical_not", "f", grad=False)
+for _n in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+    ew(_n, "nn", grad=False, half=False)
+ew("bitwise_not", "n", grad=False, half=False)
+for _n in ("isfinite", "isinf", "isnan"):
+    ew(_n, "f", grad=False, inplace=False)
+CASES["where"] = Case(lambda M, c, a, b: M.where(c, a, b), [("b", S), ("f", S), ("f", S)],
+                      zero=True)
+CASES["clone"] = Case(lambda M, x: x.clone(), [("f", S)], zero=True)
+CASES["copy_"] = Case(lambda M, x, y: x.copy_(y), F2, write=True, zero=True)
+CASES["setitem"] = Case(lambda M, x, v: _setitem(x, v), [("f", S), ("f", (2, 4))], write=True)
+CASES["getitem"] = Case(lambda M, x: x[1:, [3, 0, 3]], [("f", S)])
+# more layouts of the index ops (extra keys: variants of one op)
+CASES["getitem[int-tensor]"] = Case(lambda M, x, i: x[i], [("f", S), ("i3", (2, 2))])
+CASES["getitem[bool-mask]"] = Case(lambda M, x, m: x[m], [("f", S), ("b", S)])
+CASES["getitem[tensor, slice]"] = Case(lambda M, x, i: x[1:, i], [("f", S), ("i4", (3,))])
+CASES["setitem[bool-mask]"] = Case(lambda M, x, m: _setitem_at(x, m, 2.5), [("f", S), ("b", S)],
+                                   write=True)
+CASES["setitem[int-tensor]"] = Case(lambda M, x, i, v: _setitem_at(x, i, v),
+                                    [("f", S), ("i1", (1,)), ("f", (1, 4))], write=True)
+CASES["dropout[inplace]"] = Case(lambda M, x: M.nn.functional.dropout(x, 0.4, inplace=True),
+                                 [("f", S)], torch_ok=False, seed=True, write=True, zero=True)
+for _n in ("relu", "silu"):
+    CASES[f"{_n}[inplace]"] = Case(lambda M, x, _n=_n: getattr(M.nn.functional, _n)(
+        x, inplace=True), [("f", S)], write=True, zero=True)
+CASES["to_dtype"] = Case(lambda M, x: x.to(M.float64), [("f", S)], zero=True)
+CASES["to_device"] = None  # CUDA only: test_to_device_strided
+CASES["dropout"] = Case(lambda M, x: M.nn.functional.dropout(x, 0.4), [("f", S)],
+                        torch_ok=False, seed=True, zero=True)
+
+
+def _setitem_at(x, key, v):
+    x[key] = v
+    return x
+
+
+def _setitem(x, v):
+    x[1:] = v
+    return x
+
+
+def red(name, kinds="f", zero=True, **kw):
+    CASES[name] = Case(lambda M, *t: _fn(M, name)(*t, **kw), [(k, (3, 4, 5)) for k in kinds],
+                       zero=zero)
+
+
+for _n in ("sum", "mean", "prod", "amax", "amin", "logsumexp"):
+    red(_n, dim=1)
+red("std", dim=1)
+red("var", dim=2)
+red("norm", dim=1)
+red("cumsum", dim=1)
+red("cumprod", dim=2)
+red("softmax", dim=1)
+red("log_softmax", dim=2)
+red("all", kinds="f", dim=1)
+red("any", kinds="f", dim=2)
+CASES["argmax"] = Case(lambda M, x: M.argmax(x, 1), [("f", (3, 4, 5))], zero=True)
+CASES["argmin"] = Case(lambda M, x: M.argmin(x, 2), [("f", (3, 4, 5))], zero=True)
+CASES["max_dim"] = Case(lambda M, x: M.max(x, 1), [("f", (3, 4, 5))])
+CASES["min_dim"] = Case(lambda M, x: M.min(x, 2), [("f", (3, 4, 5))])
+
+CASES.update({
+    "expand": Case(lambda M, x: x.expand(2, 3, 4), [("f", (3, 1))]),
+    "flatten": Case(lambda M, x: x.flatten(), [("f", (3, 4, 2))], zero=True),
+    "reshape": Case(lambda M, x: x.reshape(4, -1), [("f", (3, 4, 2))], zero=True),
+    "view": Case(lambda M, x: x.view(12, 2), [("f", (3, 4, 2))]),
+    "narrow": Case(lambda M, x: x.narrow(1, 1, 2), [("f", S)], zero=True),
+    "select": Case(lambda M, x: x.select(1, 2), [("f", S)], zero=True),
+    "permute": Case(lambda M, x: x.permute(2, 0, 1), [("f", (3, 4, 2))], zero=True),
+    "transpose": Case(lambda M, x: x.transpose(0, 2), [("f", (3, 4, 2))], zero=True),
+    "squeeze": Case(lambda M, x: x.squeeze(1), [("f", (3, 1, 4))], zero=True),
+    "unsqueeze": Case(lambda M, x: x.unsqueeze(1), [("f", S)], zero=True),
+    "cat": Case(lambda M, a, b: M.cat([a, b], 1), [("f", S), ("f", (3, 2))], zero=True),
+    "stack": Case(lambda M, a, b: M.stack([a, b], 1), F2, zero=True),
+    "mm": Case(lambda M, a, b: M.mm(a, b), [("f", S), ("f", (4, 5))], zero=True),
+    "matmul": Case(lambda M, a, b: M.matmul(a, b), [("f", (2, 3, 4)), ("f", (4, 5))]),
+    "bmm": Case(lambda M, a, b: M.bmm(a, b), [("f", (2, 3, 4)), ("f", (2, 4, 5))], zero=True),
+    "addmm": Case(lambda M, c, a, b: M.addmm(c, a, b), [("f", (3, 5)), ("f", S), ("f", (4, 5))]),
+    "baddbmm": Case(lambda M, c, a, b: M.baddbmm(c, a, b),
+                    [("f", (2, 3, 5)), ("f", (2, 3, 4)), ("f", (2, 4, 5))]),
+    "linear": Case(lambda M, x, w, b: M.nn.functional.linear(x, w, b),
+                   [("f", (2, 3, 4)), ("f", (5, 4)), ("f", (5,))], zero=True),
+    "layer_norm": Case(lambda M, x, w, b: M.nn.functional.layer_norm(x, (4,), w, b),
+                       [("f", (2, 3, 4)), ("f", (4,)), ("f", (4,))], zero=True,
+                       torch_atol=1e-3),
+    "embedding": Case(lambda M, i, w: M.nn.functional.embedding(i, w),
+                      [("i6", (3, 4)), ("f", (6, 5))], zero=True),
+    "cross_entropy": Case(lambda M, x, t: M.nn.functional.cross_entropy(x, t),
+                          [("f", (4, 5)), ("i5", (4,))]),
+    "nll_loss": Case(lambda M, x, t: M.nn.functional.nll_loss(x, t, reduction="sum"),
+                     [("f", (4, 5)), ("i5", (4,))]),
+    "mse_loss": Case(lambda M, x, y: M.nn.functional.mse_loss(x, y), [("f", S), ("f", S)]),
+})
+del _n
+
+
+# ------------------------------------------------------------------ runner
+def _shapes(case, zero):
+    shapes = [s for _, s in case.specs]
+    if zero:
+        d0, nd0 = shapes[0][0], len(shapes[0])
+        shapes = [(0,) + s[1:] if len(s) == nd0 and s[0] == d0 else s for s in shapes]
+    return shapes
+
+
+def _run(case, mode, vals, adts, lays, gmask, gout):
+    """(forward outputs, input grads) as ndarrays for one mode (strided /
+    contig ampy, or torch); gout(j, shape, dtype, strided) -> incoming grad."""
+    if mode == "torch":
+        M, ts = torch, [to_torch(v, a) for v, a in zip(vals, adts)]
+    elif mode == "contig":
+        M, ts = ampy, [contiguous(v, a) for v, a in zip(vals, adts)]
+    else:
+        M, ts = ampy, [strided(v, a, l) for v, a, l in zip(vals, adts, lays)]
+    for t, m in zip(ts, gmask):
+        if m:
+            t.requires_grad_(True)
+    if case.seed:
+        ampy.manual_seed(0)
+    out = (case.tfn if mode == "torch" else case.fn)(M, *ts)
+    outs = list(out) if isinstance(out, tuple) else [out]
+    if case.write:
+        assert out is ts[0], "an in-place op must return the tensor it wrote"
+    fwd = [as_np(o) for o in outs]
+    diff = [o for o in outs if o.requires_grad]
+    if not diff:
+        return fwd, None
+    gs = [gout(j, tuple(o.shape), str(o.dtype).split(".")[-1], mode == "strided", M)
+          for j, o in enumerate(diff)]
+    M.autograd.backward(diff, gs)
+    return fwd, [as_np(t.grad) if t.grad is not None else None
+                 for t, m in zip(ts, gmask) if m]
+
+
+def _close(got, ref, tol, what):
+    assert len(got) == len(ref), what
+    for j, (g, r) in enumerate(zip(got, ref)):
+        assert (g is None) == (r is None), f"{what} {j}: {g} vs {r}"
+        if g is None:
+            continue
+        assert g.shape == r.shape, f"{what} {j}: shape {g.shape} vs {r.shape}"
+        if g.dtype.kind in "biu" or r.dtype.kind in "biu":
+            np.testing.assert_array_equal(g, r, err_msg=f"{what} {j}")
+        else:
+            np.testing.assert_allclose(g, r, rtol=tol[0], atol=tol[1], equal_nan=True,
+                                       err_msg=f"{what} {j}")
+
+
+def check(name, dtype, lays, glay, seed, zero):
+    """Run op `name` with inputs in lays (and the incoming gradient in
+    glay(ndim)) and compare with contiguous ampy and with torch."""
+    case = CASES[name]
+    rng = np.random.default_rng(seed)
+    shapes = _shapes(case, zero)
+    vals = [values(k, s, dtype, rng, lay) for (k, _), s, lay in zip(case.specs, shapes, lays)]
+    adts = [input_dtype(k, dtype) for k, _ in case.specs]
+    gmask = [case.grad and a == dtype and not (case.write and j == 0)
+             for j, a in enumerate(adts)]
+
+    glays = {}
+
+    def gout(j, shape, gdt, is_strided, M):
+        if j not in glays:  # one drawn layout per output, its values the same in every mode
+            glays[j] = glay(len(shape))
+        lay = glays[j]
+        v = values("f", shape, gdt, np.random.default_rng([seed, j]), lay)
+        if M is torch:
+            return to_torch(v, gdt)
+        return strided(v, gdt, lay) if is_strided else contiguous(v, gdt)
+
+    ref = _run(case, "contig", vals, adts, lays, gmask, gout)
+    try:
+        got = _run(case, "strided", vals, adts, lays, gmask, gout)
+    except RuntimeError as e:
+        if name != "view" or "view size is not compatible" not in str(e):
+            raise
+        t = torch_strided(vals[0], dtype, lays[0])
+        if t is not None:  # torch refuses this layout too
+            with pytest.raises(RuntimeError, match="view size is not compatible"):
+                case.fn(torch, t)
+        return
+    _close(got[0], ref[0], TOL_SELF[dtype], "forward output")
+    assert (got[1] is None) == (ref[1] is None)
+    if ref[1] is not None:
+        _close(got[1], ref[1], TOL_SELF[dtype], "gradient of input")
+    if case.torch_ok:
+        tr = _run(case, "torch", vals, adts, lays, gmask, gout)
+        tol = TOL_TORCH[dtype]
+        tol = (tol[0], max(tol[1], case.torch_atol or 0))
+        _close(got[0], tr[0], tol, "forward output vs torch")
+        assert (got[1] is None) == (tr[1] is None)
+        if tr[1] is not None:
+            _close(got[1], tr[1], tol, "gradient of input vs torch")
+
+
+# ------------------------------------------------------------------ tests
+PARAMS = [(n, d) for n in sorted(CASES) if CASES[n] is not None
+          for d in DTYPES if d == "float32" or CASES[n].half]
+FIXED = [(n, d, k) for n, d in PARAMS for k in KINDS if k != "zero" or CASES[n].zero]
+
+
+def test_every_op_has_a_case():
+    missing = sorted(set(_dispatch.ops()) - set(CASES))
+    assert not missing, f"ops without a strided-sweep case: {missing}"
+
+
+@pytest.mark.parametrize("name,dtype,kind", FIXED)
+def test_fixed_layout(name, dtype, kind):
+    case = CASES[name]
+    lays = [fixed_layout(kind, len(s), written=case.write and j == 0)
+            for j, (_, s) in enumerate(case.specs)]
+    check(name, dtype, lays, lambda nd: fixed_layout(kind, nd, grad_out=True), 1234,
+          kind == "zero")
+
+
+@pytest.mark.parametrize("name,dtype", PARAMS)
+@settings(max_examples=2 if os.environ.get("AMPY_TEST_SHORT") else 5, deadline=None)
+@given(data=st.data())
+def test_drawn_layouts(name, dtype, data):
+    case = CASES[name]
+    lays = [data.draw(layouts(len(s), written=case.write and j == 0), label=f"input {j}")
+            for j, (_, s) in enumerate(case.specs)]
+    zero = case.zero and data.draw(st.booleans(), label="zero")
+    check(name, dtype, lays, lambda nd: data.draw(layouts(nd), label="grad layout"),
+          data.draw(st.integers(0, 2**31), label="seed"), zero)
+
+
+# ------------------------------------------------------ double backward
+def _run_double(case, is_strided, vals, adts, lays, gmask, gout):
+    """Second-order gradients: d/d(inputs) of sum_j <first-order grad_j, w_j>,
+    the first-order grads taken with create_graph=True (ampy only)."""
+    M = ampy
+    ts = [strided(v, a, l) if is_strided else contiguous(v, a)
+          for v, a, l in zip(vals, adts, lays)]
+    for t, m in zip(ts, gmask):
+        if m:
+            t.requires_grad_(True)
+    if case.seed:
+        ampy.manual_seed(0)
+    out = case.fn(M, *ts)
+    outs = [o for o in (list(out) if isinstance(out, tuple) else [out]) if o.requires_grad]
+    want = [t for t, m in zip(ts, gmask) if m]
+    gs = [gout(j, tuple(o.shape), str(o.dtype).split(".")[-1], is_strided, M)
+          for j, o in enumerate(outs)]
+    first = M.autograd.grad(outs, want, gs, create_graph=True, allow_unused=True)
+    rng = np.random.default_rng(11)
+    terms = [(f * contiguous(values("f", tuple(f.shape), adts[0], rng), adts[0]).to(f.dtype))
+             .sum() for f in first if f is not None and f.requires_grad]
+    if not terms:
+        return None
+    second = M.autograd.grad(sum(terms), want, allow_unused=True)
+    return [None if g is None else as_np(g) for g in second]
+
+
+DOUBLE = [(n, k) for n, d in PARAMS if d == "float32" and CASES[n].grad
+          and not CASES[n].write and n != "view"  # (view refuses some layouts: test_fixed_layout)
+          for k in ("transposed", "flipped", "expanded")]
+
+
+@pytest.mark.parametrize("name,kind", DOUBLE)
+def test_double_backward_layout(name, kind):
+    """Where ampy supports double backward, a strided layout of the inputs
+    and of the incoming gradient gives the contiguous answer; where it raises,
+    it raises the same way for every layout. (Checking the second-order values
+    against torch is the double-backward suite's job.)"""
+    case = CASES[name]
+    rng = np.random.default_rng(21)
+    lays = [fixed_layout(kind, len(s)) for _, s in case.specs]
+    vals = [values(k, s, "float32", rng, lay) for (k, s), lay in zip(case.specs, lays)]
+    adts = [input_dtype(k, "float32") for k, _ in case.specs]
+    gmask = [a == "float32" for a in adts]
+    glay = {}
+
+    def gout(j, shape, gdt, is_strided, M):
+        lay = glay.setdefault(j, fixed_layout(kind, len(shape), grad_out=True))
+        v = values("f", shape, gdt, np.random.default_rng([21, j]), lay)
+        return strided(v, gdt, lay) if is_strided else contiguous(v, gdt)
+
+    try:
+        ref = _run_double(case, False, vals, adts, lays, gmask, gout)
+    except (RuntimeError, NotImplementedError) as e:
+        with pytest.raises(type(e)):
+            _run_double(case, True, vals, adts, lays, gmask, gout)
+        return
+    got = _run_double(case, True, vals, adts, lays, gmask, gout)
+    assert (ref is None) == (got is None)
+    if ref is not None:
+        _close(got, ref, TOL_SELF["float32"], "second-order gradient")
+
+
+# ------------------------------------------------------------ nn modules
+def _modules(M):
+    """name -> (module, input specs): every module class of ampy.nn over the fused ops."""
+    nn = M.nn
+    M.manual_seed(0)
+    lin, ln, emb = nn.Linear(4, 5), nn.LayerNorm(4), nn.Embedding(6, 4)
+    with M.no_grad():  # the same parameters in both libraries
+        for p, seed in ((lin.weight, 1), (lin.bias, 2), (ln.weight, 3), (ln.bias, 4),
+                        (emb.weight, 5)):
+            p.copy_(M.tensor(np.random.default_rng(seed).normal(size=tuple(p.shape))
+                             .astype(np.float32)))
+    return {
+        "Linear": (lin, [("f", (3, 4))]), "LayerNorm": (ln, [("f", (2, 3, 4))]),
+        "Embedding": (emb, [("i6", (3, 4))]), "ReLU": (nn.ReLU(), [("f", S)]),
+        "GELU": (nn.GELU(), [("f", S)]), "SiLU": (nn.SiLU(), [("f", S)]),
+        "Tanh": (nn.Tanh(), [("f", S)]), "Sigmoid": (nn.Sigmoid(), [("f", S)]),
+        "Softmax": (nn.Softmax(1), [("f", S)]), "LogSoftmax": (nn.LogSoftmax(1), [("f", S)]),
+        "Flatten": (nn.Flatten(), [("f", (2, 3, 4))]), "Identity": (nn.Identity(), [("f", S)]),
+        "Dropout-eval": (nn.Dropout(0.3).eval(), [("f", S)]),
+        "CrossEntropyLoss": (nn.CrossEntropyLoss(), [("f", (4, 5)), ("i5", (4,))]),
+        "NLLLoss": (nn.NLLLoss(), [("f", (4, 5)), ("i5", (4,))]),
+        "MSELoss": (nn.MSELoss(), [("f", S), ("f", S)]),
+        "Sequential": (nn.Sequential(lin, nn.ReLU(), nn.LayerNorm(5)), [("f", (3, 4))]),
+    }
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if k != "zero"])
+@pytest.mark.parametrize("name", sorted(_modules(ampy)))
+def test_module_strided_input(name, kind):
+    """Each module on inputs in a strided layout, forward and backward
+    (parameters' gradients too), against torch's module with the same
+    parameters on the same values."""
+    res = []
+    for M in (ampy, torch):
+        mod, specs = _modules(M)[name]
+        rng = np.random.default_rng(7)
+        lays = [fixed_layout(kind, len(s)) for _, s in specs]
+        vals = [values(k, s, "float32", rng, lay) for (k, s), lay in zip(specs, lays)]
+        adts = [input_dtype(k, "float32") for k, _ in specs]
+        if M is ampy:
+            xs = [strided(v, a, lay) for v, a, lay in zip(vals, adts, lays)]
+        else:
+            xs = [to_torch(v, a) for v, a in zip(vals, adts)]
+        if adts[0] == "float32":
+            xs[0].requires_grad_(True)
+        out = mod(*xs)
+        g = values("f", tuple(out.shape), "float32", rng)
+        out.backward(M.tensor(g) if M is ampy else torch.tensor(g))
+        grads = [as_np(p.grad) for p in mod.parameters()]
+        res.append([as_np(out)] + grads + ([as_np(xs[0].grad)] if xs[0].requires_grad else []))
+    _close(res[0], res[1], TOL_TORCH["float32"], f"{name} vs torch")
+
+
+# --------------------------------------------- the issue's examples, as written
+def test_issue_examples_non_contiguous_nn_inputs():
+    """Issue 11 item 6: these raised 'Boolean value of Tensor with more than
+    one value is ambiguous'; each must give torch's answer, forward and backward."""
+    rng = np.random.default_rng(0)
+    xv = rng.normal(size=(5, 4)).astype(np.float32)
+    wv = rng.normal(size=(4, 6)).astype(np.float32)
+    tv = np.array([[1, 0, 3, 2], [2, 3, 0, 1]], dtype=np.int64)
+    out = []
+    for M in (ampy, torch):
+        F = M.nn.functional
+        x, w = M.tensor(xv).requires_grad_(True), M.tensor(wv).requires_grad_(True)
+        t = M.tensor(tv)
+        res = [F.layer_norm(x.T, (5,)), F.cross_entropy(x.T, t[0]), F.mse_loss(x.T, x.T * 0.5),
+               F.embedding(t.T, w.T), F.embedding(t[:, ::2], w.T[:, 1:]),
+               F.cross_entropy(x[:, ::2].T, t[1, :2]), F.nll_loss(x[1:].T, t[0])]
+        sum(r.sum() for r in res).backward()
+        out.append([as_np(r) for r in res] + [as_np(x.grad), as_np(w.grad)])
+    _close(out[0], out[1], TOL_TORCH["float32"], "issue examples vs torch")
+
+
+@pytest.mark.parametrize("layout", ["plain", "transposed", "sliced"])
+def test_dropout_backward_of_sum(layout):
+    """F.dropout(x, 0.5).sum().backward(): sum's gradient is an expanded tensor."""
+    base = ampy.tensor(np.random.default_rng(1).normal(size=(6, 8)).astype(np.float32))
+    x = {"plain": base, "transposed": base.T, "sliced": base[::2, 1:]}[layout]
+    x = x.detach().requires_grad_(True)
+    y = ampy.nn.functional.dropout(x, 0.5)
+    y.sum().backward()
+    keep = y.detach().numpy() != 0
+    np.testing.assert_array_equal(y.detach().numpy(), np.where(keep, x.detach().numpy() * 2, 0))
+    np.testing.assert_array_equal(x.grad.numpy(), keep * 2.0)
+
+
+@pytest.mark.skipif(not ampy.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("kind", [k for k in KINDS if k != "zero"] + ["zero"])
+def test_to_device_strided(kind):
+    """to_device (the op behind .to('cuda') / .cpu()) on every layout, both ways."""
+    case_vals = values("f", (3, 4), "float32", np.random.default_rng(3),
+                       fixed_layout(kind, 2))
+    if kind == "zero":
+        case_vals = case_vals[:0]
+    lay = fixed_layout(kind, 2)
+    x = strided(case_vals, "float32", lay).requires_grad_(True)
+    y = x.to("cuda")
+    back = y.cpu()
+    np.testing.assert_array_equal(back.detach().numpy(), case_vals)
+    g = strided(values("f", tuple(back.shape), "float32", np.random.default_rng(4),
+                       fixed_layout(kind, 2, grad_out=True)), "float32",
+                fixed_layout(kind, 2, grad_out=True))
+    back.backward(g)
+    np.testing.assert_array_equal(x.grad.numpy(), g.numpy())
+
+
+# ------------------------------------------------------------- out= writes
+def _has_out(name):
+    import inspect
+    f = getattr(ampy, name, None)
+    try:
+        return f is not None and "out" in inspect.signature(f).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+OUT = [(n, d, k) for n, d in PARAMS if n in CASES and _has_out(n) and not CASES[n].write
+       for k in ("transposed", "stepped", "flipped", "offset")]
+
+
+@pytest.mark.parametrize("name,dtype,kind", OUT)
+def test_out_strided(name, dtype, kind):
+    """op(..., out=o) with o in a strided layout: writes exactly o's elements
+    (the storage around them keeps its junk), returns o, and holds the
+    result of the op on contiguous inputs (itself checked against torch above)."""
+    case = CASES[name]
+    rng = np.random.default_rng(31)
+    vals = [values(k, s, dtype, rng) for k, s in case.specs]
+    adts = [input_dtype(k, dtype) for k, _ in case.specs]
+    ref = case.fn(ampy, *[contiguous(v, a) for v, a in zip(vals, adts)])
+    odt = str(ref.dtype).split(".")[-1]
+    lay = fixed_layout(kind, ref.ndim)
+    o = strided(np.zeros(tuple(ref.shape), dtype=np.float32 if odt in ("float16", "bfloat16")
+                         else as_np(ref).dtype), odt, lay)
+    kw = case.kw
+    got = getattr(ampy, name)(*[strided(v, a, fixed_layout(kind, v.ndim))
+                                for v, a in zip(vals, adts)], out=o, **kw)
+    assert got is o
+    _close([as_np(o)], [as_np(ref)], TOL_SELF[dtype], f"{name}(out=strided)")
+    pos = np.full(tuple(o.shape), o.storage_offset(), dtype=np.int64)
+    for d in range(o.ndim):
+        pos += np.indices(tuple(o.shape))[d] * o.stride()[d]
+    base = o.as_strided((int(pos.max()) + 1,), (1,), 0)
+    touched = np.zeros(base.shape[0], dtype=bool)
+    touched[np.ravel(pos)] = True
+    rest = as_np(base)[~touched]
+    assert (rest == (JUNK if odt in NP else 1)).all(), "out= wrote outside its view"
+
+
+# ------------------------------------------- version checks over the op table
+VIEWS = {"expand", "flatten", "reshape", "view", "narrow", "select", "permute", "transpose",
+         "squeeze", "unsqueeze", "getitem", "getitem[tensor, slice]", "to_dtype"}
+VERSION = [(n, j) for n, d in PARAMS if d == "float32" and CASES[n].grad and CASES[n].torch_ok
+           and not CASES[n].write
+           for j in range(len(CASES[n].specs) + (0 if n in VIEWS else 1))]
+
+
+def _modified_run(case, vals, adts, target, M):
+    """Run the op on leaves, change input `target` (or the output, for
+    target == len(inputs)) in place under no_grad, then backward. Returns
+    'ok' or the error's first words."""
+    ts = [to_torch(v, a) if M is torch else contiguous(v, a) for v, a in zip(vals, adts)]
+    for t, a in zip(ts, adts):
+        if a == "float32":
+            t.requires_grad_(True)
+    out = case.fn(M, *ts)
+    outs = [o for o in (list(out) if isinstance(out, tuple) else [out]) if o.requires_grad]
+    if not outs:
+        return "no graph"
+    with M.no_grad():
+        if target < len(ts):  # (indices and masks keep their values: only the version moves)
+            ts[target].copy_(ts[target] + 1 if adts[target] == "float32" else ts[target].clone())
+        else:
+            outs[0].add_(0.5)
+    try:
+        M.autograd.backward(outs, [M.ones_like(o) for o in outs])
+    except RuntimeError as e:
+        return str(e).split(":")[0]
+    return "ok"
+
+
+# Where ampy is knowingly stricter than torch (a clear error instead of a result): the fused
+# cross_entropy keeps the logits and the per-row logsumexp for its backward, torch's
+# log_softmax + nll_loss keeps log_softmax's output, so changing the logits in place after
+# the forward raises in ampy only.
+STRICTER = {("cross_entropy", 0)}
+
+
+@pytest.mark.parametrize("name,target", VERSION)
+def test_version_check_like_torch(name, target):
+    """Changing an input (or the output) in place after the forward makes
+    backward raise exactly when torch's does: ampy keeps and checks what
+    torch saves (issue 11 item 9, over every op)."""
+    case = CASES[name]
+    rng = np.random.default_rng(41)
+    vals = [values(k, s, "float32", rng) for k, s in case.specs]
+    adts = [input_dtype(k, "float32") for k, _ in case.specs]
+    got = _modified_run(case, vals, adts, target, ampy)
+    if (name, target) in STRICTER:
+        assert _modified_run(case, vals, adts, target, torch) == "ok"
+        assert got.startswith("one of the variables needed for gradient computation")
+        return
+    assert got == _modified_run(case, vals, adts, target, torch)

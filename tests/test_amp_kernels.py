@@ -376,14 +376,18 @@ def test_skipped_adam_step_changes_nothing(found, cpu_path):
     v = [A(rng.random(50).astype(np.float32)), A(rng.random(7).astype(np.float32))]
     vmax = [A(rng.random(50).astype(np.float32)), A(rng.random(7).astype(np.float32))]
     steps = [f32(5.0), f32(9.0)]
-    every = params + [masters[0]] + m + v + vmax + steps + grads
+    every = params + [masters[0]] + m + v + vmax + steps
     before = _snapshot(every)
+    want = [(N(g).astype(np.float32) * np.float32(0.5)).astype(N(g).dtype) for g in grads]
     applied = F.adam_step_(params, grads, m, v, vmax, steps, lr=1e-3, beta1=0.9, beta2=0.999,
                            eps=1e-8, weight_decay=0.1, amsgrad=True, maximize=False,
                            master_params=masters, inv_scale=f32(0.5), found_inf=f32(found))
     assert applied is False
     for a, b in zip(before, _snapshot(every)):
         assert np.array_equal(a, b)
+    # only the grads change: unscaled, as torch's unscale_() before a skipped step
+    for g, w in zip(grads, want):
+        assert np.array_equal(bits(N(g)), bits(w))
 
 
 def test_skipped_sgd_first_step_keeps_none_buffers(cpu_path):

@@ -11,12 +11,15 @@ tensors or elements):
   optional ``min_scale`` / ``max_scale`` / ``hysteresis``.
 - :func:`sgd_step_` and :func:`adam_step_` — torch.optim's SGD and
   Adam/AdamW (``foreach=False`` formulas, float32 math) fused into one pass
-  that also unscales the grads, reads ``found_inf`` inside the kernel (a
-  skipped step changes nothing, step counts included) and keeps float32
-  master weights for float16/bfloat16 parameters.
+  that also unscales the grads (storing the unscaled values back into them,
+  as torch's ``unscale_`` would), reads ``found_inf`` inside the kernel (a
+  skipped step changes nothing but that write-back, step counts included)
+  and keeps float32 master weights for float16/bfloat16 parameters.
 
-Every tensor argument must be a contiguous CPU tensor; non-contiguous
-tensors are rejected (call ``.contiguous()``), never silently copied.
+Every tensor argument of the optimizer steps must be a contiguous CPU
+tensor; non-contiguous tensors are rejected (call ``.contiguous()``), never
+silently copied. ``non_finite_check_and_unscale_`` also takes strided and
+float64 gradients (torch's), unscaled in place.
 ``found_inf`` and ``inv_scale`` are 1-element float32 tensors. Arguments are
 checked completely before any memory is written, so a call that raises
 leaves every input unchanged. The tensors of one call must not overlap.
@@ -110,17 +113,24 @@ def update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_facto
 
 
 def sgd_step_(params, grads, momentum_buffers, *, lr, momentum=0, dampening=0, nesterov=False,
-              weight_decay=0, maximize=False, master_params=None, inv_scale=None, found_inf=None):
+              weight_decay=0, maximize=False, master_params=None, inv_scale=None, found_inf=None,
+              unscale_grads=True):
     """One fused SGD step (torch.optim.SGD semantics) over lists of tensors.
 
     ``params`` are float32 (updated in place) or float16/bfloat16 with a
     float32 copy in ``master_params[i]`` (updated in place; the model weight
     is rewritten from it, rounded once). ``master_params`` entries for float32
     params are None. ``grads`` may be float32/float16/bfloat16 and are
-    multiplied by ``inv_scale[0]`` when given (they are not modified).
-    ``momentum_buffers`` holds float32 tensors or None; a None entry (no state
-    yet, as in torch) gets a new buffer equal to the gradient, stored into the
-    list. With ``found_inf[0] != 0`` nothing changes at all.
+    multiplied by ``inv_scale[0]`` when given; with ``unscale_grads=True``
+    (the default) the unscaled values are also stored back into ``grads``
+    (rounded once to their dtype, the bits ``non_finite_check_and_unscale_``
+    gives), in the same pass, also on a skipped step -- as torch's
+    ``unscale_`` + ``step``. False leaves the grads untouched (CPU only; the
+    CUDA kernels always write back). ``momentum_buffers`` holds float32
+    tensors or None; a None entry (no state yet, as in torch) gets a new
+    buffer equal to the gradient, stored into the list. With
+    ``found_inf[0] != 0`` nothing else changes. A tensor may appear only once
+    in the lists.
 
     Returns True when the step was applied, False when it was skipped.
     """
@@ -136,12 +146,13 @@ def sgd_step_(params, grads, momentum_buffers, *, lr, momentum=0, dampening=0, n
                              momentum_buffers, master_params, inv_scale, found_inf,
                              _number(lr, "lr", fn), _number(momentum, "momentum", fn),
                              _number(dampening, "dampening", fn), bool(nesterov),
-                             _number(weight_decay, "weight_decay", fn), bool(maximize))
+                             _number(weight_decay, "weight_decay", fn), bool(maximize),
+                             bool(unscale_grads))
 
 
 def adam_step_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, *, lr, beta1, beta2,
                eps, weight_decay, amsgrad, maximize, decoupled_weight_decay=False,
-               master_params=None, inv_scale=None, found_inf=None):
+               master_params=None, inv_scale=None, found_inf=None, unscale_grads=True):
     """One fused Adam (or AdamW, ``decoupled_weight_decay=True``) step.
 
     Formulas and float32 order of operations are torch.optim.Adam/AdamW's
@@ -149,7 +160,8 @@ def adam_step_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, *, 
     ``max_exp_avg_sqs``) are float32 tensors shaped like the params;
     ``steps`` are 1-element float32 tensors (torch's ``state["step"]``),
     incremented by the kernel only when the step is applied. Params, masters,
-    grads, ``inv_scale`` and ``found_inf`` as in :func:`sgd_step_`.
+    grads, ``inv_scale``, ``found_inf`` and ``unscale_grads`` as in
+    :func:`sgd_step_`.
 
     Returns True when the step was applied, False when it was skipped.
     """
@@ -170,4 +182,4 @@ def adam_step_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, *, 
         inv_scale, found_inf, _number(lr, "lr", fn), _number(beta1, "beta1", fn),
         _number(beta2, "beta2", fn), _number(eps, "eps", fn),
         _number(weight_decay, "weight_decay", fn), bool(amsgrad), bool(maximize),
-        bool(decoupled_weight_decay))
+        bool(decoupled_weight_decay), bool(unscale_grads))

@@ -112,14 +112,22 @@ static void bump_all(ampy_py_amp_tensors *l)
 
 /* ---- SGD -------------------------------------------------------------------- */
 
+/* Gradients written back (write_grads with an inv_scale != 1, applied or
+ * skipped step alike): their versions move. */
+static void bump_grads(ampy_py_amp_tensors *g, int write, const float *inv)
+{
+    if (write && inv && *inv != 1.0f)
+        bump_all(g);
+}
+
 /* _amp_sgd_step_(params, grads, momentum_buffers, master_params, inv_scale,
  *                found_inf, lr, momentum, dampening, nesterov, weight_decay,
- *                maximize) -> bool (False: skipped because found_inf != 0) */
+ *                maximize, write_grads) -> bool (False: skipped, found_inf != 0) */
 static PyObject *f_sgd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     static const char *fn = "sgd_step_";
-    if (nargs != 12) {
-        PyErr_Format(PyExc_TypeError, "_amp_sgd_step_ takes 12 arguments, got %zd", nargs);
+    if (nargs != 13) {
+        PyErr_Format(PyExc_TypeError, "_amp_sgd_step_ takes 13 arguments, got %zd", nargs);
         return NULL;
     }
     ampy_sgd_options o;
@@ -127,7 +135,7 @@ static PyObject *f_sgd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (get_double(args[6], &o.lr, fn, "lr") < 0 || get_double(args[7], &o.momentum, fn, "momentum") < 0 ||
         get_double(args[8], &o.dampening, fn, "dampening") < 0 || get_bool(args[9], &o.nesterov) < 0 ||
         get_double(args[10], &o.weight_decay, fn, "weight_decay") < 0 ||
-        get_bool(args[11], &o.maximize) < 0)
+        get_bool(args[11], &o.maximize) < 0 || get_bool(args[12], &o.write_grads) < 0)
         return NULL;
     const float *inv = opt_scalar(args[4], fn, "inv_scale", &ok);
     const float *found = ok ? opt_scalar(args[5], fn, "found_inf", &ok) : NULL;
@@ -193,6 +201,7 @@ static PyObject *f_sgd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         ampy_py_raise(st);
         goto done;
     }
+    bump_grads(&c.g, o.write_grads, inv);
     if (stepped) {
         bump_all(&c.p);
         bump_all(&c.m);
@@ -218,12 +227,13 @@ done:
 
 /* _amp_adam_step_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps,
  *                 master_params, inv_scale, found_inf, lr, beta1, beta2, eps,
- *                 weight_decay, amsgrad, maximize, decoupled_weight_decay) -> bool */
+ *                 weight_decay, amsgrad, maximize, decoupled_weight_decay,
+ *                 write_grads) -> bool */
 static PyObject *f_adam(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     static const char *fn = "adam_step_";
-    if (nargs != 17) {
-        PyErr_Format(PyExc_TypeError, "_amp_adam_step_ takes 17 arguments, got %zd", nargs);
+    if (nargs != 18) {
+        PyErr_Format(PyExc_TypeError, "_amp_adam_step_ takes 18 arguments, got %zd", nargs);
         return NULL;
     }
     ampy_adam_options o;
@@ -231,7 +241,7 @@ static PyObject *f_adam(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         get_double(args[11], &o.beta2, fn, "beta2") < 0 || get_double(args[12], &o.eps, fn, "eps") < 0 ||
         get_double(args[13], &o.weight_decay, fn, "weight_decay") < 0 ||
         get_bool(args[14], &o.amsgrad) < 0 || get_bool(args[15], &o.maximize) < 0 ||
-        get_bool(args[16], &o.decoupled_weight_decay) < 0)
+        get_bool(args[16], &o.decoupled_weight_decay) < 0 || get_bool(args[17], &o.write_grads) < 0)
         return NULL;
     int ok = 1;
     const float *inv = opt_scalar(args[7], fn, "inv_scale", &ok);
@@ -298,6 +308,7 @@ static PyObject *f_adam(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         ampy_py_raise(st);
         goto done;
     }
+    bump_grads(&c.g, o.write_grads, inv);
     if (stepped) {
         bump_all(&c.p);
         bump_all(&c.m);
@@ -320,12 +331,15 @@ done:
 PyMethodDef ampy_py_optim_methods[] = {
     {"_amp_sgd_step_", (PyCFunction)(void (*)(void))f_sgd, METH_FASTCALL,
      "_amp_sgd_step_($module, params, grads, momentum_buffers, master_params, inv_scale,\n"
-     "               found_inf, lr, momentum, dampening, nesterov, weight_decay, maximize, /)\n"
-     "--\n\nFused SGD step; returns False when skipped (found_inf != 0). See optim.h."},
+     "               found_inf, lr, momentum, dampening, nesterov, weight_decay, maximize,\n"
+     "               write_grads, /)\n"
+     "--\n\nFused SGD step; returns False when skipped (found_inf != 0). With write_grads\n"
+     "and inv_scale, grads are unscaled in place (also when skipped). See optim.h."},
     {"_amp_adam_step_", (PyCFunction)(void (*)(void))f_adam, METH_FASTCALL,
      "_amp_adam_step_($module, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps,\n"
      "                master_params, inv_scale, found_inf, lr, beta1, beta2, eps,\n"
-     "                weight_decay, amsgrad, maximize, decoupled_weight_decay, /)\n"
-     "--\n\nFused Adam/AdamW step; returns False when skipped (found_inf != 0). See optim.h."},
+     "                weight_decay, amsgrad, maximize, decoupled_weight_decay, write_grads, /)\n"
+     "--\n\nFused Adam/AdamW step; returns False when skipped (found_inf != 0). With\n"
+     "write_grads and inv_scale, grads are unscaled in place (also when skipped). See optim.h."},
     {NULL, NULL, 0, NULL},
 };

@@ -245,6 +245,7 @@ typedef struct ampy_adam_scalars {
     float eps;
     float neg_step_size;  /* -lr / (1 - beta1^step)                         */
     int amsgrad;
+    int write_grad;       /* the loop stores g * inv_scale back into grad   */
 } ampy_adam_scalars;
 
 /* One Adam/AdamW element. g: the gradient already in float32 (not yet
@@ -283,6 +284,7 @@ typedef struct ampy_sgd_scalars {
     float one_m_damp;     /* 1 - dampening                                  */
     int nesterov;
     float neg_lr;         /* -lr                                            */
+    int write_grad;       /* as in ampy_adam_scalars                        */
 } ampy_sgd_scalars;
 
 /* One SGD element; `first` = the momentum buffer is uninitialised and

@@ -68,14 +68,49 @@ def non_finite_check_and_unscale_(grads, found_inf, inv_scale):
 
     ``found_inf[0]`` is set to 1.0 when any element is inf or NaN (it is never
     cleared: zero it first). Unless ``inv_scale[0] == 1`` every element is
-    replaced by ``x * inv_scale`` rounded once to the grad's dtype; a finite
-    value that overflows only when unscaled is flagged too (torch misses that
-    case). ``grads`` may mix float32, float16 and bfloat16 tensors.
+    replaced by ``x * inv_scale`` rounded once to the grad's dtype (float64:
+    in double); a finite value that overflows only when unscaled is flagged
+    too (torch misses that case). ``grads`` may mix float32, float16,
+    bfloat16 and (CPU) float64 tensors of any strides, as torch's
+    ``_amp_foreach_non_finite_check_and_unscale_``: a strided gradient is
+    unscaled in place too (the same tensor object, its own memory). A
+    tensor listed k times is unscaled k times, in list order, as torch.
     """
     fn = "non_finite_check_and_unscale_"
+    grads = _as_list(grads, "grads", fn)
+    rounds, seen = [], {}
+    for g in grads:  # the k-th occurrence of a tensor goes to call k (entries run in parallel)
+        k = seen.get(id(g), 0)
+        seen[id(g)] = k + 1
+        if k == len(rounds):
+            rounds.append([])
+        rounds[k].append(g)
+    for part in rounds or [[]]:
+        _unscale_once(part, found_inf, inv_scale)
+
+
+def _unscale_once(grads, found_inf, inv_scale):
+    """One kernel call over distinct tensors; strided ones through a
+    contiguous copy that is copied back into them (same bits as in place)."""
+    strided = [(i, g) for i, g in enumerate(grads)
+               if hasattr(g, "is_contiguous") and not g.is_contiguous()]
+    if strided:
+        grads = list(grads)
+        for i, g in strided:
+            grads[i] = g.contiguous()
     if _cuda(grads):
-        return _cuda(grads).non_finite_check_and_unscale_(grads, found_inf, inv_scale)
-    _C._amp_non_finite_check_and_unscale_(_as_list(grads, "grads", fn), found_inf, inv_scale)
+        _cuda(grads).non_finite_check_and_unscale_(grads, found_inf, inv_scale)
+    else:
+        _C._amp_non_finite_check_and_unscale_(grads, found_inf, inv_scale)
+    if strided:
+        with _no_grad():
+            for i, g in strided:
+                g.copy_(grads[i])
+
+
+def _no_grad():
+    from ..autograd import no_grad
+    return no_grad()
 
 
 def update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor,

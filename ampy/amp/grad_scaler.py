@@ -187,9 +187,7 @@ class GradScaler:
                             "float16 math), or let ampy keep float32 master weights: "
                             "ampy.optim.SGD/Adam/AdamW(..., master_weights=True) and call "
                             "scaler.step(optimizer) without scaler.unscale_(optimizer).")
-                    if not grad.is_contiguous():
-                        param.grad = grad = grad.contiguous()
-                    per_device[grad.device].append(grad)
+                    per_device[grad.device].append(grad)  # strided ones too: in place
             found = {}
             for dev, grads in per_device.items():
                 f = found_inf if dev == found_inf.device else found_inf.to(dev)
@@ -307,11 +305,14 @@ class GradScaler:
             retval = optimizer.step(*args, **{**kwargs, "grad_scaler": self})
             state["stage"] = OptState.STEPPED
             return retval
+        before = state["found_inf_per_device"]
         if state["stage"] is OptState.READY:
             self._check_inf_per_device(optimizer)
         self._warn_if_useless(optimizer)
         scale = self._get_scale_async()
         found = [t.to(scale.device) for t in state["found_inf_per_device"].values()]
+        if not found:  # no gradient at all: torch's sum([]) == 0, the step does nothing
+            found = [C.full((), 0.0, dtype=D.float32, device=scale.device)]
         found_inf = found[0] if len(found) == 1 else sum(found[1:], found[0])
         if state["stage"] is OptState.UNSCALED:
             optimizer.grad_scale = getattr(optimizer, "grad_scale", None)
@@ -319,12 +320,16 @@ class GradScaler:
             prev = getattr(optimizer, "grad_scale", None)
             optimizer.grad_scale = scale if prev is None else scale * prev
         optimizer.found_inf = found_inf
-        self._iter_found_infs.append(found_inf)
         try:
             retval = optimizer.step(*args, **kwargs)
+        except BaseException:
+            # a fused step that raises wrote nothing: the scaler forgets this try
+            state["found_inf_per_device"] = before
+            raise
         finally:
             del optimizer.grad_scale
             del optimizer.found_inf
+        self._iter_found_infs.append(found_inf)
         state["stage"] = OptState.STEPPED
         if self._report_nonfinite and found_inf.item():
             self._record_nonfinite(optimizer)

@@ -127,11 +127,12 @@ static PyObject *f_update_scale(PyObject *self, PyObject *args)
     const char *fn = "update_scale_";
     PyObject *so, *go, *fo, *mino, *maxo, *ho;
     ampy_scaler_options o = {2.0, 0.5, 2000, 1, 0, 0.0, 0, 0.0};
-    int interval, hyst;
-    if (!PyArg_ParseTuple(args, "OOOddiOOiO", &so, &go, &fo, &o.growth_factor, &o.backoff_factor,
+    long long interval;
+    int hyst;
+    if (!PyArg_ParseTuple(args, "OOOddLOOiO", &so, &go, &fo, &o.growth_factor, &o.backoff_factor,
                           &interval, &mino, &maxo, &hyst, &ho))
         return NULL;
-    o.growth_interval = interval;
+    o.growth_interval = (int64_t)interval;
     o.hysteresis = hyst;
     if (mino != Py_None) {
         o.has_min_scale = 1;

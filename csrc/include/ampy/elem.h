@@ -321,7 +321,7 @@ AMPY_ELEM void ampy_sgd_elem(float g, float *p, float *buf, int first, const amp
  *   from above (apex: min_loss_scale, max_loss_scale). */
 typedef struct ampy_scale_rule {
     double growth_factor, backoff_factor;
-    int32_t growth_interval;
+    int64_t growth_interval;
     int32_t hysteresis; /* <= 1: torch behaviour */
     int has_min, has_max;
     double min_scale, max_scale;
@@ -358,7 +358,8 @@ AMPY_ELEM void ampy_update_scale_elem(float *scale, int32_t *growth_tracker,
             *scale = ns;
         *growth_tracker = 0;
     } else {
-        *growth_tracker = (int32_t)successful;
+        /* saturates (never wraps) when growth_interval exceeds the int32 tracker */
+        *growth_tracker = successful > INT32_MAX ? INT32_MAX : (int32_t)successful;
     }
     if (hyst)
         *hysteresis_tracker = r->hysteresis;

@@ -226,8 +226,8 @@ def test_strided_grad_written_back_in_place_by_the_fused_step():
 
 # ------------------------------------------------------------------- item 3
 
-def _strided(lib, arr, kind):
-    t = lib.tensor(arr)
+def _strided(lib, arr, kind, dtype):
+    t = lib.tensor(arr).to(getattr(lib, dtype))
     if kind == "transposed":
         return t.reshape(3, 4).t()
     if kind == "sliced":
@@ -245,8 +245,8 @@ def test_unscale_strided_and_float64_in_place_as_torch(kind, dtype):
     base[5] = np.inf if dtype != "float64" else 1e308  # inf (or an overflow when unscaled up)
     got = {}
     for lib in (torch, ampy):
-        dt = getattr(lib, dtype)
-        g = _strided(lib, base, kind).to(dt)
+        g = _strided(lib, base, kind, dtype)
+        assert not g.is_contiguous()
         found = lib.zeros(1 if lib is torch else ())
         inv = lib.full((1,) if lib is torch else (), 0.125)
         if lib is torch:

@@ -206,8 +206,13 @@ class Optimizer:
     def _load_state_value(self, p, key, value):
         if value is None or isinstance(value, (int, float, bool)):
             return value
+        if key == "step" and isinstance(value, (list, tuple, str, bytes)):
+            raise TypeError(f"loaded state 'step' must be a number or a tensor, not "
+                            f"{type(value).__name__}")
         from ..nn.modules.module import _to_ampy
         t = _to_ampy(value)
+        if key == "step" and t.numel() != 1:
+            raise ValueError(f"loaded state 'step' must hold one value, got {t.numel()}")
         if key != "step" and tuple(t.shape) != tuple(p.shape):
             raise ValueError(f"loaded state {key!r} has shape {list(t.shape)}, but its "
                              f"parameter has shape {list(p.shape)}")

@@ -551,3 +551,36 @@ def test_update_scale_bad_inputs():
             call()
         assert msg in str(info.value), str(info.value)
         assert N(s)[0] == 4.0 and N(t)[0] == 0
+
+
+@pytest.mark.parametrize("opt", ["sgd", "adam"])
+@pytest.mark.parametrize("gdt", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("skip", [False, True])
+def test_fused_step_writes_unscaled_grads_back(opt, gdt, skip, cpu_path):
+    """unscale_grads=True (the default) stores to_dtype(to_f32(g) * inv) into
+    grads -- the bits non_finite_check_and_unscale_ leaves -- applied or
+    skipped, and gives the same update as unscale_grads=False."""
+    rng = np.random.default_rng(21)
+    n = 1037
+    g0 = (rng.standard_normal(n) * 3000).astype(np.float32)
+    p0 = rng.standard_normal(n).astype(np.float32)
+    npdt = ml_dtypes.bfloat16 if gdt == "bfloat16" else np.dtype(gdt)
+    want = A(g0.astype(npdt))
+    F.non_finite_check_and_unscale_([want], f32(0.0), f32(1.0 / 3.0))
+    out = {}
+    for write in (True, False):
+        p, g = A(p0.copy()), A(g0.astype(npdt))
+        kw = dict(inv_scale=f32(1.0 / 3.0), found_inf=f32(1.0 if skip else 0.0),
+                  unscale_grads=write)
+        if opt == "sgd":
+            F.sgd_step_([p], [g], [None], lr=0.1, momentum=0.9, **kw)
+        else:
+            F.adam_step_([p], [g], [A(np.zeros(n, np.float32))], [A(np.zeros(n, np.float32))],
+                         None, [f32(0.0)], lr=0.1, beta1=0.9, beta2=0.999, eps=1e-8,
+                         weight_decay=0.0, amsgrad=False, maximize=False, **kw)
+        out[write] = (bits(N(p)).copy(), bits(N(g)).copy())
+    assert np.array_equal(out[True][1], bits(N(want)))
+    assert np.array_equal(out[False][1], bits(g0.astype(npdt)))  # False: grads untouched
+    assert np.array_equal(out[True][0], out[False][0])
+    if skip:
+        assert np.array_equal(out[True][0], bits(p0))

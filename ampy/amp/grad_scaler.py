@@ -329,12 +329,12 @@ class GradScaler:
             raise _StateAssertionError("No inf checks were recorded for this optimizer.")
         self._warn_if_useless(optimizer)
         found = list(state["found_inf_per_device"].values())
-        self._iter_found_infs.extend(found)
         retval = None
         if not sum(v.item() for v in found):
-            retval = optimizer.step(*args, **kwargs)
+            retval = optimizer.step(*args, **kwargs)  # a raise leaves the stage UNSCALED (torch)
         elif self._report_nonfinite:
             self._record_nonfinite(optimizer)
+        self._iter_found_infs.extend(found)
         state["stage"] = OptState.STEPPED
         return retval
 

@@ -512,3 +512,28 @@ def test_adam_int_step_from_older_torch_loads_and_steps(step):
         res[lib] = (A(q), A(opt.state[q]["step"]), A(opt.state[q]["exp_avg"]))
     for a, b in zip(res[torch], res[ampy]):
         same(a, b)
+
+
+@pytest.mark.parametrize("strided", [False, True])
+def test_two_params_sharing_one_grad_tensor_unscale_it_once(strided):
+    """Two params whose .grad is the same tensor: the fused step unscales it
+    once (round 0) and steps both with it -- what torch's SGD does on the
+    unscaled grad. (torch's own unscale_ divides a shared grad once per
+    param that holds it: a deliberate difference, see the report.)"""
+    vals = np.arange(8, dtype=np.float32) * 4
+    p = [nn.Parameter(ampy.ones(4)), nn.Parameter(ampy.ones(4) * 2)]
+    opt = optim.SGD(p, lr=0.1, momentum=0.9)
+    sc = GradScaler("cpu", init_scale=4.0)
+    sc.scale(ampy.ones(1))
+    g = ampy.tensor(vals)[::2] if strided else ampy.tensor(vals[:4])
+    p[0].grad = p[1].grad = g
+    sc.step(opt)
+    sc.update()
+    t = [torch.nn.Parameter(torch.ones(4)), torch.nn.Parameter(torch.ones(4) * 2)]
+    topt = torch.optim.SGD(t, lr=0.1, momentum=0.9)
+    tg = torch.tensor(vals[::2] if strided else vals[:4]) / 4
+    t[0].grad = t[1].grad = tg
+    topt.step()
+    for a, b in zip(p, t):
+        same(A(a), A(b))
+    same(A(g), A(tg))

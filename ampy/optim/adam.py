@@ -77,7 +77,7 @@ class Adam(Optimizer):
         hyper = self._hyper(group)
         AF.adam_step_([], [], [], [], [] if hyper["amsgrad"] else None, [], **hyper)
         plan = self._prepare(group)
-        for p in (plan["rounds"][0] if plan["rounds"] else ()):
+        for p in {id(p): p for r in plan["rounds"] for p in r}.values():
             new = self._new_state(p, self.state.get(p, {}), group["amsgrad"])
             if new:
                 plan["pending"].setdefault(p, {}).update(new)

@@ -263,19 +263,25 @@ class Optimizer:
 
     @staticmethod
     def _rounds(params):
-        """A group's params that have a grad, split so that round k holds the
-        k-th occurrence of each: torch's single-tensor loop steps a parameter
-        listed twice twice, one update after the other (one fused call must
-        not see it twice: its entries run in parallel)."""
-        seen, rounds = {}, []
+        """A group's params that have a grad, split into rounds (one fused call
+        each; a call's entries run in parallel, so none may repeat a tensor).
+        A parameter listed twice is stepped twice, one update after the other,
+        as torch's single-tensor loop does: occurrence k goes to a round after
+        occurrence k - 1. Two parameters sharing one grad tensor go to
+        different rounds too (the grad is unscaled once, by round 0)."""
+        last, rounds, grads_in = {}, [], []
         for p in params:
             if p.grad is None:
                 continue
-            k = seen.get(id(p), 0)
-            seen[id(p)] = k + 1
-            if k == len(rounds):
+            r = last.get(id(p), -1) + 1
+            while r < len(rounds) and id(p.grad) in grads_in[r]:
+                r += 1
+            if r == len(rounds):
                 rounds.append([])
-            rounds[k].append(p)
+                grads_in.append(set())
+            rounds[r].append(p)
+            grads_in[r].add(id(p.grad))
+            last[id(p)] = r
         return rounds
 
     def _prepare(self, group):
@@ -286,11 +292,12 @@ class Optimizer:
         committed by _commit): float16/bfloat16 master weights here."""
         pending = {}
         rounds = self._rounds(group["params"])
-        grads = {}
+        grads, copies = {}, {}
         keep = group.get("master_weights", False)
-        for p in (rounds[0] if rounds else ()):
+        for p in {id(p): p for r in rounds for p in r}.values():
             self._check_param(p)
-            grads[id(p)] = self._grad(p)
+            g = self._grad(p)  # one contiguous copy per strided grad, shared by its params
+            grads[id(p)] = g if g is p.grad else copies.setdefault(id(p.grad), g)
             if keep and p.dtype in _HALF and "master_param" not in self.state.get(p, {}):
                 pending.setdefault(p, {})["master_param"] = _C.cast(p.detach(), D.float32)
         return {"group": group, "rounds": rounds, "grads": grads, "pending": pending}
@@ -330,8 +337,8 @@ class Optimizer:
             for k, params in enumerate(rounds):
                 self._run_round(plan, params, [grads[id(p)] for p in params],
                                 inv_scale if k == 0 else None, found_inf)
-            if rounds:
-                self._write_back_grads(rounds[0], grads, inv_scale)
+            self._write_back_grads({id(p): p for r in rounds for p in r}.values(), grads,
+                                   inv_scale)
 
     def _fused_step(self, closure):
         loss = self._closure(closure)

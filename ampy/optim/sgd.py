@@ -54,7 +54,7 @@ class SGD(Optimizer):
         # like torch, the buffers are read once, before any update (a parameter
         # listed twice starts both of its updates from the same state)
         plan["bufs"] = {id(p): self.state[p].get("momentum_buffer") if p in self.state else None
-                        for p in (rounds[0] if rounds else ())}
+                        for r in rounds for p in r}
         return plan
 
     def _run_round(self, plan, params, grads, inv_scale, found_inf):

@@ -537,3 +537,21 @@ def test_two_params_sharing_one_grad_tensor_unscale_it_once(strided):
     for a, b in zip(p, t):
         same(A(a), A(b))
     same(A(g), A(tg))
+
+
+@pytest.mark.parametrize("name", sorted(OPTS))
+def test_scaler_step_with_no_grads_raises_as_torch(name):
+    """No parameter has a grad: torch's (non-fused) recipe raises "No inf
+    checks were recorded for this optimizer."; ampy raised IndexError."""
+    msgs = []
+    for lib in (torch, ampy):
+        p = lib.nn.Parameter(lib.tensor(W0.copy()))
+        opt = OPTS[name](lib, [p])
+        opt.step()
+        sc = scaler_for(lib)
+        sc.scale(lib.ones(1))
+        with pytest.raises(AssertionError) as info:
+            sc.step(opt)
+        msgs.append(str(info.value))
+        same(A(p), W0)
+    assert msgs[0] == msgs[1]

@@ -354,8 +354,9 @@ class GradScaler:
         self._warn_if_useless(optimizer)
         scale = self._get_scale_async()
         found = [t.to(scale.device) for t in state["found_inf_per_device"].values()]
-        if not found:  # no gradient at all: torch's sum([]) == 0, the step does nothing
-            found = [C.full((), 0.0, dtype=D.float32, device=scale.device)]
+        if not found:  # no gradient at all: what torch's default (non-fused) optimizers raise
+            state["found_inf_per_device"] = before
+            raise _StateAssertionError("No inf checks were recorded for this optimizer.")
         found_inf = found[0] if len(found) == 1 else sum(found[1:], found[0])
         if state["stage"] is OptState.UNSCALED:
             optimizer.grad_scale = getattr(optimizer, "grad_scale", None)

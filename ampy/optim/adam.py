@@ -77,16 +77,20 @@ class Adam(Optimizer):
         hyper = self._hyper(group)
         AF.adam_step_([], [], [], [], [] if hyper["amsgrad"] else None, [], **hyper)
         plan = self._prepare(group)
-        for p in {id(p): p for r in plan["rounds"] for p in r}.values():
-            new = self._new_state(p, self.state.get(p, {}), group["amsgrad"])
+        plan["states"] = states = {}
+        for p in plan["unique"]:
+            st = self.state.get(p)
+            new = self._new_state(p, st or {}, group["amsgrad"])
             if new:
                 plan["pending"].setdefault(p, {}).update(new)
+            elif st is not None:
+                states[id(p)] = st  # the pending ones are added by _commit
         return plan
 
     def _run_round(self, plan, params, grads, inv_scale, found_inf):
         group = plan["group"]
         keep = group.get("master_weights", False)
-        states = [self.state[p] for p in params]
+        states = [plan["states"][id(p)] for p in params]
         masters = [self._master(p, st, keep) for p, st in zip(params, states)]
         amsgrad = group["amsgrad"]
         AF.adam_step_(params, grads, [st["exp_avg"] for st in states],

@@ -250,15 +250,11 @@ class Optimizer:
         return _C.cast(p.detach(), D.float32)
 
     @staticmethod
-    def _grad(p):
-        g = p.grad
+    def _grad(p, g=None):
+        g = p.grad if g is None else g
         if g._device_index != p._device_index:
             raise RuntimeError(f"ampy.optim: the gradient is on {g.device}, its parameter on "
                                f"{p.device}")
-        if tuple(g.shape) != tuple(p.shape) or g.dtype not in (D.float32, D.float16,
-                                                                 D.bfloat16):
-            raise RuntimeError(f"ampy.optim: the gradient ({g.dtype}, {list(g.shape)}) does "
-                               f"not fit its parameter ({p.dtype}, {list(p.shape)})")
         return g if g.is_contiguous() else g.contiguous()
 
     @staticmethod
@@ -268,43 +264,56 @@ class Optimizer:
         A parameter listed twice is stepped twice, one update after the other,
         as torch's single-tensor loop does: occurrence k goes to a round after
         occurrence k - 1. Two parameters sharing one grad tensor go to
-        different rounds too (the grad is unscaled once, by round 0)."""
+        different rounds too (the grad is unscaled once, by round 0). Returns
+        (rounds, {id(p): p.grad})."""
+        pairs = [(p, g) for p, g in ((p, p.grad) for p in params) if g is not None]
+        raw = {id(p): g for p, g in pairs}
+        if len(raw) == len({id(g) for _, g in pairs}) == len(pairs):
+            return ([[p for p, _ in pairs]] if pairs else []), raw  # the usual case: one call
         last, rounds, grads_in = {}, [], []
-        for p in params:
-            if p.grad is None:
-                continue
+        for p, g in pairs:
             r = last.get(id(p), -1) + 1
-            while r < len(rounds) and id(p.grad) in grads_in[r]:
+            while r < len(rounds) and id(g) in grads_in[r]:
                 r += 1
             if r == len(rounds):
                 rounds.append([])
                 grads_in.append(set())
             rounds[r].append(p)
-            grads_in[r].add(id(p.grad))
+            grads_in[r].add(id(g))
             last[id(p)] = r
-        return rounds
+        return rounds, raw
 
     def _prepare(self, group):
         """Checks a group's params and grads (no writes). Returns the plan of
-        the group: "rounds", "grads" (id(p) -> the contiguous gradient the
+        the group: "rounds", "unique" (its params, once each), "grads" (id(p) ->
+        the contiguous gradient the
         kernel reads and unscales in place: p.grad itself, or a copy written
         back by _write_back_grads) and "pending" (state entries to create,
         committed by _commit): float16/bfloat16 master weights here."""
         pending = {}
-        rounds = self._rounds(group["params"])
+        rounds, raw = self._rounds(group["params"])
+        unique = (rounds[0] if len(rounds) == 1 else
+                  list({id(p): p for r in rounds for p in r}.values()))
         grads, copies = {}, {}
         keep = group.get("master_weights", False)
-        for p in {id(p): p for r in rounds for p in r}.values():
+        for p in unique:
             self._check_param(p)
-            g = self._grad(p)  # one contiguous copy per strided grad, shared by its params
-            grads[id(p)] = g if g is p.grad else copies.setdefault(id(p.grad), g)
+            g0 = raw[id(p)]
+            g = self._grad(p, g0)  # one contiguous copy per strided grad, shared by its params
+            grads[id(p)] = g if g is g0 else copies.setdefault(id(g0), g)
             if keep and p.dtype in _HALF and "master_param" not in self.state.get(p, {}):
                 pending.setdefault(p, {})["master_param"] = _C.cast(p.detach(), D.float32)
-        return {"group": group, "rounds": rounds, "grads": grads, "pending": pending}
+        return {"group": group, "rounds": rounds, "unique": unique, "grads": grads,
+                "pending": pending}
 
     def _commit(self, pending):
+        """Store the pending state entries; returns {id(p): p's state dict}."""
+        out = {}
         for p, entries in pending.items():
-            self.state[p].update(entries)
+            st = self.state[p]
+            st.update(entries)
+            out[id(p)] = st
+        return out
 
     @staticmethod
     def _write_back_grads(params, grads, inv_scale):
@@ -332,13 +341,12 @@ class Optimizer:
         unscaled."""
         inv_scale, found_inf = self._amp_scalars()
         for plan in plans:
-            self._commit(plan["pending"])
+            plan.setdefault("states", {}).update(self._commit(plan["pending"]))
             rounds, grads = plan["rounds"], plan["grads"]
             for k, params in enumerate(rounds):
                 self._run_round(plan, params, [grads[id(p)] for p in params],
                                 inv_scale if k == 0 else None, found_inf)
-            self._write_back_grads({id(p): p for r in rounds for p in r}.values(), grads,
-                                   inv_scale)
+            self._write_back_grads(plan["unique"], grads, inv_scale)
 
     def _fused_step(self, closure):
         loss = self._closure(closure)

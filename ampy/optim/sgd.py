@@ -50,11 +50,12 @@ class SGD(Optimizer):
         validation, params, grads) without writing anything."""
         AF.sgd_step_([], [], None, **self._hyper(group))
         plan = self._prepare(group)
-        rounds = plan["rounds"]
         # like torch, the buffers are read once, before any update (a parameter
         # listed twice starts both of its updates from the same state)
-        plan["bufs"] = {id(p): self.state[p].get("momentum_buffer") if p in self.state else None
-                        for r in rounds for p in r}
+        bufs = plan["bufs"] = {}
+        for p in plan["unique"]:
+            st = self.state.get(p)
+            bufs[id(p)] = None if st is None else st.get("momentum_buffer")
         return plan
 
     def _run_round(self, plan, params, grads, inv_scale, found_inf):

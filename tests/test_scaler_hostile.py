@@ -391,3 +391,22 @@ def test_scheduler_state_dict_round_trip_matches_torch():
     assert res[torch][0] == res[ampy][0]
     for a, b in zip(res[torch][1] + [res[torch][2]], res[ampy][1] + [res[ampy][2]]):
         assert math.isclose(a, b, rel_tol=1e-12)
+
+
+@pytest.mark.parametrize("which", ["params", "grads"])
+@pytest.mark.parametrize("opt", ["sgd", "adam"])
+def test_functional_step_refuses_a_tensor_listed_twice(which, opt):
+    from ampy.amp import functional as F
+    p, q = ampy.tensor(W.copy()), ampy.tensor(W.copy())
+    g = ampy.tensor(W * 8)
+    params, grads = ([p, p], [g, ampy.tensor(W)]) if which == "params" else ([p, q], [g, g])
+    before = [bits(A(t)) for t in (p, q, g)]
+    with pytest.raises(ValueError, match="same tensor"):
+        if opt == "sgd":
+            F.sgd_step_(params, grads, None, lr=0.1, inv_scale=ampy.full((), 0.125))
+        else:
+            F.adam_step_(params, grads, [ampy.zeros(4), ampy.zeros(4)],
+                         [ampy.zeros(4), ampy.zeros(4)], None, [ampy.zeros(()), ampy.zeros(())],
+                         lr=0.1, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0,
+                         amsgrad=False, maximize=False, inv_scale=ampy.full((), 0.125))
+    assert all(np.array_equal(x, bits(A(t))) for x, t in zip(before, (p, q, g)))

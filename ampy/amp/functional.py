@@ -49,6 +49,17 @@ def _as_list(x, name, fn):
     return list(x)
 
 
+def _distinct(xs, name, fn):
+    """The fused steps update their entries in parallel: a tensor listed twice
+    would race with itself (and a grad would be unscaled twice)."""
+    seen = {}
+    for i, x in enumerate(xs):
+        if x is not None and seen.setdefault(id(x), i) != i:
+            raise ValueError(f"{fn}: {name}[{seen[id(x)]}] and {name}[{i}] are the same tensor; "
+                             f"step a tensor listed twice with two calls")
+    return xs
+
+
 def _number(x, name, fn):
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         raise TypeError(f"{fn}: '{name}' must be a float, not {type(x).__name__}")
@@ -170,6 +181,8 @@ def sgd_step_(params, grads, momentum_buffers, *, lr, momentum=0, dampening=0, n
     Returns True when the step was applied, False when it was skipped.
     """
     fn = "sgd_step_"
+    params = _distinct(_as_list(params, "params", fn), "params", fn)
+    grads = _distinct(_as_list(grads, "grads", fn), "grads", fn)
     if _cuda(params):  # CUDA: found_inf read on the device, returns None (no sync)
         return _cuda(params).sgd_step_(
             params, grads, momentum_buffers, lr=lr, momentum=momentum, dampening=dampening,
@@ -177,7 +190,7 @@ def sgd_step_(params, grads, momentum_buffers, *, lr, momentum=0, dampening=0, n
             master_params=master_params, inv_scale=inv_scale, found_inf=found_inf)
     if momentum_buffers is None:
         momentum_buffers = [None] * len(_as_list(params, "params", fn))
-    return _C._amp_sgd_step_(_as_list(params, "params", fn), _as_list(grads, "grads", fn),
+    return _C._amp_sgd_step_(params, grads,
                              momentum_buffers, master_params, inv_scale, found_inf,
                              _number(lr, "lr", fn), _number(momentum, "momentum", fn),
                              _number(dampening, "dampening", fn), bool(nesterov),
@@ -201,6 +214,8 @@ def adam_step_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, *, 
     Returns True when the step was applied, False when it was skipped.
     """
     fn = "adam_step_"
+    params = _distinct(_as_list(params, "params", fn), "params", fn)
+    grads = _distinct(_as_list(grads, "grads", fn), "grads", fn)
     if _cuda(params):  # CUDA: found_inf read on the device, returns None (no sync)
         return _cuda(params).adam_step_(
             params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, lr=lr, beta1=beta1,
@@ -210,7 +225,7 @@ def adam_step_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, *, 
     if max_exp_avg_sqs is not None:
         max_exp_avg_sqs = _as_list(max_exp_avg_sqs, "max_exp_avg_sqs", fn)
     return _C._amp_adam_step_(
-        _as_list(params, "params", fn), _as_list(grads, "grads", fn),
+        params, grads,
         _as_list(exp_avgs, "exp_avgs", fn), _as_list(exp_avg_sqs, "exp_avg_sqs", fn),
         max_exp_avg_sqs, _as_list(steps, "steps", fn),
         None if master_params is None else _as_list(master_params, "master_params", fn),

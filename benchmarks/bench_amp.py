@@ -1,14 +1,17 @@
 """AMP kernel benchmark: ampy's non-finite check + unscale and fused Adam/AdamW with fp32
 master weights, against torch's CPU ops and the machine's copy bandwidth, 1 thread.
 
-    python benchmarks/bench_amp.py [--quick] [--rounds N]
+    python benchmarks/bench_amp.py [--quick] [--rounds N] [--only unscale|adam|writeback]
 
 Workloads (the issue's): unscale + check over 16M elements in 64 tensors (fp16 grads,
 then fp32 grads) vs torch._amp_foreach_non_finite_check_and_unscale_; one Adam / AdamW
 step over 16M parameters, ampy with fp16 params + fp32 master + fp16 grads (28 bytes per
 parameter: grad 2, master 4+4, exp_avg 4+4, exp_avg_sq 4+4, param 2) vs torch.optim.Adam /
 AdamW on fp32 params (its standard CPU setup; 36 bytes per parameter) in each variant torch
-offers on the CPU (foreach=False, foreach=True, fused=True).
+offers on the CPU (foreach=False, foreach=True, fused=True); the GradScaler step (inv_scale
+and found_inf given) with the unscaled gradients written back into .grad from the same
+pass (what GradScaler.step does, 30 bytes per parameter) vs the same kernel without the
+write-back (the previous behaviour, 28) vs a separate unscale pass then the step (32).
 
 Interleaved timing: every round calls each contender once, back to back, in a rotating
 order; reported are the median GB/s over rounds (bytes each kernel must read and write,
@@ -66,6 +69,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="4M elements instead of 16M")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall")
+    ap.add_argument("--only", choices=["unscale", "adam", "writeback"], default=None)
     args = ap.parse_args()
     import torch
     torch.set_num_threads(1)
@@ -84,7 +88,15 @@ def main():
           "per-round ratios")
     print(f"{'kernel':<44} {'GB/s':>7} {'x bw':>5} {'vs torch':>9}")
 
-    # ---- unscale + check ------------------------------------------------
+    if args.only in (None, "unscale"):
+        bench_unscale(args, torch, rng, shapes, total, copy, timer)
+    if args.only in (None, "adam"):
+        bench_adam(args, torch, rng, shapes, total, copy, timer)
+    if args.only in (None, "writeback"):
+        bench_writeback(args, rng, shapes, total, copy, timer)
+
+
+def bench_unscale(args, torch, rng, shapes, total, copy, timer):
     for name, npdt, tdt in (("fp16", np.float16, torch.float16),
                             ("fp32", np.float32, torch.float32)):
         arrays = [rng.uniform(-1, 1, n).astype(npdt) for n in shapes]
@@ -116,7 +128,8 @@ def main():
               f"{gt / (bw / 1e9):5.2f}")
         print(f"{'  copy bandwidth':<44} {bw / 1e9:7.1f}")
 
-    # ---- Adam / AdamW ---------------------------------------------------
+
+def bench_adam(args, torch, rng, shapes, total, copy, timer):
     for decoupled in (False, True):
         opt_name = "AdamW" if decoupled else "Adam"
         hp = dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=1e-2,
@@ -163,6 +176,52 @@ def main():
             print(f"{'  ' + k + ' fp32 (36 B/param)':<44} {gt:7.1f} {gt / (bw / 1e9):5.2f} "
                   f"{ratio(t, 'ampy', k):8.2f}x")
         print(f"{'  copy bandwidth':<44} {bw / 1e9:7.1f}")
+
+
+def bench_writeback(args, rng, shapes, total, copy, timer):
+    """GradScaler's fused Adam step: grads unscaled and written back in the
+    same pass, vs no write-back, vs a separate unscale pass + step."""
+    hp = dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=1e-2, amsgrad=False,
+              maximize=False)
+    w32 = [rng.uniform(-1, 1, n).astype(np.float32) for n in shapes]
+    params = [ampy.from_numpy(w.astype(np.float16)) for w in w32]
+    masters = [ampy.from_numpy(w.copy()) for w in w32]
+    grads = [ampy.from_numpy(rng.uniform(-1e-3, 1e-3, n).astype(np.float16)) for n in shapes]
+    m = [ampy.zeros(n) for n in shapes]
+    v = [ampy.zeros(n) for n in shapes]
+    steps = [ampy.zeros(1) for _ in shapes]
+    inv = [ampy.from_numpy(np.array([x], np.float32)) for x in (0.5, 2.0)]
+    found = ampy.zeros(1)
+    flip = {"k": 0}
+
+    def step(unscale_grads, inv_scale):
+        F.adam_step_(params, grads, m, v, None, steps, master_params=masters, inv_scale=inv_scale,
+                     found_inf=found, unscale_grads=unscale_grads, **hp)
+
+    def fused_write():  # alternating 0.5 / 2.0 keeps the written-back grads bounded
+        step(True, inv[flip["k"]])
+        flip["k"] ^= 1
+
+    def fused_nowrite():
+        step(False, inv[0])
+
+    def separate():
+        F.non_finite_check_and_unscale_(grads, found, inv[flip["k"]])
+        flip["k"] ^= 1
+        step(False, None)
+
+    t = interleave({"write": fused_write, "nowrite": fused_nowrite, "separate": separate,
+                    "copy": copy[1]}, max(3, args.rounds // 2), timer)
+    bw = copy[2] / statistics.median(t["copy"])
+    print(f"{'GradScaler Adam step, fp16 grads + fp32 master':<44} {'GB/s':>7} {'x bw':>5} "
+          f"{'t/t(wb)':>10}")
+    for key, label, nb in (("write", "fused, grads written back (30 B/param)", 30),
+                           ("nowrite", "fused, no write-back (28 B/param)", 28),
+                           ("separate", "unscale pass + step (32 B/param)", 32)):
+        g = nb * total / statistics.median(t[key]) / 1e9
+        print(f"{'  ' + label:<44} {g:7.1f} {g / (bw / 1e9):5.2f} "
+              f"{ratio(t, 'write', key):9.2f}x")
+    print(f"{'  copy bandwidth':<44} {bw / 1e9:7.1f}")
 
 
 if __name__ == "__main__":

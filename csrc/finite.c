@@ -65,6 +65,25 @@ static int run_bf16(uint16_t *x, int64_t n, float inv)
     return bad != 0;
 }
 
+/* float64 (torch accepts it): x * (double)inv, one rounding in double. */
+static int run_f64(double *x, int64_t n, float inv)
+{
+    const uint64_t exp = 0x7FF0000000000000ull;
+    uint64_t bad = 0;
+    if (inv == 1.0f) {
+        for (int64_t i = 0; i < n; i++)
+            bad |= (ampy_f64_bits(x[i]) & exp) == exp;
+        return bad != 0;
+    }
+    const double d = (double)inv;
+    for (int64_t i = 0; i < n; i++) {
+        double y = x[i] * d;
+        bad |= (ampy_f64_bits(y) & exp) == exp;
+        x[i] = y;
+    }
+    return bad != 0;
+}
+
 /* x * inv for a NaN inv, with the payload fixed (a C multiply of two NaNs
  * may return either one, depending on the operand order the compiler picks):
  * a NaN x keeps its own payload, any other x takes inv's; both quieted. */
@@ -86,9 +105,13 @@ static int run_nan_inv(void *data, int64_t n, int dtype, float inv)
         } else if (dtype == AMPY_BFLOAT16) {
             uint16_t *x = (uint16_t *)data;
             x[i] = ampy_f32_to_bf16(mul_nan_inv(ampy_bf16_to_f32(x[i]), inv));
+        } else if (dtype == AMPY_FLOAT64) {
+            double *x = (double *)data;
+            uint64_t b = x[i] != x[i] ? ampy_f64_bits(x[i]) : ampy_f64_bits((double)inv);
+            x[i] = ampy_bits_f64(b | 0x0008000000000000ull);
         }
     }
-    return n > 0 && dtype >= AMPY_FLOAT32 && dtype <= AMPY_BFLOAT16; /* every value is NaN */
+    return n > 0 && dtype >= AMPY_FLOAT32 && dtype <= AMPY_FLOAT64; /* every value is NaN */
 }
 
 int ampy_finite_run_portable(void *data, int64_t n, int dtype, float inv)
@@ -99,6 +122,7 @@ int ampy_finite_run_portable(void *data, int64_t n, int dtype, float inv)
     case AMPY_FLOAT32: return run_f32((float *)data, n, inv);
     case AMPY_FLOAT16: return run_f16((uint16_t *)data, n, inv);
     case AMPY_BFLOAT16: return run_bf16((uint16_t *)data, n, inv);
+    case AMPY_FLOAT64: return run_f64((double *)data, n, inv);
     default: return 0;
     }
 }
@@ -164,8 +188,9 @@ static void finite_chunk(int64_t t, int64_t begin, int64_t end, void *arg)
     finite_ctx *c = (finite_ctx *)arg;
     size_t es = ampy_dtype_size(c->dtype[t]);
     char *p = (char *)c->data[t] + (size_t)begin * es;
-    int bad = c->simd ? ampy_finite_run_avx512(p, end - begin, c->dtype[t], c->inv)
-                      : ampy_finite_run_portable(p, end - begin, c->dtype[t], c->inv);
+    int simd = c->simd && c->dtype[t] != AMPY_FLOAT64; /* float64: portable loop only */
+    int bad = simd ? ampy_finite_run_avx512(p, end - begin, c->dtype[t], c->inv)
+                   : ampy_finite_run_portable(p, end - begin, c->dtype[t], c->inv);
     if (bad)
         __atomic_store_n(&c->found, 1, __ATOMIC_RELAXED);
 }
@@ -189,11 +214,12 @@ ampy_status ampy_finite_check_unscale(int64_t ntensors, void *const *data, const
     offsets[0] = 0;
     for (int64_t i = 0; i < ntensors; i++) {
         int dt = dtype[i];
-        if (dt != AMPY_FLOAT32 && dt != AMPY_FLOAT16 && dt != AMPY_BFLOAT16) {
+        if (dt != AMPY_FLOAT32 && dt != AMPY_FLOAT16 && dt != AMPY_BFLOAT16 &&
+            dt != AMPY_FLOAT64) {
             free(offsets);
             return ampy_error(AMPY_ERR_DTYPE,
                               "finite_check_unscale: tensor %lld has dtype %s; expected "
-                              "float32, float16 or bfloat16",
+                              "float32, float16, bfloat16 or float64",
                               (long long)i, ampy_dtype_name(dt));
         }
         if (numel[i] < 0 || (numel[i] > 0 && !data[i]) || numel[i] > INT64_MAX - offsets[i]) {

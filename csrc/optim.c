@@ -106,6 +106,69 @@ static void store_half(void *p, int dt, int64_t i, float w)
         ((uint16_t *)p)[i] = ampy_f32_to_bf16(w);
 }
 
+static void store_grad(void *g, int dt, int64_t i, float v)
+{
+    if (dt == AMPY_FLOAT32)
+        ((float *)g)[i] = v;
+    else
+        store_half(g, dt, i, v);
+}
+
+/* Write-back wanted: options ask for it and the multiplier is not 1. */
+static int wants_write(int write_grads, const float *inv_scale)
+{
+    return write_grads && inv_scale && *inv_scale != 1.0f;
+}
+
+/* ---- a skipped step: only the gradients are unscaled ---------------------- */
+
+typedef struct {
+    void *const *grad;
+    const int *dtype;
+    float inv;
+    int simd;
+} unscale_ctx;
+
+static void unscale_chunk(int64_t i, int64_t b, int64_t e, void *arg)
+{
+    const unscale_ctx *c = (const unscale_ctx *)arg;
+    char *p = (char *)c->grad[i] + (size_t)b * ampy_dtype_size(c->dtype[i]);
+    if (c->simd)
+        (void)ampy_finite_run_avx512(p, e - b, c->dtype[i], c->inv);
+    else
+        (void)ampy_finite_run_portable(p, e - b, c->dtype[i], c->inv);
+}
+
+/* grad[i] *= inv for n entries laid out with `stride` bytes apart in `t`
+ * (grad pointer at grad_off, numel at numel_off, grad dtype at dt_off):
+ * the same bits as ampy_finite_check_unscale() and the fused write-back. */
+static ampy_status unscale_only(const char *what, int64_t n, const void *t, size_t stride,
+                                size_t grad_off, size_t numel_off, size_t dt_off, float inv)
+{
+    int64_t *off = make_offsets(what, n, t, stride, numel_off);
+    void **grad = (void **)malloc(sizeof(void *) * (size_t)(n + 1));
+    int *dt = (int *)malloc(sizeof(int) * (size_t)(n + 1));
+    if (!off || !grad || !dt) {
+        free(grad);
+        free(dt);
+        if (!off)
+            return AMPY_ERR_NOMEM;
+        free(off);
+        return ampy_error(AMPY_ERR_NOMEM, "%s: out of memory", what);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const char *x = (const char *)t + (size_t)i * stride;
+        memcpy(&grad[i], x + grad_off, sizeof grad[i]);
+        memcpy(&dt[i], x + dt_off, sizeof dt[i]);
+    }
+    unscale_ctx c = {grad, dt, inv, ampy_cpu_level_get() >= AMPY_CPU_AVX512};
+    ampy_mt_parallel(n, off, OPTIM_GRAIN, unscale_chunk, &c);
+    free(off);
+    free(grad);
+    free(dt);
+    return AMPY_OK;
+}
+
 /* ==== Adam ================================================================== */
 
 void ampy_optim_adam_run_portable(const ampy_adam_tensor *t, int64_t b, int64_t e, const void *sv)
@@ -115,8 +178,10 @@ void ampy_optim_adam_run_portable(const ampy_adam_tensor *t, int64_t b, int64_t 
     float dummy = 0.0f;
     for (int64_t i = b; i < e; i++) {
         float *vmax = s->amsgrad ? &t->max_exp_avg_sq[i] : &dummy;
-        ampy_adam_elem(load_grad(t->grad, t->grad_dtype, i), &w[i], &t->exp_avg[i],
-                       &t->exp_avg_sq[i], vmax, s);
+        float g = load_grad(t->grad, t->grad_dtype, i);
+        if (s->write_grad)
+            store_grad(t->grad, t->grad_dtype, i, g * s->inv_scale);
+        ampy_adam_elem(g, &w[i], &t->exp_avg[i], &t->exp_avg_sq[i], vmax, s);
         if (t->master)
             store_half(t->param, t->param_dtype, i, w[i]);
     }
@@ -181,7 +246,8 @@ static ampy_status check_adam(int64_t n, const ampy_adam_tensor *t, const ampy_a
 }
 
 /* Per-tensor constants for the step about to be taken (step = *step + 1). */
-static void adam_scalars(const ampy_adam_options *o, float inv, float step, ampy_adam_scalars *s)
+static void adam_scalars(const ampy_adam_options *o, float inv, int write, float step,
+                         ampy_adam_scalars *s)
 {
     double bc1 = 1.0 - pow(o->beta1, (double)step);
     double bc2 = 1.0 - pow(o->beta2, (double)step);
@@ -200,6 +266,7 @@ static void adam_scalars(const ampy_adam_options *o, float inv, float step, ampy
     s->eps = (float)o->eps;
     s->neg_step_size = (float)(-step_size);
     s->amsgrad = o->amsgrad != 0;
+    s->write_grad = write;
 }
 
 ampy_status ampy_optim_adam_step(int64_t n, const ampy_adam_tensor *t, const ampy_adam_options *o,
@@ -212,8 +279,12 @@ ampy_status ampy_optim_adam_step(int64_t n, const ampy_adam_tensor *t, const amp
         return st;
     if (stepped)
         *stepped = 0;
+    int write = wants_write(o->write_grads, inv_scale);
     if (found_inf && *found_inf != 0.0f)
-        return AMPY_OK;
+        return write ? unscale_only("adam_step", n, t, sizeof *t, offsetof(ampy_adam_tensor, grad),
+                                    offsetof(ampy_adam_tensor, numel),
+                                    offsetof(ampy_adam_tensor, grad_dtype), *inv_scale)
+                     : AMPY_OK;
     if (n == 0) {
         if (stepped)
             *stepped = 1;
@@ -228,7 +299,7 @@ ampy_status ampy_optim_adam_step(int64_t n, const ampy_adam_tensor *t, const amp
     }
     float inv = inv_scale ? *inv_scale : 1.0f;
     for (int64_t i = 0; i < n; i++)
-        adam_scalars(o, inv, *t[i].step + 1.0f, &s[i]);
+        adam_scalars(o, inv, write, *t[i].step + 1.0f, &s[i]);
     adam_ctx c = {t, s, ampy_cpu_level_get() >= AMPY_CPU_AVX512};
     ampy_mt_parallel(n, off, OPTIM_GRAIN, adam_chunk, &c);
     for (int64_t i = 0; i < n; i++)
@@ -249,7 +320,10 @@ void ampy_optim_sgd_run_portable(const ampy_sgd_tensor *t, int64_t b, int64_t e,
     float dummy = 0.0f;
     for (int64_t i = b; i < e; i++) {
         float *buf = s->has_momentum ? &t->momentum_buffer[i] : &dummy;
-        ampy_sgd_elem(load_grad(t->grad, t->grad_dtype, i), &w[i], buf, t->momentum_first, s);
+        float g = load_grad(t->grad, t->grad_dtype, i);
+        if (s->write_grad)
+            store_grad(t->grad, t->grad_dtype, i, g * s->inv_scale);
+        ampy_sgd_elem(g, &w[i], buf, t->momentum_first, s);
         if (t->master)
             store_half(t->param, t->param_dtype, i, w[i]);
     }
@@ -311,8 +385,12 @@ ampy_status ampy_optim_sgd_step(int64_t n, const ampy_sgd_tensor *t, const ampy_
         return st;
     if (stepped)
         *stepped = 0;
+    int write = wants_write(o->write_grads, inv_scale);
     if (found_inf && *found_inf != 0.0f)
-        return AMPY_OK;
+        return write ? unscale_only("sgd_step", n, t, sizeof *t, offsetof(ampy_sgd_tensor, grad),
+                                    offsetof(ampy_sgd_tensor, numel),
+                                    offsetof(ampy_sgd_tensor, grad_dtype), *inv_scale)
+                     : AMPY_OK;
     if (n > 0) {
         int64_t *off = make_offsets("sgd_step", n, t, sizeof *t, offsetof(ampy_sgd_tensor, numel));
         if (!off)
@@ -326,6 +404,7 @@ ampy_status ampy_optim_sgd_step(int64_t n, const ampy_sgd_tensor *t, const ampy_
         s.one_m_damp = (float)(1.0 - o->dampening);
         s.nesterov = o->nesterov != 0;
         s.neg_lr = (float)(-o->lr);
+        s.write_grad = write;
         sgd_ctx c = {t, &s, ampy_cpu_level_get() >= AMPY_CPU_AVX512};
         ampy_mt_parallel(n, off, OPTIM_GRAIN, sgd_chunk, &c);
         free(off);

@@ -49,6 +49,15 @@ AVX512_T static inline void store_half(void *p, int dt, int64_t i, __mmask16 k, 
     }
 }
 
+/* The unscaled gradient back into grad (write-back), in the grad's dtype. */
+AVX512_T static inline void store_grad(void *p, int dt, int64_t i, __mmask16 k, __m512 g)
+{
+    if (dt == AMPY_FLOAT32)
+        _mm512_mask_storeu_ps((float *)p + i, k, g);
+    else
+        store_half(p, dt, i, k, g);
+}
+
 /* torch.maximum(a, b): a NaN operand wins. */
 AVX512_T static inline __m512 max_nan(__m512 a, __m512 b)
 {
@@ -83,7 +92,10 @@ AVX512_T void ampy_optim_adam_run_avx512(const ampy_adam_tensor *t, int64_t b, i
         if (half)
             _mm_prefetch((const char *)t->param + (i + PF_EL) * 2, _MM_HINT_T0);
         __mmask16 k = lanes(i, e);
-        __m512 g = _mm512_mul_ps(_mm512_mul_ps(load_f32(t->grad, t->grad_dtype, i, k), inv), neg);
+        __m512 g = _mm512_mul_ps(load_f32(t->grad, t->grad_dtype, i, k), inv);
+        if (s->write_grad)
+            store_grad(t->grad, t->grad_dtype, i, k, g);
+        g = _mm512_mul_ps(g, neg);
         __m512 w = _mm512_maskz_loadu_ps(k, W + i);
         if (s->decoupled)
             w = _mm512_mul_ps(w, decay);
@@ -120,7 +132,10 @@ AVX512_T void ampy_optim_sgd_run_avx512(const ampy_sgd_tensor *t, int64_t b, int
     const int half = t->master != 0, first = t->momentum_first;
     for (int64_t i = b; i < e; i += 16) {
         __mmask16 k = lanes(i, e);
-        __m512 g = _mm512_mul_ps(_mm512_mul_ps(load_f32(t->grad, t->grad_dtype, i, k), inv), neg);
+        __m512 g = _mm512_mul_ps(load_f32(t->grad, t->grad_dtype, i, k), inv);
+        if (s->write_grad)
+            store_grad(t->grad, t->grad_dtype, i, k, g);
+        g = _mm512_mul_ps(g, neg);
         __m512 w = _mm512_maskz_loadu_ps(k, W + i);
         if (s->wd != 0.0f)
             g = _mm512_fmadd_ps(w, wd, g);

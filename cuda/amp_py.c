@@ -132,11 +132,12 @@ static PyObject *f_update_scale(PyObject *self, PyObject *args)
     const char *fn = "update_scale_";
     PyObject *so, *go, *fo, *mino, *maxo, *ho;
     ampy_scaler_options o = {2.0, 0.5, 2000, 1, 0, 0.0, 0, 0.0};
-    int interval, hyst;
-    if (!PyArg_ParseTuple(args, "OOOddiOOiO", &so, &go, &fo, &o.growth_factor, &o.backoff_factor,
+    long long interval;
+    int hyst;
+    if (!PyArg_ParseTuple(args, "OOOddLOOiO", &so, &go, &fo, &o.growth_factor, &o.backoff_factor,
                           &interval, &mino, &maxo, &hyst, &ho))
         return NULL;
-    o.growth_interval = interval;
+    o.growth_interval = (int64_t)interval;
     o.hysteresis = hyst;
     if (mino != Py_None) {
         o.has_min_scale = 1;
@@ -171,6 +172,7 @@ static PyObject *f_adam(PyObject *self, PyObject *args)
                           &o.lr, &o.beta1, &o.beta2, &o.eps, &o.weight_decay, &o.amsgrad,
                           &o.maximize, &o.decoupled_weight_decay))
         return NULL;
+    o.write_grads = 1; /* GradScaler's contract: .grad holds unscaled gradients after step */
     int dev = -1;
     AmpyTensor **p = 0, **g = 0, **m = 0, **v = 0, **x = 0, **st = 0, **ma = 0;
     void *inv, *found;
@@ -207,8 +209,11 @@ static PyObject *f_adam(PyObject *self, PyObject *args)
     }
     ampy_status s = dev < 0 && n == 0 ? AMPY_OK
                                       : ampy_optim_adam_step_cuda(dev, n, t, &o, inv, found);
-    for (Py_ssize_t i = 0; s == AMPY_OK && i < n; i++)
+    for (Py_ssize_t i = 0; s == AMPY_OK && i < n; i++) {
         ((AmpyStorage *)p[i]->base)->version++;
+        if (inv)
+            ((AmpyStorage *)g[i]->base)->version++;
+    }
     return done(s, p, g, m, v, x, st, ma, t);
 }
 
@@ -224,6 +229,7 @@ static PyObject *f_sgd(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOOOOOdddpdpO", &pl, &gl, &bl, &mal, &io, &fo, &o.lr, &o.momentum,
                           &o.dampening, &o.nesterov, &o.weight_decay, &o.maximize, &firsts))
         return NULL;
+    o.write_grads = 1; /* as in f_adam */
     int dev = -1;
     AmpyTensor **p = 0, **g = 0, **b = 0, **ma = 0;
     void *inv, *found;
@@ -258,8 +264,11 @@ static PyObject *f_sgd(PyObject *self, PyObject *args)
     }
     ampy_status s = dev < 0 && n == 0 ? AMPY_OK
                                       : ampy_optim_sgd_step_cuda(dev, n, t, &o, inv, found);
-    for (Py_ssize_t i = 0; s == AMPY_OK && i < n; i++)
+    for (Py_ssize_t i = 0; s == AMPY_OK && i < n; i++) {
         ((AmpyStorage *)p[i]->base)->version++;
+        if (inv)
+            ((AmpyStorage *)g[i]->base)->version++;
+    }
     return done(s, p, g, b, ma, 0, 0, 0, t);
 }
 

@@ -3,8 +3,11 @@
  *
  * One pass per element: load grad -> * inv_scale -> elem.h's update of the
  * fp32 (master) weight and moments -> store the half model weight rounded
- * once. found_inf is read by every block before it writes anything, so a
- * skipped step changes nothing and needs no host sync. Adam's per-tensor
+ * once. With options.write_grads and an inv_scale, the unscaled gradient is
+ * stored back into grad in the same pass (csrc/optim.c's write-back). found_inf
+ * is read by every block before it writes anything, so a skipped step changes
+ * nothing but the gradients (still unscaled, as torch's unscale_() before a
+ * skipped step) and needs no host sync. Adam's per-tensor
  * constants depend on the step count, which lives on the device: thread 0 of
  * each block computes them (in double, as csrc/optim.c's adam_scalars) into
  * shared memory; a second small kernel then increments the counts.
@@ -20,7 +23,7 @@ typedef MtaMeta<6, 20, 256> AdamMeta;
 
 struct AdamHyper {
     double lr, beta1, beta2, eps, wd;
-    int amsgrad, maximize, decoupled;
+    int amsgrad, maximize, decoupled, write_grads;
 };
 
 /* csrc/optim.c adam_scalars, for the step about to be taken. */
@@ -44,15 +47,46 @@ static __device__ void adam_scalars_dev(const AdamHyper &o, float inv, float ste
     s->eps = (float)o.eps;
     s->neg_step_size = (float)(-step_size);
     s->amsgrad = o.amsgrad != 0;
+    s->write_grad = 0; /* the kernel stores the grads itself */
+}
+
+/* The grad store of the write-back, in the grad's dtype. */
+static __device__ void st_grad(void *g, int dt, int64_t i, float v)
+{
+    if (dt == AMPY_FLOAT32)
+        ((float *)g)[i] = v;
+    else
+        st_half(g, dt, i, v);
+}
+
+/* A skipped step's whole work for one block: grad[base, end) *= inv. */
+static __device__ void unscale_chunk(void *grad, int gdt, int64_t base, int64_t end, float inv)
+{
+    for (int64_t i = base + threadIdx.x; i < end; i += BLOCK)
+        st_grad(grad, gdt, i, ld_grad(grad, gdt, i) * inv);
+}
+
+/* 1 when the kernel stores the unscaled gradients (the host's flag, and the
+ * device's multiplier is not 1). */
+static __device__ int write_back(int write, const float *inv_scale)
+{
+    return write && inv_scale && *inv_scale != 1.0f;
 }
 
 __global__ void __launch_bounds__(BLOCK) adam_kernel(AdamMeta m, AdamHyper o,
                                                      const float *inv_scale,
                                                      const float *found_inf)
 {
-    if (found_inf && *found_inf != 0.0f)
-        return;
     const int t = m.block_tensor[blockIdx.x];
+    const int wg = write_back(o.write_grads, inv_scale);
+    if (found_inf && *found_inf != 0.0f) {
+        if (wg) {
+            const int64_t b0 = (int64_t)m.block_chunk[blockIdx.x] * CHUNK;
+            unscale_chunk(m.addr[2][t], m.dt[1][t], b0, min(m.numel[t], b0 + (int64_t)CHUNK),
+                          *inv_scale);
+        }
+        return;
+    }
     __shared__ ampy_adam_scalars s;
     if (threadIdx.x == 0)
         adam_scalars_dev(o, inv_scale ? *inv_scale : 1.0f, *m.step[t] + 1.0f, &s);
@@ -62,7 +96,7 @@ __global__ void __launch_bounds__(BLOCK) adam_kernel(AdamMeta m, AdamHyper o,
     const int64_t end = min(m.numel[t], base + (int64_t)CHUNK);
     void *param = m.addr[0][t];
     float *master = (float *)m.addr[1][t];
-    const void *grad = m.addr[2][t];
+    void *grad = m.addr[2][t];
     float *ma = (float *)m.addr[3][t], *va = (float *)m.addr[4][t], *vx = (float *)m.addr[5][t];
     float *w = master ? master : (float *)param;
     const int pdt = m.dt[0][t], gdt = m.dt[1][t];
@@ -84,6 +118,8 @@ __global__ void __launch_bounds__(BLOCK) adam_kernel(AdamMeta m, AdamHyper o,
             int64_t i = i0 + (int64_t)j * BLOCK;
             if (i >= end)
                 continue;
+            if (wg)
+                st_grad(grad, gdt, i, g[j] * sc.inv_scale);
             ampy_adam_elem(g[j], &p[j], &mm[j], &vv[j], &vmax[j], &sc);
             w[i] = p[j];
             ma[i] = mm[j];
@@ -146,8 +182,9 @@ extern "C" ampy_status ampy_optim_adam_step_cuda(int device, int64_t n, const am
         free(numel);
         return e != cudaSuccess ? ampy_cuda_fail(e, "cudaSetDevice") : AMPY_ERR_RUNTIME;
     }
-    AdamHyper h = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->amsgrad, o->maximize,
-                   o->decoupled_weight_decay};
+    AdamHyper h = {o->lr,       o->beta1,    o->beta2,
+                   o->eps,      o->weight_decay, o->amsgrad,
+                   o->maximize, o->decoupled_weight_decay, o->write_grads};
     auto fill = [&](AdamMeta &m, int slot, int64_t i) {
         const ampy_adam_tensor *x = &t[i];
         m.addr[0][slot] = x->param;
@@ -191,16 +228,21 @@ __global__ void __launch_bounds__(BLOCK) sgd_kernel(SgdMeta m, ampy_sgd_scalars 
                                                     const float *inv_scale,
                                                     const float *found_inf)
 {
-    if (found_inf && *found_inf != 0.0f)
-        return;
-    ampy_sgd_scalars s = s0;
-    s.inv_scale = inv_scale ? *inv_scale : 1.0f;
     const int t = m.block_tensor[blockIdx.x];
     const int64_t base = (int64_t)m.block_chunk[blockIdx.x] * CHUNK;
     const int64_t end = min(m.numel[t], base + (int64_t)CHUNK);
+    const int wg = write_back(s0.write_grad, inv_scale);
+    if (found_inf && *found_inf != 0.0f) {
+        if (wg)
+            unscale_chunk(m.addr[2][t], m.dt[1][t], base, end, *inv_scale);
+        return;
+    }
+    ampy_sgd_scalars s = s0;
+    s.inv_scale = inv_scale ? *inv_scale : 1.0f;
+    s.write_grad = 0;
     void *param = m.addr[0][t];
     float *master = (float *)m.addr[1][t];
-    const void *grad = m.addr[2][t];
+    void *grad = m.addr[2][t];
     float *buf = (float *)m.addr[3][t];
     float *w = master ? master : (float *)param;
     const int pdt = m.dt[0][t], gdt = m.dt[1][t], first = m.first[t];
@@ -220,6 +262,8 @@ __global__ void __launch_bounds__(BLOCK) sgd_kernel(SgdMeta m, ampy_sgd_scalars 
             int64_t i = i0 + (int64_t)j * BLOCK;
             if (i >= end)
                 continue;
+            if (wg)
+                st_grad(grad, gdt, i, g[j] * s.inv_scale);
             ampy_sgd_elem(g[j], &p[j], &b[j], first, &s);
             w[i] = p[j];
             if (s.has_momentum)
@@ -277,6 +321,7 @@ extern "C" ampy_status ampy_optim_sgd_step_cuda(int device, int64_t n, const amp
     sc.one_m_damp = (float)(1.0 - o->dampening);
     sc.nesterov = o->nesterov != 0;
     sc.neg_lr = (float)(-o->lr);
+    sc.write_grad = o->write_grads != 0; /* the kernel checks inv_scale on the device */
     auto fill = [&](SgdMeta &m, int slot, int64_t i) {
         const ampy_sgd_tensor *x = &t[i];
         m.addr[0][slot] = x->param;

@@ -376,14 +376,18 @@ def test_skipped_adam_step_changes_nothing(found, cpu_path):
     v = [A(rng.random(50).astype(np.float32)), A(rng.random(7).astype(np.float32))]
     vmax = [A(rng.random(50).astype(np.float32)), A(rng.random(7).astype(np.float32))]
     steps = [f32(5.0), f32(9.0)]
-    every = params + [masters[0]] + m + v + vmax + steps + grads
+    every = params + [masters[0]] + m + v + vmax + steps
     before = _snapshot(every)
+    want = [(N(g).astype(np.float32) * np.float32(0.5)).astype(N(g).dtype) for g in grads]
     applied = F.adam_step_(params, grads, m, v, vmax, steps, lr=1e-3, beta1=0.9, beta2=0.999,
                            eps=1e-8, weight_decay=0.1, amsgrad=True, maximize=False,
                            master_params=masters, inv_scale=f32(0.5), found_inf=f32(found))
     assert applied is False
     for a, b in zip(before, _snapshot(every)):
         assert np.array_equal(a, b)
+    # only the grads change: unscaled, as torch's unscale_() before a skipped step
+    for g, w in zip(grads, want):
+        assert np.array_equal(bits(N(g)), bits(w))
 
 
 def test_skipped_sgd_first_step_keeps_none_buffers(cpu_path):
@@ -518,8 +522,6 @@ def test_unscale_bad_inputs():
         (([g], A(np.zeros(1, np.int32)), f32(0.5)), TypeError, "'found_inf' must be a float32"),
         (([g, A(np.ones(3, np.int64))], f32(0.0), f32(0.5)), TypeError, "grads[1] has dtype int64"),
         (([g, "x"], f32(0.0), f32(0.5)), TypeError, "grads[1] must be a Tensor"),
-        (([A(np.ones((3, 2), np.float32)).t()], f32(0.0), f32(0.5)), ValueError,
-         "grads[0] is not contiguous"),
         ((g, f32(0.0), f32(0.5)), TypeError, "'grads'"),
     ]
     for args, exc, msg in cases:
@@ -549,3 +551,36 @@ def test_update_scale_bad_inputs():
             call()
         assert msg in str(info.value), str(info.value)
         assert N(s)[0] == 4.0 and N(t)[0] == 0
+
+
+@pytest.mark.parametrize("opt", ["sgd", "adam"])
+@pytest.mark.parametrize("gdt", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("skip", [False, True])
+def test_fused_step_writes_unscaled_grads_back(opt, gdt, skip, cpu_path):
+    """unscale_grads=True (the default) stores to_dtype(to_f32(g) * inv) into
+    grads -- the bits non_finite_check_and_unscale_ leaves -- applied or
+    skipped, and gives the same update as unscale_grads=False."""
+    rng = np.random.default_rng(21)
+    n = 1037
+    g0 = (rng.standard_normal(n) * 3000).astype(np.float32)
+    p0 = rng.standard_normal(n).astype(np.float32)
+    npdt = ml_dtypes.bfloat16 if gdt == "bfloat16" else np.dtype(gdt)
+    want = A(g0.astype(npdt))
+    F.non_finite_check_and_unscale_([want], f32(0.0), f32(1.0 / 3.0))
+    out = {}
+    for write in (True, False):
+        p, g = A(p0.copy()), A(g0.astype(npdt))
+        kw = dict(inv_scale=f32(1.0 / 3.0), found_inf=f32(1.0 if skip else 0.0),
+                  unscale_grads=write)
+        if opt == "sgd":
+            F.sgd_step_([p], [g], [None], lr=0.1, momentum=0.9, **kw)
+        else:
+            F.adam_step_([p], [g], [A(np.zeros(n, np.float32))], [A(np.zeros(n, np.float32))],
+                         None, [f32(0.0)], lr=0.1, beta1=0.9, beta2=0.999, eps=1e-8,
+                         weight_decay=0.0, amsgrad=False, maximize=False, **kw)
+        out[write] = (bits(N(p)).copy(), bits(N(g)).copy())
+    assert np.array_equal(out[True][1], bits(N(want)))
+    assert np.array_equal(out[False][1], bits(g0.astype(npdt)))  # False: grads untouched
+    assert np.array_equal(out[True][0], out[False][0])
+    if skip:
+        assert np.array_equal(out[True][0], bits(p0))

@@ -81,7 +81,64 @@ def _check_number(value, name, integer=False):
     if isinstance(value, bool) or not isinstance(value, kinds):
         raise TypeError(f"GradScaler: '{name}' must be {'an int' if integer else 'a float'}, "
                         f"not {type(value).__name__}")
-    return int(value) if integer else float(value)
+    if integer:
+        return int(value)
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"GradScaler: '{name}' is too large for a float, got {value}") from None
+
+
+# The checks every configuration value passes, in the constructor, the setters
+# and load_state_dict alike: a value update() cannot use is refused at the door,
+# never after the optimizer has stepped.
+_INT32_MAX = 2 ** 31 - 1
+_INT64_MAX = 2 ** 63 - 1
+
+
+def _checked_growth_factor(v):
+    v = _check_number(v, "growth_factor")
+    if not v > 1.0:  # NaN too
+        raise _ValueAssertionError("The growth factor must be > 1.0.")
+    return v
+
+
+def _checked_backoff_factor(v):
+    v = _check_number(v, "backoff_factor")
+    if not v < 1.0:
+        raise _ValueAssertionError("The backoff factor must be < 1.0.")
+    if not v > 0.0:
+        raise ValueError(f"GradScaler: 'backoff_factor' must be > 0, got {v}")
+    return v
+
+
+def _checked_scale(v, name="init_scale"):
+    v = _check_number(v, name)
+    if not (math.isfinite(v) and v > 0):
+        raise ValueError(f"GradScaler: '{name}' must be finite and > 0, got {v}")
+    return v
+
+
+def _checked_int(v, name, lo, hi):
+    v = _check_number(v, name, integer=True)
+    if v < lo:
+        raise ValueError(f"GradScaler: '{name}' must be >= {lo}, got {v}")
+    if v > hi:
+        raise ValueError(f"GradScaler: '{name}' must be <= {hi}, got {v}")
+    return v
+
+
+def _checked_bounds(min_scale, max_scale):
+    out = []
+    for name, v in (("min_scale", min_scale), ("max_scale", max_scale)):
+        if v is not None:
+            v = _check_number(v, name)
+            if not (math.isfinite(v) and v > 0):
+                raise ValueError(f"GradScaler: '{name}' must be finite and > 0, got {v}")
+        out.append(v)
+    if out[0] is not None and out[1] is not None and out[0] > out[1]:
+        raise ValueError(f"GradScaler: min_scale ({out[0]}) > max_scale ({out[1]})")
+    return out
 
 
 class GradScaler:
@@ -113,26 +170,12 @@ class GradScaler:
         self._last_found_infs = []   # ... of the previous iteration
         self._warned_useless = False
         if self._enabled:
-            if _check_number(growth_factor, "growth_factor") <= 1.0:
-                raise _ValueAssertionError("The growth factor must be > 1.0.")
-            if _check_number(backoff_factor, "backoff_factor") >= 1.0:
-                raise _ValueAssertionError("The backoff factor must be < 1.0.")
-            init_scale = _check_number(init_scale, "init_scale")
-            if not (math.isfinite(init_scale) and init_scale > 0):
-                raise ValueError(f"GradScaler: 'init_scale' must be finite and > 0, "
-                                 f"got {init_scale}")
-            if _check_number(backoff_factor, "backoff_factor") <= 0.0:
-                raise ValueError(f"GradScaler: 'backoff_factor' must be > 0, got {backoff_factor}")
-            if _check_number(growth_interval, "growth_interval", integer=True) < 1:
-                raise ValueError(f"GradScaler: 'growth_interval' must be >= 1, "
-                                 f"got {growth_interval}")
-            for name, v in (("min_scale", min_scale), ("max_scale", max_scale)):
-                if v is not None and not _check_number(v, name) > 0:
-                    raise ValueError(f"GradScaler: '{name}' must be > 0, got {v}")
-            if min_scale is not None and max_scale is not None and min_scale > max_scale:
-                raise ValueError(f"GradScaler: min_scale ({min_scale}) > max_scale ({max_scale})")
-            if _check_number(hysteresis, "hysteresis", integer=True) < 1:
-                raise ValueError(f"GradScaler: 'hysteresis' must be >= 1, got {hysteresis}")
+            growth_factor = _checked_growth_factor(growth_factor)
+            backoff_factor = _checked_backoff_factor(backoff_factor)
+            init_scale = _checked_scale(init_scale)
+            growth_interval = _checked_int(growth_interval, "growth_interval", 1, _INT64_MAX)
+            min_scale, max_scale = _checked_bounds(min_scale, max_scale)
+            hysteresis = _checked_int(hysteresis, "hysteresis", 1, _INT32_MAX)
             self._init_scale = init_scale
             self._scale = None
             self._growth_factor = float(growth_factor)
@@ -187,9 +230,7 @@ class GradScaler:
                             "float16 math), or let ampy keep float32 master weights: "
                             "ampy.optim.SGD/Adam/AdamW(..., master_weights=True) and call "
                             "scaler.step(optimizer) without scaler.unscale_(optimizer).")
-                    if not grad.is_contiguous():
-                        param.grad = grad = grad.contiguous()
-                    per_device[grad.device].append(grad)
+                    per_device[grad.device].append(grad)  # strided ones too: in place
             found = {}
             for dev, grads in per_device.items():
                 f = found_inf if dev == found_inf.device else found_inf.to(dev)
@@ -288,12 +329,12 @@ class GradScaler:
             raise _StateAssertionError("No inf checks were recorded for this optimizer.")
         self._warn_if_useless(optimizer)
         found = list(state["found_inf_per_device"].values())
-        self._iter_found_infs.extend(found)
         retval = None
         if not sum(v.item() for v in found):
-            retval = optimizer.step(*args, **kwargs)
+            retval = optimizer.step(*args, **kwargs)  # a raise leaves the stage UNSCALED (torch)
         elif self._report_nonfinite:
             self._record_nonfinite(optimizer)
+        self._iter_found_infs.extend(found)
         state["stage"] = OptState.STEPPED
         return retval
 
@@ -307,11 +348,15 @@ class GradScaler:
             retval = optimizer.step(*args, **{**kwargs, "grad_scaler": self})
             state["stage"] = OptState.STEPPED
             return retval
+        before = state["found_inf_per_device"]
         if state["stage"] is OptState.READY:
             self._check_inf_per_device(optimizer)
         self._warn_if_useless(optimizer)
         scale = self._get_scale_async()
         found = [t.to(scale.device) for t in state["found_inf_per_device"].values()]
+        if not found:  # no gradient at all: what torch's default (non-fused) optimizers raise
+            state["found_inf_per_device"] = before
+            raise _StateAssertionError("No inf checks were recorded for this optimizer.")
         found_inf = found[0] if len(found) == 1 else sum(found[1:], found[0])
         if state["stage"] is OptState.UNSCALED:
             optimizer.grad_scale = getattr(optimizer, "grad_scale", None)
@@ -319,12 +364,16 @@ class GradScaler:
             prev = getattr(optimizer, "grad_scale", None)
             optimizer.grad_scale = scale if prev is None else scale * prev
         optimizer.found_inf = found_inf
-        self._iter_found_infs.append(found_inf)
         try:
             retval = optimizer.step(*args, **kwargs)
+        except BaseException:
+            # a fused step that raises wrote nothing: the scaler forgets this try
+            state["found_inf_per_device"] = before
+            raise
         finally:
             del optimizer.grad_scale
             del optimizer.found_inf
+        self._iter_found_infs.append(found_inf)
         state["stage"] = OptState.STEPPED
         if self._report_nonfinite and found_inf.item():
             self._record_nonfinite(optimizer)
@@ -363,7 +412,7 @@ class GradScaler:
         reason = ("new_scale should be a float or a 1-element torch.cuda.FloatTensor or "
                   "torch.FloatTensor with requires_grad=False.")
         if isinstance(new_scale, numbers.Real) and not isinstance(new_scale, bool):
-            self._scale.fill_(float(new_scale))
+            self._scale.fill_(_checked_scale(new_scale, "new_scale"))
             return
         if not isinstance(new_scale, Tensor):
             raise TypeError(reason)
@@ -384,19 +433,19 @@ class GradScaler:
         return self._growth_factor
 
     def set_growth_factor(self, new_factor):
-        self._growth_factor = new_factor
+        self._growth_factor = _checked_growth_factor(new_factor)
 
     def get_backoff_factor(self):
         return self._backoff_factor
 
     def set_backoff_factor(self, new_factor):
-        self._backoff_factor = new_factor
+        self._backoff_factor = _checked_backoff_factor(new_factor)
 
     def get_growth_interval(self):
         return self._growth_interval
 
     def set_growth_interval(self, new_interval):
-        self._growth_interval = new_interval
+        self._growth_interval = _checked_int(new_interval, "growth_interval", 1, _INT64_MAX)
 
     def is_enabled(self):
         return self._enabled
@@ -494,14 +543,17 @@ class GradScaler:
         if missing:
             raise KeyError(f"GradScaler.load_state_dict: missing key(s) {missing}; expected "
                            f"{list(self._KEYS)}")
-        scale = _check_number(state_dict["scale"], "scale")
-        gf = _check_number(state_dict["growth_factor"], "growth_factor")
-        bf = _check_number(state_dict["backoff_factor"], "backoff_factor")
-        gi = _check_number(state_dict["growth_interval"], "growth_interval", integer=True)
-        gt = _check_number(state_dict["_growth_tracker"], "_growth_tracker", integer=True)
-        hyst = _check_number(state_dict.get("hysteresis", 1), "hysteresis", integer=True)
-        ht = _check_number(state_dict.get("_hysteresis_tracker", hyst), "_hysteresis_tracker",
-                           integer=True)
+        # every value checked (as the constructor checks it) before any is stored
+        scale = _checked_scale(state_dict["scale"], "scale")
+        gf = _checked_growth_factor(state_dict["growth_factor"])
+        bf = _checked_backoff_factor(state_dict["backoff_factor"])
+        gi = _checked_int(state_dict["growth_interval"], "growth_interval", 1, _INT64_MAX)
+        gt = _checked_int(state_dict["_growth_tracker"], "_growth_tracker", 0, _INT32_MAX)
+        min_scale, max_scale = _checked_bounds(state_dict.get("min_scale"),
+                                               state_dict.get("max_scale"))
+        hyst = _checked_int(state_dict.get("hysteresis", 1), "hysteresis", 1, _INT32_MAX)
+        ht = _checked_int(state_dict.get("_hysteresis_tracker", hyst), "_hysteresis_tracker", 0,
+                          hyst)
         self._init_scale = scale
         if self._scale is not None:
             self._scale.fill_(scale)
@@ -509,8 +561,7 @@ class GradScaler:
         self._init_growth_tracker = gt
         if self._growth_tracker is not None:
             self._growth_tracker.fill_(gt)
-        self._min_scale = state_dict.get("min_scale")
-        self._max_scale = state_dict.get("max_scale")
+        self._min_scale, self._max_scale = min_scale, max_scale
         self._hysteresis, self._init_hysteresis_tracker = hyst, ht
         if self._hysteresis_tracker is not None:
             self._hysteresis_tracker.fill_(ht)

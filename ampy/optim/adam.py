@@ -1,8 +1,9 @@
 """ampy.optim.Adam and AdamW — torch.optim's, through ampy's fused Adam kernel."""
 from .. import _dtype as D
-from .._creation import zeros
+from .._creation import full, zeros
+from .._tensor import Tensor
 from ..amp import functional as AF
-from .optimizer import Optimizer, _no_grad
+from .optimizer import Optimizer
 
 __all__ = ["Adam", "AdamW"]
 
@@ -44,47 +45,81 @@ class Adam(Optimizer):
                         master_weights=master_weights)
         super().__init__(params, defaults)
 
-    def _init_state(self, p, state, amsgrad):
-        if len(state) == 0 or "step" not in state:
-            state["step"] = zeros((), dtype=D.float32, device=p.device)
-            state["exp_avg"] = zeros(tuple(p.shape), dtype=D.float32, device=p.device)
-            state["exp_avg_sq"] = zeros(tuple(p.shape), dtype=D.float32, device=p.device)
+    _step_supports_amp_scaling = True  # the kernel reads grad_scale / found_inf
+
+    @staticmethod
+    def _hyper(group):
+        beta1, beta2 = group["betas"]
+        return dict(lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"],
+                    weight_decay=group["weight_decay"], amsgrad=group["amsgrad"],
+                    maximize=group["maximize"],
+                    decoupled_weight_decay=group.get("decoupled_weight_decay", False))
+
+    def _new_state(self, p, state, amsgrad):
+        """The state entries p still needs (created, not stored). A non-empty
+        state without "step" raises KeyError('step'), as torch."""
+        new = {}
+        if len(state) == 0:
+            new["step"] = zeros((), dtype=D.float32, device=p.device)
+            new["exp_avg"] = zeros(tuple(p.shape), dtype=D.float32, device=p.device)
+            new["exp_avg_sq"] = zeros(tuple(p.shape), dtype=D.float32, device=p.device)
+        else:
+            for key in ("step", "exp_avg", "exp_avg_sq"):
+                if key not in state:
+                    raise KeyError(key)
         if amsgrad and "max_exp_avg_sq" not in state:
-            state["max_exp_avg_sq"] = zeros(tuple(p.shape), dtype=D.float32, device=p.device)
+            new["max_exp_avg_sq"] = zeros(tuple(p.shape), dtype=D.float32, device=p.device)
+        return new
+
+    def _plan(self, group):
+        """Check one group completely (hyper-parameters through the C
+        validation, params, grads, state) without writing anything."""
+        hyper = self._hyper(group)
+        AF.adam_step_([], [], [], [], [] if hyper["amsgrad"] else None, [], **hyper)
+        plan = self._prepare(group)
+        plan["states"] = states = {}
+        for p in plan["unique"]:
+            st = self.state.get(p)
+            new = self._new_state(p, st or {}, group["amsgrad"])
+            if new:
+                plan["pending"].setdefault(p, {}).update(new)
+            elif st is not None:
+                states[id(p)] = st  # the pending ones are added by _commit
+        return plan
+
+    def _run_round(self, plan, params, grads, inv_scale, found_inf):
+        group = plan["group"]
+        keep = group.get("master_weights", False)
+        states = [plan["states"][id(p)] for p in params]
+        masters = [self._master(p, st, keep) for p, st in zip(params, states)]
+        amsgrad = group["amsgrad"]
+        AF.adam_step_(params, grads, [st["exp_avg"] for st in states],
+                      [st["exp_avg_sq"] for st in states],
+                      [st["max_exp_avg_sq"] for st in states] if amsgrad else None,
+                      [st["step"] for st in states], **self._hyper(group),
+                      master_params=masters if any(m is not None for m in masters) else None,
+                      inv_scale=inv_scale, found_inf=found_inf)
 
     def step(self, closure=None):
-        loss = self._closure(closure)
-        inv_scale, found_inf = self._amp_scalars()
-        with _no_grad():
-            for group in self.param_groups:
-                params, grads, m1, m2, vmax, steps, masters = [], [], [], [], [], [], []
-                amsgrad = group["amsgrad"]
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
-                    self._check_param(p)
-                    state = self.state[p]
-                    self._init_state(p, state, amsgrad)
-                    params.append(p)
-                    grads.append(self._grad(p))
-                    m1.append(state["exp_avg"])
-                    m2.append(state["exp_avg_sq"])
-                    steps.append(state["step"])
-                    if amsgrad:
-                        vmax.append(state["max_exp_avg_sq"])
-                    masters.append(self._master(p, state, group.get("master_weights", False)))
-                if not params:
-                    continue
-                beta1, beta2 = group["betas"]
-                AF.adam_step_(params, grads, m1, m2, vmax if amsgrad else None, steps,
-                              lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"],
-                              weight_decay=group["weight_decay"], amsgrad=amsgrad,
-                              maximize=group["maximize"],
-                              decoupled_weight_decay=group.get("decoupled_weight_decay", False),
-                              master_params=masters if any(m is not None for m in masters)
-                              else None,
-                              inv_scale=inv_scale, found_inf=found_inf)
-        return loss
+        return self._fused_step(closure)
+
+    def _check_loaded_state(self, p, group, entry):
+        """torch's Adam.__setstate__: a non-empty entry must hold "step"
+        (KeyError('step') otherwise); a number (older torch's format) becomes
+        a 0-d float32 tensor."""
+        if len(entry) == 0:
+            return entry
+        if "step" not in entry:
+            raise KeyError("step")
+        step = entry["step"]
+        if isinstance(step, bool) or not isinstance(step, (int, float, Tensor)):
+            raise TypeError(f"loaded state 'step' must be a number or a tensor, not "
+                            f"{type(step).__name__}")
+        if not isinstance(step, Tensor):
+            entry = dict(entry, step=full((), float(step), dtype=D.float32, device=p.device))
+        elif step.numel() != 1:
+            raise ValueError(f"loaded state 'step' must hold one value, got {step.numel()}")
+        return entry
 
 
 class AdamW(Adam):

@@ -1,9 +1,17 @@
 """ampy.optim.Optimizer — torch.optim.Optimizer's param_groups, state and
 state_dict format, plus what ampy's fused steps share: gathering one
 parameter group into the lists of one fused-kernel call, fp32 master weights
-for float16/bfloat16 parameters, and the GradScaler protocol
-(`_step_supports_amp_scaling`: `self.grad_scale` / `self.found_inf` are
-read by the kernel, so unscaling and skipping need no host sync).
+for float16/bfloat16 parameters, and the GradScaler protocol.
+
+`_step_supports_amp_scaling` (GradScaler then sets `self.grad_scale` /
+`self.found_inf` and calls `step` unconditionally; the kernel unscales and
+skips with no host sync) is False here, as in torch: only ampy's SGD, Adam
+and AdamW claim it. A subclass that overrides `step` loses the claim (its
+step would not read grad_scale, so it would get scaled gradients) unless it
+sets `_step_supports_amp_scaling = True` itself.
+
+A fused step first checks every group (hyper-parameters, params, grads,
+state) and only then writes: a step that raises changes nothing.
 """
 from collections import defaultdict
 import copy
@@ -52,7 +60,12 @@ class Optimizer:
     """Base class: holds param_groups (dicts with "params" and hyper-parameters)
     and per-parameter state; subclasses implement step()."""
 
-    _step_supports_amp_scaling = True
+    _step_supports_amp_scaling = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "step" in cls.__dict__ and "_step_supports_amp_scaling" not in cls.__dict__:
+            cls._step_supports_amp_scaling = False
 
     def __init__(self, params, defaults):
         self.defaults = defaults
@@ -166,25 +179,40 @@ class Optimizer:
         for g, s in zip(groups, saved_groups):
             for old, p in zip(s["params"], g["params"]):
                 id_map[old] = p
-        state = defaultdict(dict)
-        for k, v in state_dict["state"].items():
-            if k in id_map:
-                p = id_map[k]
-                state[p] = {key: self._load_state_value(p, key, val) for key, val in v.items()}
-            else:
-                state[k] = v
         new_groups = []
         for g, s in zip(groups, saved_groups):
             s["params"] = g["params"]
             new_groups.append(s)
+        group_of = {id(p): s for s in new_groups for p in s["params"]}
+        state = defaultdict(dict)
+        for k, v in state_dict["state"].items():
+            if k in id_map:
+                p = id_map[k]
+                if not isinstance(v, dict):
+                    raise TypeError(f"loaded state of parameter {k} must be a dict, not "
+                                    f"{type(v).__name__}")
+                entry = {key: self._load_state_value(p, key, val) for key, val in v.items()}
+                state[p] = self._check_loaded_state(p, group_of[id(p)], entry)
+            else:
+                state[k] = v
         self.state = state
         self.param_groups = new_groups
+
+    def _check_loaded_state(self, p, group, entry):
+        """Per-optimizer check of one loaded state entry (raise before anything
+        is replaced); returns the entry to store."""
+        return entry
 
     def _load_state_value(self, p, key, value):
         if value is None or isinstance(value, (int, float, bool)):
             return value
+        if key == "step" and isinstance(value, (list, tuple, str, bytes)):
+            raise TypeError(f"loaded state 'step' must be a number or a tensor, not "
+                            f"{type(value).__name__}")
         from ..nn.modules.module import _to_ampy
         t = _to_ampy(value)
+        if key == "step" and t.numel() != 1:
+            raise ValueError(f"loaded state 'step' must hold one value, got {t.numel()}")
         if key != "step" and tuple(t.shape) != tuple(p.shape):
             raise ValueError(f"loaded state {key!r} has shape {list(t.shape)}, but its "
                              f"parameter has shape {list(p.shape)}")
@@ -222,12 +250,80 @@ class Optimizer:
         return _C.cast(p.detach(), D.float32)
 
     @staticmethod
-    def _grad(p):
-        g = p.grad
+    def _grad(p, g=None):
+        g = p.grad if g is None else g
         if g._device_index != p._device_index:
             raise RuntimeError(f"ampy.optim: the gradient is on {g.device}, its parameter on "
                                f"{p.device}")
         return g if g.is_contiguous() else g.contiguous()
+
+    @staticmethod
+    def _rounds(params):
+        """A group's params that have a grad, split into rounds (one fused call
+        each; a call's entries run in parallel, so none may repeat a tensor).
+        A parameter listed twice is stepped twice, one update after the other,
+        as torch's single-tensor loop does: occurrence k goes to a round after
+        occurrence k - 1. Two parameters sharing one grad tensor go to
+        different rounds too (the grad is unscaled once, by round 0). Returns
+        (rounds, {id(p): p.grad})."""
+        pairs = [(p, g) for p, g in ((p, p.grad) for p in params) if g is not None]
+        raw = {id(p): g for p, g in pairs}
+        if len(raw) == len({id(g) for _, g in pairs}) == len(pairs):
+            return ([[p for p, _ in pairs]] if pairs else []), raw  # the usual case: one call
+        last, rounds, grads_in = {}, [], []
+        for p, g in pairs:
+            r = last.get(id(p), -1) + 1
+            while r < len(rounds) and id(g) in grads_in[r]:
+                r += 1
+            if r == len(rounds):
+                rounds.append([])
+                grads_in.append(set())
+            rounds[r].append(p)
+            grads_in[r].add(id(g))
+            last[id(p)] = r
+        return rounds, raw
+
+    def _prepare(self, group):
+        """Checks a group's params and grads (no writes). Returns the plan of
+        the group: "rounds", "unique" (its params, once each), "grads" (id(p) ->
+        the contiguous gradient the
+        kernel reads and unscales in place: p.grad itself, or a copy written
+        back by _write_back_grads) and "pending" (state entries to create,
+        committed by _commit): float16/bfloat16 master weights here."""
+        pending = {}
+        rounds, raw = self._rounds(group["params"])
+        unique = (rounds[0] if len(rounds) == 1 else
+                  list({id(p): p for r in rounds for p in r}.values()))
+        grads, copies = {}, {}
+        keep = group.get("master_weights", False)
+        for p in unique:
+            self._check_param(p)
+            g0 = raw[id(p)]
+            g = self._grad(p, g0)  # one contiguous copy per strided grad, shared by its params
+            grads[id(p)] = g if g is g0 else copies.setdefault(id(g0), g)
+            if keep and p.dtype in _HALF and "master_param" not in self.state.get(p, {}):
+                pending.setdefault(p, {})["master_param"] = _C.cast(p.detach(), D.float32)
+        return {"group": group, "rounds": rounds, "unique": unique, "grads": grads,
+                "pending": pending}
+
+    def _commit(self, pending):
+        """Store the pending state entries; returns {id(p): p's state dict}."""
+        out = {}
+        for p, entries in pending.items():
+            st = self.state[p]
+            st.update(entries)
+            out[id(p)] = st
+        return out
+
+    @staticmethod
+    def _write_back_grads(params, grads, inv_scale):
+        """Copy the kernel's unscaled gradient into a strided p.grad, in place."""
+        if inv_scale is None:
+            return
+        for p in params:
+            g = grads[id(p)]
+            if g is not p.grad:
+                p.grad.copy_(g)
 
     @staticmethod
     def _check_param(p):
@@ -236,6 +332,27 @@ class Optimizer:
         if p.dtype not in (D.float32, D.float16, D.bfloat16):
             raise TypeError(f"ampy.optim: parameters must be float32, float16 or bfloat16, not "
                             f"{p.dtype}")
+
+    def _run_groups(self, plans):
+        """Second phase of a fused step, after every group was checked by the
+        subclass's _plan: per group, state committed, then each round stepped
+        by _run_round(plan, params, grads, inv_scale, found_inf). Round 0
+        unscales the grads (and stores them back); later rounds read them
+        unscaled."""
+        inv_scale, found_inf = self._amp_scalars()
+        for plan in plans:
+            plan.setdefault("states", {}).update(self._commit(plan["pending"]))
+            rounds, grads = plan["rounds"], plan["grads"]
+            for k, params in enumerate(rounds):
+                self._run_round(plan, params, [grads[id(p)] for p in params],
+                                inv_scale if k == 0 else None, found_inf)
+            self._write_back_grads(plan["unique"], grads, inv_scale)
+
+    def _fused_step(self, closure):
+        loss = self._closure(closure)
+        with _no_grad():
+            self._run_groups([self._plan(group) for group in self.param_groups])
+        return loss
 
     def _closure(self, closure):
         if closure is None:

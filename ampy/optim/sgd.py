@@ -1,6 +1,6 @@
 """ampy.optim.SGD — torch.optim.SGD through ampy's fused SGD kernel."""
 from ..amp import functional as AF
-from .optimizer import _HALF, Optimizer, _no_grad
+from .optimizer import _HALF, Optimizer
 
 __all__ = ["SGD"]
 
@@ -37,34 +37,41 @@ class SGD(Optimizer):
                         master_weights=master_weights)
         super().__init__(params, defaults)
 
+    _step_supports_amp_scaling = True  # the kernel reads grad_scale / found_inf
+
+    @staticmethod
+    def _hyper(group):
+        return dict(lr=group["lr"], momentum=group["momentum"], dampening=group["dampening"],
+                    nesterov=group["nesterov"], weight_decay=group["weight_decay"],
+                    maximize=group["maximize"])
+
+    def _plan(self, group):
+        """Check one group completely (hyper-parameters through the C
+        validation, params, grads) without writing anything."""
+        AF.sgd_step_([], [], None, **self._hyper(group))
+        plan = self._prepare(group)
+        # like torch, the buffers are read once, before any update (a parameter
+        # listed twice starts both of its updates from the same state)
+        bufs = plan["bufs"] = {}
+        for p in plan["unique"]:
+            st = self.state.get(p)
+            bufs[id(p)] = None if st is None else st.get("momentum_buffer")
+        return plan
+
+    def _run_round(self, plan, params, grads, inv_scale, found_inf):
+        group = plan["group"]
+        use_buf = group["momentum"] != 0
+        keep = group.get("master_weights", False)
+        masters = [self._master(p, self.state[p] if keep and p.dtype in _HALF else {}, keep)
+                   for p in params]
+        bufs = [plan["bufs"][id(p)] for p in params] if use_buf else None
+        AF.sgd_step_(params, grads, bufs, **self._hyper(group),
+                     master_params=masters if any(m is not None for m in masters) else None,
+                     inv_scale=inv_scale, found_inf=found_inf)
+        if use_buf:  # torch keeps no state without momentum; the last update's buffer
+            for p, b in zip(params, bufs):
+                if b is not None:
+                    self.state[p]["momentum_buffer"] = b
+
     def step(self, closure=None):
-        loss = self._closure(closure)
-        inv_scale, found_inf = self._amp_scalars()
-        with _no_grad():
-            for group in self.param_groups:
-                params, grads, bufs, masters = [], [], [], []
-                use_buf = group["momentum"] != 0
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
-                    self._check_param(p)
-                    keep = group.get("master_weights", False) and p.dtype in _HALF
-                    # like torch, no state entry at all without momentum or master
-                    state = self.state[p] if (use_buf or keep) else {}
-                    params.append(p)
-                    grads.append(self._grad(p))
-                    masters.append(self._master(p, state, group.get("master_weights", False)))
-                    bufs.append(state.get("momentum_buffer") if use_buf else None)
-                if not params:
-                    continue
-                AF.sgd_step_(params, grads, bufs if use_buf else None, lr=group["lr"],
-                             momentum=group["momentum"], dampening=group["dampening"],
-                             nesterov=group["nesterov"], weight_decay=group["weight_decay"],
-                             maximize=group["maximize"],
-                             master_params=masters if any(m is not None for m in masters)
-                             else None,
-                             inv_scale=inv_scale, found_inf=found_inf)
-                if use_buf:  # torch keeps no state without momentum
-                    for p, b in zip(params, bufs):
-                        self.state[p]["momentum_buffer"] = b
-        return loss
+        return self._fused_step(closure)

@@ -17,6 +17,7 @@ typedef struct {
 #define AMPY_PY_AMP_ALLOW_NONE 1 /* None entries allowed (t[i] = NULL)         */
 #define AMPY_PY_AMP_F32 2        /* float32 only (else float32/float16/bfloat16) */
 #define AMPY_PY_AMP_WRITE 4      /* written in place: the write check of pyampy.h     */
+#define AMPY_PY_AMP_F64 8        /* float64 allowed too                          */
 
 /* Every entry: a Tensor on the CPU, contiguous, of an allowed dtype. */
 int ampy_py_amp_list(PyObject *seq, ampy_py_amp_tensors *out, const char *fn, const char *arg,

@@ -47,12 +47,15 @@ int ampy_py_amp_list(PyObject *seq, ampy_py_amp_tensors *out, const char *fn, co
             goto fail;
         }
         AmpyTensor *x = (AmpyTensor *)o;
-        int f32_only = (flags & AMPY_PY_AMP_F32) != 0;
+        int f32_only = (flags & AMPY_PY_AMP_F32) != 0, f64 = (flags & AMPY_PY_AMP_F64) != 0;
         if (f32_only ? x->dtype != AMPY_FLOAT32
-                     : !(x->dtype == AMPY_FLOAT32 || ampy_dtype_is_half(x->dtype))) {
+                     : !(x->dtype == AMPY_FLOAT32 || ampy_dtype_is_half(x->dtype) ||
+                         (f64 && x->dtype == AMPY_FLOAT64))) {
             PyErr_Format(PyExc_TypeError, "%s: %s has dtype %s; expected %s", fn, what,
                          ampy_dtype_name(x->dtype),
-                         f32_only ? "float32" : "float32, float16 or bfloat16");
+                         f32_only ? "float32"
+                         : f64    ? "float32, float16, bfloat16 or float64"
+                                  : "float32, float16 or bfloat16");
             goto fail;
         }
         if (check_cpu(x, fn, what) < 0)
@@ -149,7 +152,7 @@ static PyObject *f_unscale(PyObject *self, PyObject *const *args, Py_ssize_t nar
     if (!inv || ampy_py_check_write((AmpyTensor *)args[1], fn, "found_inf", 0) < 0)
         return NULL;
     ampy_py_amp_tensors g;
-    if (ampy_py_amp_list(args[0], &g, fn, "grads", AMPY_PY_AMP_WRITE) < 0)
+    if (ampy_py_amp_list(args[0], &g, fn, "grads", AMPY_PY_AMP_WRITE | AMPY_PY_AMP_F64) < 0)
         return NULL;
     PyObject *result = NULL;
     void **data = PyMem_Calloc((size_t)g.n + 1, sizeof *data);
@@ -202,7 +205,7 @@ done:
 PyMethodDef ampy_py_finite_methods[] = {
     {"_amp_non_finite_check_and_unscale_", (PyCFunction)(void (*)(void))f_unscale, METH_FASTCALL,
      "_amp_non_finite_check_and_unscale_($module, grads, found_inf, inv_scale, /)\n--\n\n"
-     "In place over contiguous CPU float32/float16/bfloat16 grads: set found_inf[0] = 1.0 if\n"
+     "In place over contiguous CPU float32/float16/bfloat16/float64 grads: set found_inf[0] = 1.0 if\n"
      "any value is inf/NaN (or becomes inf when multiplied by inv_scale[0]), and multiply\n"
      "every value by inv_scale[0] unless it is 1. See csrc/include/ampy/finite.h."},
     {NULL, NULL, 0, NULL},

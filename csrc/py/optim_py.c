@@ -53,11 +53,11 @@ static void common_free(common_lists *c)
 }
 
 static int parse_common(common_lists *c, PyObject *params, PyObject *grads, PyObject *masters,
-                        const char *fn)
+                        int grads_written, const char *fn)
 {
     memset(c, 0, sizeof *c);
     if (ampy_py_amp_list(params, &c->p, fn, "params", AMPY_PY_AMP_WRITE) < 0 ||
-        ampy_py_amp_list(grads, &c->g, fn, "grads", 0) < 0 ||
+        ampy_py_amp_list(grads, &c->g, fn, "grads", grads_written ? AMPY_PY_AMP_WRITE : 0) < 0 ||
         ampy_py_amp_len(&c->p, &c->g, fn, "params", "grads") < 0)
         return -1;
     if (masters != Py_None) {
@@ -113,14 +113,27 @@ static void bump_all(ampy_py_amp_tensors *l)
 
 /* ---- SGD -------------------------------------------------------------------- */
 
+/* Gradients written back (write_grads with an inv_scale != 1, applied or
+ * skipped step alike): their versions move. */
+static int grads_written(int write, const float *inv)
+{
+    return write && inv && *inv != 1.0f;
+}
+
+static void bump_grads(ampy_py_amp_tensors *g, int write, const float *inv)
+{
+    if (grads_written(write, inv))
+        bump_all(g);
+}
+
 /* _amp_sgd_step_(params, grads, momentum_buffers, master_params, inv_scale,
  *                found_inf, lr, momentum, dampening, nesterov, weight_decay,
- *                maximize) -> bool (False: skipped because found_inf != 0) */
+ *                maximize, write_grads) -> bool (False: skipped, found_inf != 0) */
 static PyObject *f_sgd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     static const char *fn = "sgd_step_";
-    if (nargs != 12) {
-        PyErr_Format(PyExc_TypeError, "_amp_sgd_step_ takes 12 arguments, got %zd", nargs);
+    if (nargs != 13) {
+        PyErr_Format(PyExc_TypeError, "_amp_sgd_step_ takes 13 arguments, got %zd", nargs);
         return NULL;
     }
     ampy_sgd_options o;
@@ -128,7 +141,7 @@ static PyObject *f_sgd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (get_double(args[6], &o.lr, fn, "lr") < 0 || get_double(args[7], &o.momentum, fn, "momentum") < 0 ||
         get_double(args[8], &o.dampening, fn, "dampening") < 0 || get_bool(args[9], &o.nesterov) < 0 ||
         get_double(args[10], &o.weight_decay, fn, "weight_decay") < 0 ||
-        get_bool(args[11], &o.maximize) < 0)
+        get_bool(args[11], &o.maximize) < 0 || get_bool(args[12], &o.write_grads) < 0)
         return NULL;
     const float *inv = opt_scalar(args[4], fn, "inv_scale", &ok);
     const float *found = ok ? opt_scalar(args[5], fn, "found_inf", &ok) : NULL;
@@ -144,7 +157,7 @@ static PyObject *f_sgd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     ampy_sgd_tensor *t = NULL;
     AmpyTensor **fresh = NULL;
     Py_ssize_t n = 0;
-    if (parse_common(&c, args[0], args[1], args[3], fn) < 0)
+    if (parse_common(&c, args[0], args[1], args[3], grads_written(o.write_grads, inv), fn) < 0)
         goto done;
     n = c.p.n;
     int use_buf = o.momentum != 0.0;
@@ -194,6 +207,7 @@ static PyObject *f_sgd(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         ampy_py_raise(st);
         goto done;
     }
+    bump_grads(&c.g, o.write_grads, inv);
     if (stepped) {
         bump_all(&c.p);
         bump_all(&c.m);
@@ -219,12 +233,13 @@ done:
 
 /* _amp_adam_step_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps,
  *                 master_params, inv_scale, found_inf, lr, beta1, beta2, eps,
- *                 weight_decay, amsgrad, maximize, decoupled_weight_decay) -> bool */
+ *                 weight_decay, amsgrad, maximize, decoupled_weight_decay,
+ *                 write_grads) -> bool */
 static PyObject *f_adam(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     static const char *fn = "adam_step_";
-    if (nargs != 17) {
-        PyErr_Format(PyExc_TypeError, "_amp_adam_step_ takes 17 arguments, got %zd", nargs);
+    if (nargs != 18) {
+        PyErr_Format(PyExc_TypeError, "_amp_adam_step_ takes 18 arguments, got %zd", nargs);
         return NULL;
     }
     ampy_adam_options o;
@@ -232,7 +247,7 @@ static PyObject *f_adam(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         get_double(args[11], &o.beta2, fn, "beta2") < 0 || get_double(args[12], &o.eps, fn, "eps") < 0 ||
         get_double(args[13], &o.weight_decay, fn, "weight_decay") < 0 ||
         get_bool(args[14], &o.amsgrad) < 0 || get_bool(args[15], &o.maximize) < 0 ||
-        get_bool(args[16], &o.decoupled_weight_decay) < 0)
+        get_bool(args[16], &o.decoupled_weight_decay) < 0 || get_bool(args[17], &o.write_grads) < 0)
         return NULL;
     int ok = 1;
     const float *inv = opt_scalar(args[7], fn, "inv_scale", &ok);
@@ -246,7 +261,7 @@ static PyObject *f_adam(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     ampy_py_amp_tensors ea = {0, NULL}, es = {0, NULL}, mx = {0, NULL}, sp = {0, NULL};
     PyObject *result = NULL;
     ampy_adam_tensor *t = NULL;
-    if (parse_common(&c, args[0], args[1], args[6], fn) < 0 ||
+    if (parse_common(&c, args[0], args[1], args[6], grads_written(o.write_grads, inv), fn) < 0 ||
         parse_state(&ea, args[2], &c, fn, "exp_avgs", 0) < 0 ||
         parse_state(&es, args[3], &c, fn, "exp_avg_sqs", 0) < 0)
         goto done;
@@ -299,6 +314,7 @@ static PyObject *f_adam(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         ampy_py_raise(st);
         goto done;
     }
+    bump_grads(&c.g, o.write_grads, inv);
     if (stepped) {
         bump_all(&c.p);
         bump_all(&c.m);
@@ -321,12 +337,15 @@ done:
 PyMethodDef ampy_py_optim_methods[] = {
     {"_amp_sgd_step_", (PyCFunction)(void (*)(void))f_sgd, METH_FASTCALL,
      "_amp_sgd_step_($module, params, grads, momentum_buffers, master_params, inv_scale,\n"
-     "               found_inf, lr, momentum, dampening, nesterov, weight_decay, maximize, /)\n"
-     "--\n\nFused SGD step; returns False when skipped (found_inf != 0). See optim.h."},
+     "               found_inf, lr, momentum, dampening, nesterov, weight_decay, maximize,\n"
+     "               write_grads, /)\n"
+     "--\n\nFused SGD step; returns False when skipped (found_inf != 0). With write_grads\n"
+     "and inv_scale, grads are unscaled in place (also when skipped). See optim.h."},
     {"_amp_adam_step_", (PyCFunction)(void (*)(void))f_adam, METH_FASTCALL,
      "_amp_adam_step_($module, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps,\n"
      "                master_params, inv_scale, found_inf, lr, beta1, beta2, eps,\n"
-     "                weight_decay, amsgrad, maximize, decoupled_weight_decay, /)\n"
-     "--\n\nFused Adam/AdamW step; returns False when skipped (found_inf != 0). See optim.h."},
+     "                weight_decay, amsgrad, maximize, decoupled_weight_decay, write_grads, /)\n"
+     "--\n\nFused Adam/AdamW step; returns False when skipped (found_inf != 0). With\n"
+     "write_grads and inv_scale, grads are unscaled in place (also when skipped). See optim.h."},
     {NULL, NULL, 0, NULL},
 };

@@ -28,14 +28,10 @@ static PyObject *f_update_scale(PyObject *self, PyObject *const *args, Py_ssize_
     o.backoff_factor = PyFloat_AsDouble(args[4]);
     if (o.backoff_factor == -1.0 && PyErr_Occurred())
         return NULL;
-    long gi = PyLong_AsLong(args[5]);
+    long long gi = PyLong_AsLongLong(args[5]);
     if (gi == -1 && PyErr_Occurred())
         return NULL;
-    if (gi < INT32_MIN || gi > INT32_MAX) {
-        PyErr_Format(PyExc_ValueError, "%s: growth_interval %ld does not fit in int32", fn, gi);
-        return NULL;
-    }
-    o.growth_interval = (int32_t)gi;
+    o.growth_interval = (int64_t)gi;
     if (args[6] != Py_None) {
         o.has_min_scale = 1;
         o.min_scale = PyFloat_AsDouble(args[6]);

@@ -382,7 +382,7 @@ static void test_adam_paths(void)
     for (int cfg = 0; cfg < 48; cfg++) {
         int pdt = cfg % 3, gdt = (cfg / 3) % 3;
         ampy_adam_options o = {1e-3, 0.9, 0.999, 1e-8, (cfg & 16) ? 0.01 : 0.0,
-                               (cfg / 9) & 1, (cfg / 5) & 1, (cfg & 32) != 0};
+                               (cfg / 9) & 1, (cfg / 5) & 1, (cfg & 32) != 0, 0};
         if (cfg == 47)
             o.beta1 = 0.3; /* the other lerp formula */
         int64_t n = 1 + (int64_t)(rnd32() % 3000);
@@ -420,7 +420,7 @@ static void test_adam_paths(void)
 
 static void test_adam_vs_double(void)
 {
-    ampy_adam_options o = {1e-2, 0.9, 0.99, 1e-8, 0.1, 0, 0, 1};
+    ampy_adam_options o = {1e-2, 0.9, 0.99, 1e-8, 0.1, 0, 0, 1, 0};
     adam_buf a;
     adam_alloc(&a, 1000, AMPY_FLOAT32, AMPY_FLOAT32);
     double *p = malloc(1000 * 8), *m = calloc(1000, 8), *v = calloc(1000, 8);
@@ -455,7 +455,7 @@ static void test_sgd(void)
         int pdt = cfg % 3, gdt = (cfg / 3) % 3;
         int variant = cfg / 9; /* 0 plain, 1 momentum+damp, 2 nesterov, 3 maximize+wd */
         ampy_sgd_options o = {0.05, variant ? 0.9 : 0.0, variant == 1 ? 0.1 : 0.0,
-                              variant == 3 ? 1e-2 : 0.0, variant == 2, variant == 3};
+                              variant == 3 ? 1e-2 : 0.0, variant == 2, variant == 3, 0};
         if (variant == 3)
             o.momentum = 0.5;
         int64_t n = 1 + (int64_t)(rnd32() % 2000);
@@ -495,7 +495,7 @@ static void test_optim_errors(void)
     adam_buf a;
     adam_alloc(&a, 10, AMPY_FLOAT16, AMPY_FLOAT32);
     ampy_adam_tensor t = adam_view(&a);
-    ampy_adam_options o = {-1.0, 0.9, 0.999, 1e-8, 0.0, 0, 0, 0};
+    ampy_adam_options o = {-1.0, 0.9, 0.999, 1e-8, 0.0, 0, 0, 0, 0};
     CHECK(ampy_optim_adam_step(1, &t, &o, NULL, NULL, NULL) == AMPY_ERR_VALUE &&
               !strcmp(ampy_last_error(), "Invalid learning rate: -1.0"),
           "lr message: %s", ampy_last_error());
@@ -519,7 +519,7 @@ static void test_optim_errors(void)
     t.grad_dtype = AMPY_INT64;
     CHECK(ampy_optim_adam_step(1, &t, &o, NULL, NULL, NULL) == AMPY_ERR_DTYPE, "int64 grad");
     CHECK(a.step == 0.0f, "failed calls left the step alone");
-    ampy_sgd_options so = {0.1, 0.0, 0.0, 0.0, 1, 0};
+    ampy_sgd_options so = {0.1, 0.0, 0.0, 0.0, 1, 0, 0};
     ampy_sgd_tensor st = {a.param, a.master, a.grad, a.m, 10, AMPY_FLOAT16, AMPY_FLOAT32, 1};
     CHECK(ampy_optim_sgd_step(1, &st, &so, NULL, NULL, NULL) == AMPY_ERR_VALUE &&
               !strcmp(ampy_last_error(), "Nesterov momentum requires a momentum and zero dampening"),
@@ -530,6 +530,59 @@ static void test_optim_errors(void)
               !strcmp(ampy_last_error(), "Invalid momentum value: -0.5"),
           "momentum message: %s", ampy_last_error());
     adam_free(&a);
+}
+
+/* Gradient write-back: the fused steps store grad * inv (rounded once to the
+ * grad dtype) -- the bits of ampy_finite_run_portable -- on both CPU paths,
+ * applied and skipped steps alike, and write_grads=0 leaves grads alone while
+ * computing the same update. */
+static int one_step(adam_buf *b, int sgd, int write, float inv, const float *found, int level)
+{
+    ampy_cpu_level_set(level);
+    ampy_status st;
+    if (sgd) {
+        ampy_sgd_options so = {0.05, 0.9, 0.1, 0.01, 0, 0, write};
+        ampy_sgd_tensor t = {b->param, b->master, b->grad, b->m, b->n, b->pdt, b->gdt, 0};
+        st = ampy_optim_sgd_step(1, &t, &so, &inv, found, NULL);
+    } else {
+        ampy_adam_options o = {1e-3, 0.9, 0.999, 1e-8, 0.01, 1, 0, 1, write};
+        ampy_adam_tensor t = adam_view(b);
+        st = ampy_optim_adam_step(1, &t, &o, &inv, found, NULL);
+    }
+    ampy_cpu_level_set(-1);
+    return st == AMPY_OK;
+}
+
+static void test_write_back(void)
+{
+    const float inv = 1.0f / 3.0f, one = 1.0f;
+    for (int cfg = 0; cfg < 36; cfg++) {
+        int pdt = cfg % 3, gdt = (cfg / 3) % 3, sgd = (cfg / 9) & 1, skip = cfg >= 18;
+        int64_t n = 1 + (int64_t)(rnd32() % 2000);
+        adam_buf a, b, c;
+        adam_alloc(&a, n, pdt, gdt);
+        adam_alloc(&b, n, pdt, gdt);
+        adam_alloc(&c, n, pdt, gdt);
+        grad_fill(&a, 3000.0f);
+        adam_copy(&b, &a);
+        adam_copy(&c, &a);
+        size_t gb = (size_t)n * ampy_dtype_size(gdt);
+        void *want = malloc(gb + 4);
+        memcpy(want, a.grad, gb);
+        ampy_finite_run_portable(want, n, gdt, inv);
+        const float *found = skip ? &one : NULL;
+        CHECK(one_step(&a, sgd, 1, inv, found, AMPY_CPU_PORTABLE), "write-back status");
+        CHECK(one_step(&b, sgd, 1, inv, found, -1), "write-back status");
+        CHECK(one_step(&c, sgd, 0, inv, found, -1), "no write-back status");
+        CHECK(!memcmp(a.grad, want, gb), "portable write-back cfg %d", cfg);
+        CHECK(!memcmp(b.grad, want, gb), "simd write-back cfg %d", cfg);
+        CHECK(adam_same(&a, &b) && adam_same(&a, &c), "write-back changed the update cfg %d",
+              cfg);
+        free(want);
+        adam_free(&a);
+        adam_free(&b);
+        adam_free(&c);
+    }
 }
 
 int main(void)
@@ -543,6 +596,7 @@ int main(void)
     test_adam_vs_double();
     test_sgd();
     test_optim_errors();
+    test_write_back();
     printf("%s: %d checks, %d failures (cpu level %s)\n", failures ? "FAILED" : "ok", checks,
            failures, ampy_cpu_level_name(ampy_cpu_level_get()));
     return failures != 0;

@@ -245,6 +245,7 @@ typedef struct ampy_adam_scalars {
     float eps;
     float neg_step_size;  /* -lr / (1 - beta1^step)                         */
     int amsgrad;
+    int write_grad;       /* the loop stores g * inv_scale back into grad   */
 } ampy_adam_scalars;
 
 /* One Adam/AdamW element. g: the gradient already in float32 (not yet
@@ -283,6 +284,7 @@ typedef struct ampy_sgd_scalars {
     float one_m_damp;     /* 1 - dampening                                  */
     int nesterov;
     float neg_lr;         /* -lr                                            */
+    int write_grad;       /* as in ampy_adam_scalars                        */
 } ampy_sgd_scalars;
 
 /* One SGD element; `first` = the momentum buffer is uninitialised and
@@ -319,7 +321,7 @@ AMPY_ELEM void ampy_sgd_elem(float g, float *p, float *buf, int first, const amp
  *   from above (apex: min_loss_scale, max_loss_scale). */
 typedef struct ampy_scale_rule {
     double growth_factor, backoff_factor;
-    int32_t growth_interval;
+    int64_t growth_interval;
     int32_t hysteresis; /* <= 1: torch behaviour */
     int has_min, has_max;
     double min_scale, max_scale;
@@ -356,7 +358,8 @@ AMPY_ELEM void ampy_update_scale_elem(float *scale, int32_t *growth_tracker,
             *scale = ns;
         *growth_tracker = 0;
     } else {
-        *growth_tracker = (int32_t)successful;
+        /* saturates (never wraps) when growth_interval exceeds the int32 tracker */
+        *growth_tracker = successful > INT32_MAX ? INT32_MAX : (int32_t)successful;
     }
     if (hyst)
         *hysteresis_tracker = r->hysteresis;

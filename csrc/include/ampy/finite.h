@@ -2,12 +2,13 @@
  * GradScaler.unscale_/step).
  *
  * One call walks a list of contiguous gradient tensors of mixed dtypes
- * (float32, float16, bfloat16) in place, with the semantics of torch's
+ * (float32, float16, bfloat16, float64) in place, with the semantics of torch's
  * _amp_foreach_non_finite_check_and_unscale_:
  *
  *     for every element x of every tensor:
- *         v = to_f32(x)
- *         if inv_scale != 1:  x = from_f32(v * inv_scale)   (rounded once)
+ *         v = to_f32(x)                                  (float64: v = x)
+ *         if inv_scale != 1:  x = from_f32(v * inv_scale)   (rounded once;
+ *                              float64: x * (double)inv_scale, in double)
  *         if the value now held is inf or NaN:  *found_inf = 1.0f
  *
  * Beyond torch: with inv_scale != 1 the test is made on the value actually
@@ -42,7 +43,8 @@ extern "C" {
  *                      dtype[i]; may be NULL only when numel[i] == 0. The
  *                      tensors must not overlap one another.
  *   numel      in      numel[i] >= 0, elements
- *   dtype      in      AMPY_FLOAT32, AMPY_FLOAT16 or AMPY_BFLOAT16 (ampy_dtype)
+ *   dtype      in      AMPY_FLOAT32, AMPY_FLOAT16, AMPY_BFLOAT16 or AMPY_FLOAT64
+ *                      (ampy_dtype; float64 always takes the portable loop)
  *   found_inf  in,out  one float32: set to 1.0f when a non-finite value is
  *                      seen, never cleared (zeroing it is the caller's job,
  *                      as in torch); may not alias any tensor

@@ -10,17 +10,27 @@
  * order of operations are torch.optim's single-tensor (foreach=False) code
  * in float32; elem.h (ampy_adam_elem, ampy_sgd_elem) documents each step.
  *
+ * Gradient write-back (options.write_grads, with an inv_scale != 1): the same
+ * pass stores g = to_f32(grad) * inv_scale back into grad, rounded once to
+ * the grad's dtype -- the bits ampy_finite_check_unscale() would leave, so
+ * after GradScaler.step() .grad holds unscaled gradients as after torch's
+ * unscale_() + step(). The stored value is the unscaled gradient itself
+ * (before maximize's negation and weight decay).
+ *
  * Skipped steps: when *found_inf != 0 (read inside the call, before any
- * write) nothing at all is written: params, masters, moments and step counts
- * keep their bits, and *stepped (if given) is set to 0. That is the
- * sync-free GradScaler.step() contract; the caller never branches on it.
+ * write) params, masters, moments and step counts keep their bits, and
+ * *stepped (if given) is set to 0; only the gradient write-back (when asked
+ * for) still happens, as torch's unscale_() runs before a skipped step. That
+ * is the sync-free GradScaler.step() contract; the caller never branches.
  *
  * CPU paths: portable C and AVX-512 (csrc/optim_x86.c), chosen at run time
  * by ampy_cpu_level_get(); both give the same bits for every non-NaN input.
  * Large totals are split across ampy_parallel_for() as one flat range.
  *
  * Aliasing: within one tensor entry and across entries no two buffers may
- * overlap (grad, param, master, moments, step all distinct memory).
+ * overlap (grad, param, master, moments, step all distinct memory). Entries
+ * are updated in parallel: a parameter listed twice must be stepped by two
+ * calls (ampy.optim does), not by one.
  */
 #ifndef AMPY_OPTIM_H
 #define AMPY_OPTIM_H
@@ -44,7 +54,8 @@ typedef struct ampy_adam_tensor {
     void *param;           /* in,out  numel elements of param_dtype               */
     float *master;         /* in,out  fp32 master copy for float16/bfloat16 params;
                                       must be NULL for float32 params             */
-    const void *grad;      /* in      numel elements of grad_dtype (not modified)  */
+    void *grad;            /* in(,out) numel elements of grad_dtype; written only
+                                      with options.write_grads (see above)        */
     float *exp_avg;        /* in,out  first moment, numel float32                  */
     float *exp_avg_sq;     /* in,out  second moment, numel float32                 */
     float *max_exp_avg_sq; /* in,out  amsgrad only (else ignored, may be NULL)     */
@@ -64,6 +75,7 @@ typedef struct ampy_adam_options {
     int amsgrad;         /* keep max_exp_avg_sq and divide by it      */
     int maximize;        /* ascend: use -grad                         */
     int decoupled_weight_decay; /* 1: AdamW; 0: Adam (L2 added to grad) */
+    int write_grads;     /* 1: store grad * inv_scale back into grad    */
 } ampy_adam_options;
 
 /* One Adam/AdamW step over n tensors.
@@ -89,7 +101,7 @@ ampy_status ampy_optim_adam_step(int64_t n, const ampy_adam_tensor *t, const amp
 typedef struct ampy_sgd_tensor {
     void *param;            /* in,out  as in ampy_adam_tensor                  */
     float *master;          /* in,out  as in ampy_adam_tensor                  */
-    const void *grad;       /* in                                              */
+    void *grad;             /* in(,out) as in ampy_adam_tensor                 */
     float *momentum_buffer; /* in,out  numel float32; may be NULL when
                                        momentum == 0                           */
     int64_t numel;
@@ -106,6 +118,7 @@ typedef struct ampy_sgd_options {
     double weight_decay; /* >= 0, finite                                        */
     int nesterov;        /* requires momentum > 0 and dampening == 0            */
     int maximize;
+    int write_grads;     /* as in ampy_adam_options                             */
 } ampy_sgd_options;
 
 /* One SGD step over n tensors; arguments and statuses as for

@@ -33,7 +33,8 @@ extern "C" {
 typedef struct ampy_scaler_options {
     double growth_factor;    /* torch default 2.0; any value accepted, as torch  */
     double backoff_factor;   /* torch default 0.5; any value accepted, as torch  */
-    int32_t growth_interval; /* torch default 2000; compared with `==`           */
+    int64_t growth_interval; /* torch default 2000; compared with `==` (int64, as
+                                torch's argument: 2**31 and above never grow)   */
     int32_t hysteresis;      /* >= 1; 1 = torch behaviour                        */
     int has_min_scale;       /* 0: no lower bound                                */
     double min_scale;        /* finite, >= 0, used when has_min_scale            */

@@ -67,7 +67,8 @@ def strided(vals, dtype, lay):
     base = ampy.tensor(store)
     if dtype in NP and dtype != "float32":
         base = base.to(getattr(ampy, dtype))
-    x = base.as_strided(shape, strides, off)
+    # the binding's raw view: as_strided (like torch's) refuses the negative strides of a flip
+    x = base._view(shape, strides, off)
     assert x.stride() == strides
     return x
 

@@ -153,12 +153,23 @@ CASES["argmin"] = Case(lambda M, x: M.argmin(x, 2), [("f", (3, 4, 5))], zero=Tru
 CASES["max_dim"] = Case(lambda M, x: M.max(x, 1), [("f", (3, 4, 5))])
 CASES["min_dim"] = Case(lambda M, x: M.min(x, 2), [("f", (3, 4, 5))])
 
+def _window(c):
+    """A 2x3 window from c's second element on, rows 4 apart (offsets are absolute in the
+    storage). Not self-overlapping: the sweep also writes into the output, which ampy refuses
+    for overlapping views (test_write_checks.py); overlapping windows are in
+    test_double_backward.py."""
+    return c.as_strided((2, 3), (4, 1), c.storage_offset() + 1)
+
+
 CASES.update({
     "expand": Case(lambda M, x: x.expand(2, 3, 4), [("f", (3, 1))]),
     "flatten": Case(lambda M, x: x.flatten(), [("f", (3, 4, 2))], zero=True),
     "reshape": Case(lambda M, x: x.reshape(4, -1), [("f", (3, 4, 2))], zero=True),
     "view": Case(lambda M, x: x.view(12, 2), [("f", (3, 4, 2))]),
     "narrow": Case(lambda M, x: x.narrow(1, 1, 2), [("f", S)], zero=True),
+    # as_strided addresses the storage, not the view: on a strided input it means other
+    # elements by definition, so the sweep reads it from a contiguous copy
+    "as_strided": Case(lambda M, x: _window(x.contiguous()), [("f", S)]),
     "select": Case(lambda M, x: x.select(1, 2), [("f", S)], zero=True),
     "permute": Case(lambda M, x: x.permute(2, 0, 1), [("f", (3, 4, 2))], zero=True),
     "transpose": Case(lambda M, x: x.transpose(0, 2), [("f", (3, 4, 2))], zero=True),

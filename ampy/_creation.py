@@ -8,6 +8,7 @@ import numpy as np
 from . import _C
 from . import _dtype as D
 from ._tensor import Tensor
+from ._views import check_int64_sizes
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "arange",
            "linspace", "eye", "zeros_like", "ones_like", "empty_like", "full_like", "rand",
@@ -29,7 +30,7 @@ def _size_args(size, fn="size"):
             raise RuntimeError(f"Trying to create tensor with negative dimension {s}: "
                                f"{list(size)}")
         out.append(int(s))
-    return tuple(out)
+    return check_int64_sizes(tuple(out), fn)
 
 
 def _check_device(device):
@@ -59,7 +60,7 @@ def _broadcast_shapes(*shapes):
                 out[j] = v
             elif v != 1 and v != out[j]:
                 raise IndexError(f"shape mismatch: indexing tensors could not be broadcast "
-                                 f"together with shapes {[list(x) for x in shapes]}")
+                                 f"together with shapes {', '.join(str(list(x)) for x in shapes)}")
     return tuple(out)
 
 

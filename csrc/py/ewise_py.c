@@ -16,6 +16,8 @@
  */
 #include "pyampy.h"
 
+#include <limits.h>
+
 #include "ampy/cast.h"
 #include "ampy/cuda.h"
 #include "ampy/elem.h"
@@ -368,9 +370,10 @@ static PyObject *f_ewise(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         return NULL;
     }
     ew_call c;
-    c.op = (int)PyLong_AsLong(args[0]);
-    if (c.op == -1 && PyErr_Occurred())
+    long long op;
+    if (ampy_py_int_in(args[0], 0, INT_MAX, &op, "ewise", "op") < 0)
         return NULL;
+    c.op = (int)op;
     c.arity = ampy_ewise_op_arity(c.op);
     if (c.arity == 0 || nargs != 4 + c.arity) {
         PyErr_Format(PyExc_TypeError, "ewise: op %d takes %d inputs, got %zd", c.op, c.arity,

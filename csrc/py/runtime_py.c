@@ -1,6 +1,8 @@
 /* runtime_py.c — threads, CPU dispatch level and allocator statistics. */
 #include "pyampy.h"
 
+#include <limits.h>
+
 #include "ampy/alloc.h"
 #include "ampy/cpu.h"
 #include "ampy/parallel.h"
@@ -14,11 +16,22 @@ static PyObject *f_get_num_threads(PyObject *self, PyObject *u)
 
 static PyObject *f_set_num_threads(PyObject *self, PyObject *arg)
 {
-    long n = PyLong_AsLong(arg);
+    /* as torch: an int (not a bool) that fits a C int, then positive */
+    if (!PyLong_Check(arg) || PyBool_Check(arg)) {
+        PyErr_Format(PyExc_RuntimeError, "set_num_threads expects an int, but got %s",
+                     Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    int over = 0;
+    long long n = PyLong_AsLongLongAndOverflow(arg, &over);
     if (n == -1 && PyErr_Occurred())
         return NULL;
+    if (over || n > INT_MAX || n < INT_MIN) {
+        PyErr_SetString(PyExc_ValueError, "Overflow when unpacking long");
+        return NULL;
+    }
     if (n < 1) {
-        PyErr_SetString(PyExc_ValueError, "set_num_threads expects a positive integer");
+        PyErr_SetString(PyExc_RuntimeError, "set_num_threads expects a positive integer");
         return NULL;
     }
     ampy_set_num_threads((int)n);

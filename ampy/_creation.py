@@ -69,7 +69,40 @@ _NP_WIDEN = {np.dtype(np.int8): np.int64, np.dtype(np.int16): np.int64,
              np.dtype(np.uint64): np.int64, np.dtype(np.longdouble): np.float64}
 
 
+_I64_MAX = (1 << 63) - 1
+
+
+def _check_uint64(arr, dtype):
+    """ampy has no uint64: a uint64 array becomes int64 only when every value
+    fits (or float64 for a float dtype); never wrap to negative values."""
+    if dtype is not None and dtype.is_floating_point:
+        return arr.astype(np.float64)
+    if arr.size and int(arr.max()) > _I64_MAX:
+        raise ValueError(f"can't convert a uint64 array holding {int(arr.max())} to int64 without "
+                         f"overflow (ampy has no uint64 dtype; pass dtype=ampy.float64 to get "
+                         f"floats)")
+    return arr
+
+
+def _int_overflow(data):
+    """True when nested Python data holding no float has an int outside int64
+    (torch: ValueError "Overflow when unpacking long long"; a float anywhere
+    makes it a float tensor, where big ints are fine)."""
+    big, flt, stack = False, False, [data]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (list, tuple)):
+            stack.extend(v)
+        elif isinstance(v, float) or isinstance(v, np.floating):
+            flt = True
+        elif isinstance(v, int) and not isinstance(v, bool):
+            big = big or not -(1 << 63) <= v <= _I64_MAX
+    return big and not flt
+
+
 def _from_array(arr, dtype, infer_default_float):
+    if arr.dtype == np.uint64:
+        arr = _check_uint64(arr, dtype)
     if arr.dtype in _NP_WIDEN:
         arr = arr.astype(_NP_WIDEN[arr.dtype])
     if arr.dtype.kind == "c":
@@ -122,6 +155,12 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
             arr = np.asarray(data)
         except (ValueError, TypeError) as e:
             raise ValueError(f"tensor(): could not build a tensor from the data: {e}") from None
+        if arr.dtype.kind in "uOf" and (dt is None or not dt.is_floating_point) and (
+                arr.dtype.kind != "f" or arr.size and np.nanmax(np.abs(arr)) >= 2.0 ** 63) \
+                and _int_overflow(data):
+            raise ValueError("Overflow when unpacking long long")
+        if arr.dtype.kind == "O" and dt is not None and dt.is_floating_point:
+            arr = np.array(data, dtype=np.float64)
         if dt is not None and dt.is_floating_point and arr.dtype.kind in "biuf":
             arr = arr.astype(np.float64) if dt is D.float64 or arr.dtype.kind != "f" else arr
         if dt is not None and not dt.is_floating_point and dt is not D.bool:
@@ -141,10 +180,16 @@ def as_tensor(data, dtype=None, device=None):
     return tensor(data, dtype=dtype, device=device)
 
 
-def as_tensor_like(value, like):
-    """value as a tensor to be written into `like` (scalars take like's dtype)."""
+def as_tensor_like(value, like, fill=False):
+    """value as a tensor to be written into `like` (scalars take like's dtype),
+    range-checked as torch checks a Python scalar written by fill_ (fill=True)
+    or by setitem / copy_ (fill=False)."""
     if isinstance(value, Tensor):
         return value
+    if fill:
+        _check_fill(value, like.dtype)
+    else:
+        _check_setitem(value, like.dtype)
     if isinstance(value, (bool, int, float, np.generic)):
         return tensor(value, dtype=like.dtype if not isinstance(value, float) or
                       like.dtype.is_floating_point else D.float64)
@@ -176,8 +221,13 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False, **_):
 
 def _check_fill(v, dtype):
     """A Python fill value must fit the dtype, as in torch (inf fits a float
-    dtype; uint8 also takes -255..-1, two's complement)."""
-    if isinstance(v, (Tensor, bool)) or dtype is D.bool or not isinstance(v, numbers.Real):
+    dtype; uint8 also takes -255..-1, two's complement; an int must fit
+    int64, or uint64 for a float or bool dtype)."""
+    if isinstance(v, (Tensor, bool)) or not isinstance(v, numbers.Real):
+        return
+    if isinstance(v, numbers.Integral) and not -(1 << 63) <= int(v) < (1 << 64):
+        raise OverflowError("int too big to convert")
+    if dtype is D.bool:
         return
     if not dtype.is_floating_point:
         _check_int_range(np.asarray(v if isinstance(v, numbers.Integral) else float(v)), dtype)
@@ -185,6 +235,18 @@ def _check_fill(v, dtype):
         f = float(v)
         if math.isfinite(f) and abs(f) > D.finfo(dtype).max:
             raise RuntimeError(f"value cannot be converted to type {dtype.name} without overflow")
+
+
+def _check_setitem(v, dtype):
+    """A Python scalar stored by setitem, as torch checks it: an int must fit
+    int64 (ValueError); integer dtypes take values in range only (NaN and inf
+    raise); float32 checks overflow, float16/bfloat16 round to inf (torch)."""
+    if isinstance(v, (Tensor, bool)) or not isinstance(v, numbers.Real):
+        return
+    if isinstance(v, numbers.Integral) and not -(1 << 63) <= int(v) <= _I64_MAX:
+        raise ValueError("Overflow when unpacking long long")
+    if dtype is D.float32 or not dtype.is_floating_point:
+        _check_fill(v, dtype)
 
 
 def _scalar(v, dtype):
@@ -312,7 +374,7 @@ class Generator:
     def manual_seed(self, seed):
         seed = int(seed)
         if seed < -(1 << 63) or seed >= (1 << 64):
-            raise RuntimeError(f"Overflow when unpacking long long {seed}")
+            raise ValueError(f"Overflow when unpacking long long {seed}")
         self._seed = seed & ((1 << 64) - 1)
         self._offset = 0
         return self

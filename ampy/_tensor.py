@@ -328,7 +328,7 @@ class Tensor(_C.TensorBase):
 
     def fill_(self, value):
         from ._creation import as_tensor_like
-        _C.copy_(self, as_tensor_like(value, self))
+        _C.copy_(self, as_tensor_like(value, self, fill=True))
         return self
 
     def zero_(self):

@@ -470,12 +470,65 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
         low, high = 0, low
     if size is None:
         raise TypeError("randint() missing required argument 'size'")
+    low, high = _randint_bound(low, "low"), _randint_bound(high, "high")
     if high <= low:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= "
                            f"to={high}")
     dt = D.to_dtype(dtype) if dtype is not None else D.int64
-    return _finish(_random(2, _size_args((size,), "randint"), dt, generator, low, high), device,
-                   requires_grad)
+    _randint_check_dtype(low, high - 1, dt)
+    size = _size_args((size,), "randint")
+    g = generator or default_generator
+    t = _C.empty(size, dt)
+    s, off = g._take(t.numel())
+    _C.fill_randint(t, s, off, low, (high - low) & ((1 << 64) - 1))
+    return _finish(t, device, requires_grad)
+
+
+def _randint_bound(v, name):
+    """A bound of randint: an int (or 0-d integer tensor) that fits int64,
+    used exactly (never through a double)."""
+    if isinstance(v, bool) or not (isinstance(v, numbers.Integral) or (
+            isinstance(v, Tensor) and v.ndim == 0 and not v.dtype.is_floating_point
+            and v.dtype is not D.bool)):
+        raise TypeError(f"randint(): argument '{name}' must be int, not {type(v).__name__}")
+    v = int(v)
+    if not -(1 << 63) <= v <= _I64_MAX:
+        raise ValueError("Overflow when unpacking long long")
+    return v
+
+
+# torch's C++ type names in random_'s range messages
+_RANDINT_NAMES = {"uint8": "unsigned char", "int32": "int", "int64": "long int", "bool": "bool",
+                  "float16": "c10::Half", "bfloat16": "c10::BFloat16", "float32": "float",
+                  "float64": "double"}
+_RANDINT_DIGITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
+
+
+def _randint_check_dtype(lo, hi_inc, dt):
+    """torch's check_from_to_in_range: both ends within the dtype's range
+    (RuntimeError), and for floats a warning past the exactly representable
+    integers."""
+    name = _RANDINT_NAMES[dt.name]
+    if dt is D.bool:
+        vmin, vmax = 0, 1
+    elif dt.is_floating_point:
+        vmin, vmax = -float(D.finfo(dt).max), float(D.finfo(dt).max)
+    else:
+        info = np.iinfo(dt._np)
+        vmin, vmax = int(info.min), int(info.max)
+    for v, what in ((lo, "from"), (hi_inc, "to - 1")):
+        if not vmin <= v <= vmax:
+            raise RuntimeError(f"{what} is out of bounds for {name}")
+    if dt.is_floating_point:
+        import warnings
+        digits = _RANDINT_DIGITS[dt.name]
+        for v, what in ((lo, "from"), (hi_inc, "to - 1")):
+            if not -(1 << digits) <= v <= (1 << digits):
+                warnings.warn(f"{what} is out of bounds [-(2^{digits}), 2^{digits}]. Due to "
+                              f"precision limitations {name} can support discrete uniform "
+                              f"distribution only within this range. This warning will become "
+                              f"an error in version 1.7 release, please fix the code in advance",
+                              UserWarning, stacklevel=3)
 
 
 def rand_like(x, dtype=None, **kw):

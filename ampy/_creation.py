@@ -77,6 +77,8 @@ def _check_uint64(arr, dtype):
     fits (or float64 for a float dtype); never wrap to negative values."""
     if dtype is not None and dtype.is_floating_point:
         return arr.astype(np.float64)
+    if dtype is D.bool:
+        return np.asarray(arr != 0)
     if arr.size and int(arr.max()) > _I64_MAX:
         raise ValueError(f"can't convert a uint64 array holding {int(arr.max())} to int64 without "
                          f"overflow (ampy has no uint64 dtype; pass dtype=ampy.float64 to get "
@@ -155,7 +157,8 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
             arr = np.asarray(data)
         except (ValueError, TypeError) as e:
             raise ValueError(f"tensor(): could not build a tensor from the data: {e}") from None
-        if arr.dtype.kind in "uOf" and (dt is None or not dt.is_floating_point) and (
+        if arr.dtype.kind in "uOf" and (dt is None or dt not in (D.bool,) and
+                                        not dt.is_floating_point) and (
                 arr.dtype.kind != "f" or arr.size and np.nanmax(np.abs(arr)) >= 2.0 ** 63) \
                 and _int_overflow(data):
             raise ValueError("Overflow when unpacking long long")
@@ -475,6 +478,11 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= "
                            f"to={high}")
     dt = D.to_dtype(dtype) if dtype is not None else D.int64
+    if dt.is_floating_point:  # torch's update_from/update_to
+        low, high = _float_bound(low, dt, 1), _float_bound(high, dt, -1)
+        if not low < high:
+            raise RuntimeError(f"random_ expects 'from' casted to dtype to be less than 'to' "
+                               f"casted to dtype, but got from={low} >= to={high}")
     _randint_check_dtype(low, high - 1, dt)
     size = _size_args((size,), "randint")
     g = generator or default_generator
@@ -482,6 +490,21 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
     s, off = g._take(t.numel())
     _C.fill_randint(t, s, off, low, (high - low) & ((1 << 64) - 1))
     return _finish(t, device, requires_grad)
+
+
+def _float_bound(v, dt, side):
+    """torch's update_from (side 1) / update_to (side -1): move a bound inward
+    to the next integer whose neighbour v + side survives a round trip
+    through the float dtype, so that no draw rounds outside [from, to)."""
+    with np.errstate(all="ignore"):
+        f = np.array([v + side], dtype=np.float64).astype(dt._np).astype(np.float64)[0]
+    if not math.isfinite(f):
+        return v
+    back = int(f)
+    if (back < v) if side > 0 else (back >= v):
+        n = max(abs(v + side).bit_length() - 1, 0)
+        v = back + side * (1 << (n - _RANDINT_DIGITS[dt.name] + 1))
+    return v
 
 
 def _randint_bound(v, name):

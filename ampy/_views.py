@@ -39,22 +39,29 @@ def _shape_args(shape, fn="view"):
 
 
 def infer_size(shape, numel):
+    """torch's infer_size_impl, case by case: its product of the given sizes
+    is an int64 that wraps, and the view that follows checks the true numel
+    (ampy_shape_numel in _view), so overflowing shapes raise as in torch."""
     shape = list(shape)
-    neg = [i for i, s in enumerate(shape) if s == -1]
-    if len(neg) > 1:
-        raise RuntimeError("only one dimension can be inferred")
-    for i, s in enumerate(shape):
-        if s < -1:
+    infer, newsize = None, 1
+    for i, s in enumerate(shape):  # torch reports the first bad entry
+        if s == -1:
+            if infer is not None:
+                raise RuntimeError("only one dimension can be inferred")
+            infer = i
+        elif s >= 0:
+            newsize = (newsize * s + (1 << 63)) % (1 << 64) - (1 << 63)
+        else:
             raise RuntimeError(f"invalid shape dimension {s} at index {i} of shape {shape}")
-    known = math.prod(s for s in shape if s != -1)
-    if neg and known == numel == 0:  # torch's infer_size_impl, case by case
-        raise RuntimeError(f"cannot reshape tensor of 0 elements into shape {list(shape)} because "
-                           f"the unspecified dimension size -1 can be any value and is ambiguous")
-    if neg and known > 0 and numel % known == 0:
-        shape[neg[0]] = numel // known
-    elif neg or known != numel:
-        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
-    return tuple(shape)
+    if numel == newsize or (infer is not None and newsize > 0 and numel % newsize == 0):
+        if infer is not None:
+            if newsize == 0:
+                raise RuntimeError(f"cannot reshape tensor of 0 elements into shape {shape} "
+                                   f"because the unspecified dimension size -1 can be any value "
+                                   f"and is ambiguous")
+            shape[infer] = numel // newsize
+        return tuple(shape)
+    raise RuntimeError(f"shape '{shape}' is invalid for input of size {numel}")
 
 
 def _view_strides(old_shape, old_strides, new_shape):

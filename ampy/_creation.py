@@ -159,7 +159,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
             raise ValueError(f"tensor(): could not build a tensor from the data: {e}") from None
         if arr.dtype.kind in "uOf" and (dt is None or dt not in (D.bool,) and
                                         not dt.is_floating_point) and (
-                arr.dtype.kind != "f" or arr.size and np.nanmax(np.abs(arr)) >= 2.0 ** 63) \
+                arr.dtype.kind != "f" or np.any(np.abs(arr) >= 2.0 ** 63)) \
                 and _int_overflow(data):
             raise ValueError("Overflow when unpacking long long")
         if arr.dtype.kind == "O" and dt is not None and dt.is_floating_point:

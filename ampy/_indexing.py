@@ -47,7 +47,10 @@ def _normalize_key(t, key):
         elif isinstance(k, bool):
             out.append(_tensor(k))
         elif isinstance(k, int) or hasattr(k, "__index__") and not isinstance(k, np.ndarray):
-            out.append(k.__index__())
+            k = k.__index__()
+            if not -(1 << 63) <= k < (1 << 63):  # as torch's argument parser
+                raise ValueError("Overflow when unpacking long long")
+            out.append(k)
         elif isinstance(k, (list, np.ndarray)):
             out.append(_tensor(k))
         else:

@@ -200,7 +200,7 @@ INTS = [
     ("T.zeros(2).fill_(2**70)", True), ("T.zeros(2, dtype=T.bool).fill_(2**63)", False),
     ("T.arange(2**63)", False), ("T.arange(2**63, 2**63 + 2)", False),
     ("T.ones(2, dtype=T.int64) + 2**62", False), ("T.ones(3)[2**62]", True),
-    ("T.ones(3)[2**63]", True), ("T.ones(3)[-2**63 - 1]", True), ("T.ones(3)[0, 2**70]", False),
+    ("T.ones(3)[2**63]", True), ("T.ones(3)[-2**63 - 1]", True), ("T.ones(3, 3)[0, 2**70]", False),
     ("T.ones(3)[2**63:].shape", False), ("T.ones(3)[:2**70].shape", False),
     ("T.manual_seed(2**64)", False), ("T.manual_seed(-2**63 - 1)", False),
     ("T.manual_seed(-1)", False),

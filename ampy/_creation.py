@@ -102,6 +102,17 @@ def _int_overflow(data):
     return big and not flt
 
 
+def _check_py_ints(arr, data, dt):
+    """Python ints beyond int64 in data (which NumPy turned into uint64,
+    object or float64 `arr`) raise as torch, unless a float or bool dtype
+    takes them. The scan runs only when arr shows such a value."""
+    if dt is not None and (dt is D.bool or dt.is_floating_point):
+        return
+    if arr.dtype.kind in "uO" or (arr.dtype.kind == "f" and np.any(np.abs(arr) >= 2.0 ** 63)):
+        if _int_overflow(data):
+            raise ValueError("Overflow when unpacking long long")
+
+
 def _from_array(arr, dtype, infer_default_float):
     if arr.dtype == np.uint64:
         arr = _check_uint64(arr, dtype)
@@ -157,11 +168,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
             arr = np.asarray(data)
         except (ValueError, TypeError) as e:
             raise ValueError(f"tensor(): could not build a tensor from the data: {e}") from None
-        if arr.dtype.kind in "uOf" and (dt is None or dt not in (D.bool,) and
-                                        not dt.is_floating_point) and (
-                arr.dtype.kind != "f" or np.any(np.abs(arr) >= 2.0 ** 63)) \
-                and _int_overflow(data):
-            raise ValueError("Overflow when unpacking long long")
+        _check_py_ints(arr, data, dt)
         if arr.dtype.kind == "O" and dt is not None and dt.is_floating_point:
             arr = np.array(data, dtype=np.float64)
         if dt is not None and dt.is_floating_point and arr.dtype.kind in "biuf":

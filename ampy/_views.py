@@ -71,11 +71,7 @@ def _view_strides(old_shape, old_strides, new_shape):
     if numel == 0:
         if tuple(old_shape) == tuple(new_shape):
             return tuple(old_strides)
-        st, out = 1, []
-        for s in reversed(new_shape):
-            out.append(st)
-            st *= max(s, 1)
-        return tuple(reversed(out))
+        return _contig_strides(new_shape)
     new_strides = [0] * len(new_shape)
     view_d = len(new_shape) - 1
     chunk_base_stride = old_strides[-1] if old_strides else 1
@@ -100,6 +96,7 @@ def _view_strides(old_shape, old_strides, new_shape):
 
 def view(t, *shape):
     shape = infer_size(_shape_args(shape), t.numel())
+    _C.shape_numel(shape)  # overflow is reported before the strides (torch's order)
     strides = _view_strides(tuple(t.shape), t.stride(), shape)
     if strides is None:
         raise RuntimeError("view size is not compatible with input tensor's size and stride (at "
@@ -110,6 +107,7 @@ def view(t, *shape):
 
 def reshape(t, *shape):
     shape = infer_size(_shape_args(shape, "reshape"), t.numel())
+    _C.shape_numel(shape)
     strides = _view_strides(tuple(t.shape), t.stride(), shape)
     if strides is None:
         c = _C.cast(t, t.dtype)  # contiguous copy
@@ -120,6 +118,8 @@ def reshape(t, *shape):
 def _contig_strides(shape):
     st, out = 1, []
     for s in reversed(shape):
+        if st >= 1 << 63:  # as ampy_shape_nbytes and torch
+            raise RuntimeError("Stride calculation overflowed")
         out.append(st)
         st *= max(s, 1)
     return tuple(reversed(out))

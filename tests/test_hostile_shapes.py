@@ -195,8 +195,12 @@ def test_hypothesis_expand_sizes(sizes):
 @given(st.integers(0, 24), st.lists(st.sampled_from([-1, 0, 1, 2, 3, 4, 6, 2 ** 62, -2]),
                                     min_size=1, max_size=4))
 def test_hypothesis_view_inference(numel, shape):
-    same(f"T.ones({numel}).view({', '.join(map(str, shape))}).shape", msg=True)
-    same(f"T.ones({numel}).reshape({', '.join(map(str, shape))}).shape", msg=True)
+    for fn in ("view", "reshape"):
+        src = f"T.ones({numel}).{fn}({', '.join(map(str, shape))}).shape"
+        a, t = _outcome(ampy, src), _outcome(torch, src)
+        if a[:1] + a[2:] == ("raise", "Stride calculation overflowed") and t[0] == "value":
+            continue  # torch's stride for an empty view wraps past 2**64 unchecked (a bug)
+        same(src, msg=True)
 
 
 # ---- 14: Python ints beyond int64, uint64 arrays -------------------------------
@@ -354,6 +358,10 @@ OPS = [
     "T.ones(2, dtype=T.float16).clamp(max=float('inf'))",
     "T.ones(2, dtype=T.float16) + 1e6", "T.ones(2, dtype=T.int32) + 2**40",
     "T.ones(2, dtype=T.uint8) + 300", "T.ones(2, dtype=T.float16) > 1e6",
+    "T.ones(2) + 2**63", "T.ones(2) * 2**64", "T.ones(2) + (-2**63 - 1)",
+    "T.ones(2, dtype=T.int64) + 2**64", "T.ones(2, dtype=T.int64) * (-2**63 - 1)",
+    "T.ones(2, dtype=T.float16) * (2**64 - 1)", "T.ones(2).clamp(2**63)",
+    "T.where(T.tensor([True, False]), T.ones(2), 2**63)",
     "T.full((2,), float('inf'), dtype=T.int64)", "T.full((2,), 1e6, dtype=T.float16)",
     "T.full((2,), -65519.0, dtype=T.float16)", "T.full((2,), 2**70)",
     "T.zeros(2, dtype=T.float16).fill_(T.tensor(1e6))",
@@ -381,6 +389,13 @@ def test_setitem_scalar_matches_torch(src):
 @pytest.mark.parametrize("src", OPS)
 def test_scalar_operands_match_torch(src):
     same(src)
+
+
+def test_int64_tensor_with_uint64_scalar_raises():
+    """torch wraps int64 + 2**63 to -2**63 + 1; ampy raises instead (a float
+    tensor takes the value, as torch)."""
+    with pytest.raises(RuntimeError, match="cannot be converted to type int64 without overflow"):
+        ampy.ones(2, dtype=ampy.int64) + 2 ** 63
 
 
 def test_fill_raise_leaves_tensor_unchanged():

@@ -93,7 +93,21 @@ static PyObject *f_reset_peak(PyObject *self, PyObject *u)
     Py_RETURN_NONE;
 }
 
+/* shape_numel(shape): prod(shape) with the binding's one overflow rule
+ * (ampy_shape_numel), for the Python layer's shape arithmetic. */
+static PyObject *f_shape_numel(PyObject *self, PyObject *arg)
+{
+    int nd;
+    int64_t shape[AMPY_MAX_DIMS], numel;
+    if (ampy_py_parse_shape(arg, &nd, shape, "shape_numel", "shape") < 0)
+        return NULL;
+    ampy_status s = ampy_shape_numel(nd, shape, &numel);
+    return s == AMPY_OK ? PyLong_FromLongLong(numel) : ampy_py_raise(s);
+}
+
 PyMethodDef ampy_py_runtime_methods[] = {
+    {"shape_numel", f_shape_numel, METH_O,
+     "shape_numel(shape)\n--\n\nNumber of elements; RuntimeError on int64 overflow."},
     {"get_num_threads", f_get_num_threads, METH_NOARGS,
      "get_num_threads()\n--\n\nThreads used by large loops."},
     {"set_num_threads", f_set_num_threads, METH_O,

@@ -29,8 +29,9 @@ ampy_status ampy_gemm_run_nd(int nd, const int64_t *shape, int64_t M, int64_t N,
 /* "auto" follows the shared CPU level (cpu.h: CPUID, lowered to portable by
  * AMPY_FORCE_PORTABLE=1 or ampy_cpu_level_set); a name set through
  * ampy_gemm_set_impl pins that implementation, so tests reach each one. */
-enum { IMPL_AUTO = 0, IMPL_PORTABLE, IMPL_AVX2, IMPL_AVX512, IMPL_AMX };
-static const char *const impl_names[] = {"auto", "portable", "avx2", "avx512", "amx"};
+enum { IMPL_AUTO = 0, IMPL_PORTABLE, IMPL_AVX2, IMPL_AVX512, IMPL_AMX, IMPL_AVX512BF16 };
+static const char *const impl_names[] = {"auto", "portable", "avx2", "avx512", "amx",
+                                         "avx512bf16"};
 static int impl_choice = IMPL_AUTO;
 
 static int impl_usable(int which)
@@ -41,6 +42,7 @@ static int impl_usable(int which)
     case IMPL_AVX2: return ampy_gemm_avx2_usable();
     case IMPL_AVX512: return ampy_gemm_avx512_usable();
     case IMPL_AMX: return ampy_gemm_amx_usable();
+    case IMPL_AVX512BF16: return ampy_gemm_avx512bf16_usable();
     default: return 0;
     }
 }
@@ -50,7 +52,9 @@ static int current_choice(void)
     if (impl_choice != IMPL_AUTO)
         return impl_choice;
     switch (ampy_cpu_level_get()) {
-    case AMPY_CPU_AVX512: return IMPL_AMX; /* AMX for bf16 when usable, else AVX-512 */
+    case AMPY_CPU_AMX: return IMPL_AMX; /* AMX for bf16 when usable, else below */
+    case AMPY_CPU_AVX512_BF16: return IMPL_AVX512BF16;
+    case AMPY_CPU_AVX512: return IMPL_AVX512;
     case AMPY_CPU_AVX2: return IMPL_AVX2;
     default: return IMPL_PORTABLE;
     }
@@ -58,14 +62,18 @@ static int current_choice(void)
 
 /* The implementation for dtype dt under the current choice: the chosen one
  * if it handles dt (AMX handles bfloat16, and float16 split into bfloat16
- * pairs; not float32), else the next best. */
+ * pairs; vdpbf16ps (avx512bf16) bfloat16 only; neither float32), else the
+ * next best: AMX -> avx512bf16 -> avx512 -> avx2 -> portable. */
 static const gemm_impl *select_impl(ampy_dtype dt)
 {
     int c = current_choice();
     const gemm_impl *p = NULL;
     if (c == IMPL_AMX && ampy_gemm_amx_usable())
         p = dt == AMPY_FLOAT16 ? ampy_gemm_impl_amx_f16() : ampy_gemm_impl_amx(dt);
-    if (!p && (c == IMPL_AMX || c == IMPL_AVX512) && ampy_gemm_avx512_usable())
+    if (!p && (c == IMPL_AMX || c == IMPL_AVX512BF16) && ampy_gemm_avx512bf16_usable())
+        p = ampy_gemm_impl_avx512bf16(dt);
+    if (!p && (c == IMPL_AMX || c == IMPL_AVX512BF16 || c == IMPL_AVX512) &&
+        ampy_gemm_avx512_usable())
         p = ampy_gemm_impl_avx512(dt);
     if (!p && c != IMPL_PORTABLE && ampy_gemm_avx2_usable())
         p = ampy_gemm_impl_avx2(dt);
@@ -85,7 +93,7 @@ ampy_status ampy_gemm_set_impl(const char *name)
     }
     return ampy_error(AMPY_ERR_VALUE,
                       "ampy_gemm_set_impl: unknown implementation '%s' (expected auto, amx, "
-                      "avx512, avx2 or portable)", name ? name : "(null)");
+                      "avx512bf16, avx512, avx2 or portable)", name ? name : "(null)");
 }
 
 int ampy_gemm_impl_available(const char *name)

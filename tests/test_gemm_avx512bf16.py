@@ -174,10 +174,11 @@ def test_bits_strides_and_transposes(la, lb):
     assert_bits(got, model_acc(a, b), BF16)
 
 
-@pytest.mark.parametrize("k", [512, 513, 1100, 1601])
+@pytest.mark.parametrize("k", [300, 2048, 2049, 4200])
 def test_bits_several_k_blocks(k):
-    """K above the kernel's K block (512): partial sums go through the float32
-    W block and the kernel resumes from it; the order stays the model's."""
+    """K over the kernel's L1 chunk (256) and over its K block (2048): partial
+    sums are parked in the tile / the float32 W block and resumed; the order
+    stays the model's."""
     m, n = 20, 40
     a, b = rand_bf16((m, k), 5 + k), rand_bf16((k, n), 6 + k)
     for out_dtype in (BF16, ampy.float32):
@@ -187,7 +188,7 @@ def test_bits_several_k_blocks(k):
 
 
 @pytest.mark.parametrize("out_dtype", [BF16, ampy.float32], ids=str)
-@pytest.mark.parametrize("k", [48, 600])
+@pytest.mark.parametrize("k", [48, 2100])  # one K block (macro) and two (W)
 def test_bits_epilogue_alpha_beta_bias(out_dtype, k):
     m, n = 35, 50
     a, b = rand_bf16((m, k), 7), rand_bf16((k, n), 8)

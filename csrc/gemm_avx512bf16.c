@@ -81,9 +81,10 @@ int ampy_gemm_avx512bf16_usable(void)
 #define BF_INL inline __attribute__((always_inline))
 
 /* One pass: rows [g*8, g*8+8) x 32 columns of the tile at w (row stride ldw)
- * over kcp packed k (a multiple of 32). */
+ * over kcp packed k (a multiple of 32); per 32-k block, 8 lines from pf on
+ * (512 bytes apart per block) are prefetched when pf != NULL. */
 static BF_INL void pass8(int64_t kcp, const char *a, const char *b, float *w, int64_t ldw,
-                         int accumulate)
+                         int accumulate, const char *pf)
 {
     __m512 c0[B_RP], c1[B_RP];
     for (int r = 0; r < B_RP; r++) {
@@ -91,6 +92,9 @@ static BF_INL void pass8(int64_t kcp, const char *a, const char *b, float *w, in
         c1[r] = accumulate ? _mm512_loadu_ps(w + r * ldw + 16) : _mm512_setzero_ps();
     }
     for (int64_t kb = 0; kb < kcp; kb += B_KB, a += B_MR * B_KB * 2, b += B_NR * B_KB * 2) {
+        if (pf)
+            for (int l = 0; l < 8; l++)
+                _mm_prefetch(pf + kb / B_KB * 512 + l * 64, _MM_HINT_T0);
 #pragma GCC unroll 16
         for (int p = 0; p < B_KB / 2; p++) {
             __m512bh b0 = (__m512bh)_mm512_load_si512(b + p * 64);
@@ -111,18 +115,25 @@ static BF_INL void pass8(int64_t kcp, const char *a, const char *b, float *w, in
 /* The first npass passes (8 rows each) of the 32 x 32 tile, K chunk by K
  * chunk of B_KCH: the chunk of the B panel (32 x B_KCH bf16, 16 KiB) stays in
  * L1 while the passes re-read it, and each pass parks its accumulators in
- * the tile between chunks (the sum order per output does not change). */
+ * the tile between chunks (the sum order per output does not change). While
+ * a chunk computes, the passes prefetch the next chunk of B (a quarter
+ * each), or after the last one the first chunk of next_b (the B panel of the
+ * next call, or NULL): a B panel comes from L3 on its first use, and the
+ * hardware prefetchers alone left ~10 % of the peak in stalls at K = 2048. */
 static void kernel_n(int64_t kcp, const void *va, const void *vb, float *w, int64_t ldw,
-                     int accumulate, int npass)
+                     int accumulate, int npass, const char *next_b)
 {
     const char *a = va, *b = vb;
+    const int64_t cb = B_KCH / B_KB * (B_NR * B_KB * 2); /* bytes of a B chunk */
     for (int64_t k0 = 0; k0 < kcp; k0 += B_KCH) {
         int64_t kn = kcp - k0 < B_KCH ? kcp - k0 : B_KCH, off = k0 / B_KB * (B_MR * B_KB * 2);
+        const char *pf = k0 + B_KCH < kcp ? b + off + cb : next_b;
         for (int g = 0; g < npass; g++) {
+            const char *pg = pf ? pf + g * (cb / 4) : NULL;
             if (accumulate || k0 > 0)
-                pass8(kn, a + off + g * B_RP * 64, b + off, w + g * B_RP * ldw, ldw, 1);
+                pass8(kn, a + off + g * B_RP * 64, b + off, w + g * B_RP * ldw, ldw, 1, pg);
             else
-                pass8(kn, a + off + g * B_RP * 64, b + off, w + g * B_RP * ldw, ldw, 0);
+                pass8(kn, a + off + g * B_RP * 64, b + off, w + g * B_RP * ldw, ldw, 0, pg);
         }
     }
 }
@@ -130,7 +141,7 @@ static void kernel_n(int64_t kcp, const void *va, const void *vb, float *w, int6
 static void kernel(int64_t kcp, const void *a, const void *b, float *w, int64_t ldw,
                    int accumulate)
 {
-    kernel_n(kcp, a, b, w, ldw, accumulate, B_MR / B_RP);
+    kernel_n(kcp, a, b, w, ldw, accumulate, B_MR / B_RP, NULL);
 }
 
 /* A full 32 x 32 tile into a bfloat16 C (column stride 1): per row
@@ -188,7 +199,8 @@ static void macro(const gemm_task *t)
             int64_t tr = t->rows - ip < B_MR ? t->rows - ip : B_MR;
             char *c = t->c + (ip * t->crs + jq * t->ccs) * csz;
             const float *bias = t->bias ? t->bias + jq : NULL;
-            kernel_n(kcp, ap, bp, tile, B_NR, 0, (int)((tr + B_RP - 1) / B_RP));
+            const char *next_b = ip + B_MR < t->rows ? bp : jq + B_NR < t->cols ? bp + pb : NULL;
+            kernel_n(kcp, ap, bp, tile, B_NR, 0, (int)((tr + B_RP - 1) / B_RP), next_b);
             if (fast && tr == B_MR && tc == B_NR)
                 epilogue_tile_bf16(tile, t->alpha, t->beta, bias, (uint16_t *)c, t->crs);
             else

@@ -3,8 +3,8 @@
  * K == 0, and the triple-loop reference kept as the test oracle.
  *
  * The blocked driver is in gemm_driver.c, the portable packing / micro-kernel
- * / epilogue in gemm_portable.c, the SIMD kernels in gemm_x86.c and
- * gemm_amx.c.
+ * / epilogue in gemm_portable.c, the SIMD kernels in gemm_x86.c,
+ * gemm_amx.c and gemm_avx512bf16.c.
  */
 #include <stdlib.h>
 #include <string.h>

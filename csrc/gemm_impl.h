@@ -1,6 +1,7 @@
 /* gemm_impl.h — private to csrc/gemm*.c: the contract between the blocked
  * GEMM driver (gemm.c) and the ISA-specific packing routines and micro-kernels
- * (gemm.c portable, gemm_x86.c AVX2/AVX-512, gemm_amx.c AMX).
+ * (gemm.c portable, gemm_x86.c AVX2/AVX-512, gemm_amx.c AMX,
+ * gemm_avx512bf16.c AVX512-BF16 vdpbf16ps).
  *
  * The driver follows the BLIS/GotoBLAS loop nest (Van Zee & van de Geijn,
  * "BLIS: A Framework for Rapidly Instantiating BLAS Functionality", 2015):

@@ -50,7 +50,8 @@ static PyObject *f_cpu_info(PyObject *self, PyObject *u)
                          (f & AMPY_CPU_HAS_AMX_BF16) ? Py_True : Py_False);
 }
 
-/* _set_cpu_level(name or None): force "portable", "avx2" or "avx512". */
+/* _set_cpu_level(name or None): force "portable", "avx2", "avx512",
+ * "avx512bf16" or "amx" (clamped to what the CPU has). */
 static PyObject *f_set_cpu_level(PyObject *self, PyObject *arg)
 {
     if (arg == Py_None) {
@@ -60,12 +61,12 @@ static PyObject *f_set_cpu_level(PyObject *self, PyObject *arg)
     const char *name = PyUnicode_AsUTF8(arg);
     if (!name)
         return NULL;
-    for (int l = AMPY_CPU_PORTABLE; l <= AMPY_CPU_AVX512; l++)
+    for (int l = AMPY_CPU_PORTABLE; l <= AMPY_CPU_AMX; l++)
         if (strcmp(name, ampy_cpu_level_name(l)) == 0) {
             ampy_cpu_level_set(l);
             Py_RETURN_NONE;
         }
-    PyErr_Format(PyExc_ValueError, "unknown CPU level %R (portable, avx2, avx512)", arg);
+    PyErr_Format(PyExc_ValueError, "unknown CPU level %R (portable, avx2, avx512, avx512bf16, amx)", arg);
     return NULL;
 }
 

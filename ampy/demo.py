@@ -96,7 +96,7 @@ def compare_torch(results, data, cfg, steps):
     ra, rt = gemm_rates(ampy), gemm_rates(torch)
     print("\nGEMM 512x512x512, GFLOP/s:   " +
           "   ".join(f"{k}: ampy {ra[k]:.1f} / torch {rt[k]:.1f}" for k in ra))
-    print(f"float16 here: torch runs at {rt["float16"] / rt["float32"]:.1%} of its float32 "
+    print(f"float16 here: torch runs at {rt['float16'] / rt['float32']:.1%} of its float32 "
           f"rate, ampy at {ra['float16'] / ra['float32']:.0%} of its own. "
           + ("On CPUs without AVX512-FP16, torch's float16 CPU matmul has no fast kernel, "
              "while ampy's float16 GEMM converts to fp32 and runs at fp32 FMA speed."

@@ -10,8 +10,8 @@ MiB = float(1 << 20)
 
 class Progress:
     """A one-line text progress bar (no dependency): ``[#####.....] 12/20 loss
-    0.12``. Redraws in place on a terminal; elsewhere prints only the final
-    line."""
+    0.12``. Redraws in place on a terminal; elsewhere prints the first and
+    the final line."""
 
     def __init__(self, total, label, width=24, file=None):
         self.total, self.label, self.width = total, label, width
@@ -22,14 +22,14 @@ class Progress:
 
     def update(self, n=1, **info):
         self.n += n
-        if not self.tty and self.n != self.total:
+        if not self.tty and self.n not in (1, self.total):
             return
         done = int(self.width * self.n / self.total)
         extra = " ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
                          for k, v in info.items())
         line = (f"{self.label:<24} [{'#' * done}{'.' * (self.width - done)}] "
                 f"{self.n}/{self.total} {extra} {time.perf_counter() - self.t0:5.1f}s")
-        end = "\n" if self.n >= self.total else ""
+        end = "\n" if self.n >= self.total or not self.tty else ""
         self.file.write(("\r" if self.tty else "") + line + end)
         self.file.flush()
 

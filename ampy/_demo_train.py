@@ -31,8 +31,8 @@ MODES = (Mode("float32"), Mode("bf16 autocast", "bfloat16"),
 
 @dataclass
 class Config:
-    steps: int = 150
-    batch: int = 64
+    steps: int = 120
+    batch: int = 32
     T: int = 64
     d: int = 128
     n_layer: int = 2

@@ -10,6 +10,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 DEMO_ARGS ?=
+# make test compiles the CUDA extension wherever nvcc is (1: a CUDA compile error fails the
+# run, GPU or not); .ci/run exports AMPY_CUDA=1, which wins
+AMPY_CUDA ?= $(if $(shell command -v nvcc 2>/dev/null || ls $${CUDA_HOME:-/usr/local/cuda}/bin/nvcc 2>/dev/null),1,auto)
 CC ?= gcc
 CSRC := $(wildcard csrc/*.c)
 CFLAGS_TEST := -std=c11 -O1 -g -fno-math-errno -Wall -Wextra -Wno-unused-parameter \
@@ -30,29 +33,35 @@ $(VENV)/.deps-demo: pyproject.toml | $(PY)
 	AMPY_SKIP_EXT=1 $(PY) -m pip install -q --no-build-isolation -e ".[demo]"
 	touch $@
 
-# everything (tests, demo, notebook kernel)
+# the notebook's stamp: the demo's, plus jupyter (the notebook extra)
+$(VENV)/.deps-notebook: pyproject.toml | $(PY)
+	$(PY) -m pip install -q setuptools wheel "numpy>=2.0"
+	AMPY_SKIP_EXT=1 $(PY) -m pip install -q --no-build-isolation -e ".[demo,notebook]"
+	touch $@
+
+# everything the tests use (torch, hypothesis, the notebook's kernel, ...)
 $(VENV)/.deps: pyproject.toml | $(PY)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
-	$(PY) -m pip install -q -e ".[test,demo,notebook]"
+	$(PY) -m pip install -q -e ".[test,demo]"
 	touch $@
 
 build-demo: $(VENV)/.deps-demo
 	$(PY) setup.py -q build_ext --inplace
 
 build: $(VENV)/.deps
-	AMPY_CUDA=1 $(PY) setup.py -q build_ext --inplace
+	AMPY_CUDA=$(AMPY_CUDA) $(PY) setup.py -q build_ext --inplace
 
 demo: build-demo
 	$(PY) -m ampy.demo $(DEMO_ARGS)
 
-notebook: $(VENV)/.deps
+notebook: $(VENV)/.deps-notebook
 	$(PY) setup.py -q build_ext --inplace
 	$(PY) -m jupyter notebook examples/amp_tour.ipynb
 
 test: build ctest pytest asan fuzz
 
 pytest: build
-	AMPY_CUDA=1 $(PY) -m pytest -q $(PYTEST_ARGS)
+	AMPY_CUDA=$(AMPY_CUDA) $(PY) -m pytest -q $(PYTEST_ARGS)
 
 # C unit tests of libampy (elem.h and the kernels), under ASan + UBSan
 ctest:

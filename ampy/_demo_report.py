@@ -48,7 +48,7 @@ def cpu_path_line(info):
                "convert to fp32 and run fp32 FMAs")
     else:
         why = ("bf16/fp16 GEMMs convert to fp32 and run fp32 FMAs (no AMX/vdpbf16ps kernel on "
-               "this level), so half precision halves the activation memory but not the GEMM "
+               "this level), so half precision saves activation memory but not GEMM "
                "time")
     return (f"CPU path: ampy._C level '{level}' ({feats}): {why}. Speed-ups depend on the "
             f"instructions a CPU has; these are the ones measured here.")

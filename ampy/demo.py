@@ -116,6 +116,8 @@ def _parser():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="amp_demo.png", help="PNG path (default: ./amp_demo.png)")
     ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="threads for ampy (and torch with --compare-torch); default: ampy's")
     ap.add_argument("--quick", action="store_true",
                     help="a tiny model for a few steps (seconds; what the tests run)")
     ap.add_argument("--compare-torch", action="store_true",
@@ -129,15 +131,23 @@ def _parser():
 def main(argv=None):
     ap = _parser()
     args = ap.parse_args(argv)
-    if (args.steps is not None and args.steps < 1) or args.batch < 1 or args.torch_steps < 1:
-        ap.error("--steps, --batch and --torch-steps must be >= 1")
+    if (args.steps is not None and args.steps < 1) or args.batch < 1 or args.torch_steps < 1 \
+            or (args.threads is not None and args.threads < 1):
+        ap.error("--steps, --batch, --threads and --torch-steps must be >= 1")
     import ampy
+    if args.threads is not None:
+        ampy.set_num_threads(args.threads)
     cfg = config(args)
     data = _demo_data.CharData(n_chars=20_000 if args.quick else 200_000, seed=args.seed)
     print(f"ampy demo: character GPT ({cfg.n_layer} blocks, d={cfg.d}, {cfg.n_head} heads, "
           f"context {cfg.T}, vocab {data.vocab}) on generated text, {cfg.steps} steps of "
           f"batch {cfg.batch} per mode, AdamW lr {cfg.lr}, {ampy.get_num_threads()} threads")
     print(_demo_report.cpu_path_line(ampy._C.cpu_info()))
+    if not args.compare_torch and not args.quick:
+        r = gemm_rates(ampy)
+        print("ampy GEMM 512x512x512, GFLOP/s: " + ", ".join(f"{k} {v:.1f}" for k, v in r.items())
+              + " (--compare-torch measures torch's too: its float16 CPU matmul is slow on "
+                "CPUs without AVX512-FP16)")
     results = run_all(ampy, data, cfg)
     print(_demo_report.table(results))
     for line in _demo_report.reading(results):

@@ -103,11 +103,32 @@ def test_make_demo_installs_only_the_demo_extra():
     extra = re.search(r"^demo = \[(.*)\]", py, re.M).group(1)
     assert "torch" not in extra and "hypothesis" not in extra and "matplotlib" in extra
     assert re.search(r"^notebook = \[.*notebook", py, re.M)
-    assert "jupyter" in _recipe(mk, "notebook")
+    assert "jupyter" in _recipe(mk, "notebook") and ".deps-notebook" in _recipe(mk, "notebook")
+    assert '".[demo,notebook]"' in _recipe(mk, "$(VENV)/.deps-notebook")
 
 
 def test_make_test_installs_everything_and_forces_cuda():
     mk = open(os.path.join(ROOT, "Makefile")).read()
-    assert '".[test,demo,notebook]"' in _recipe(mk, "$(VENV)/.deps")
-    assert "AMPY_CUDA=1" in _recipe(mk, "build") and "AMPY_CUDA=1" in _recipe(mk, "pytest")
-    assert "AMPY_CUDA=1" in open(os.path.join(ROOT, ".ci", "run")).read()
+    assert '".[test,demo]"' in _recipe(mk, "$(VENV)/.deps")
+    py = open(os.path.join(ROOT, "pyproject.toml")).read()
+    test_extra = re.search(r"^test = \[(.*)\]", py, re.M).group(1)
+    for pkg in ("torch", "hypothesis", "nbclient", "ipykernel"):  # test_notebook runs in make test
+        assert pkg in test_extra
+    assert "AMPY_CUDA=$(AMPY_CUDA)" in _recipe(mk, "build")
+    assert "AMPY_CUDA=$(AMPY_CUDA)" in _recipe(mk, "pytest")
+    assert "export AMPY_CUDA=1" in open(os.path.join(ROOT, ".ci", "run")).read()
+
+
+@pytest.mark.skipif(not __import__("shutil").which("make"), reason="make is not installed")
+def test_make_test_forces_cuda_wherever_nvcc_is():
+    import shutil
+    import subprocess
+    env = {k: v for k, v in os.environ.items() if k not in ("AMPY_CUDA", "MAKEFLAGS")}
+    out = subprocess.run(["make", "-n", "-C", ROOT, "build", "VENV=/nonexistent-venv"],
+                         capture_output=True, text=True, env=env).stdout
+    has_nvcc = shutil.which("nvcc") or os.path.exists(
+        os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc"))
+    assert ("AMPY_CUDA=1 " if has_nvcc else "AMPY_CUDA=auto ") in out
+    out = subprocess.run(["make", "-n", "-C", ROOT, "build", "VENV=/nonexistent-venv"],
+                         capture_output=True, text=True, env=dict(env, AMPY_CUDA="1")).stdout
+    assert "AMPY_CUDA=1 " in out  # CI's export wins

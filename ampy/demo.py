@@ -56,19 +56,29 @@ def run_all(lib, data, cfg, label=""):
     return results
 
 
-def gemm_rates(lib, n=512, reps=3):
-    """GFLOP/s of an n x n x n matmul in float32, bfloat16 and float16 (best of
-    ``reps`` after one warm-up call)."""
+def gemm_rates(libs, n=512, rounds=5):
+    """{library name: {dtype: GFLOP/s}} of an n x n x n matmul in float32,
+    bfloat16 and float16: the best of ``rounds`` calls after a warm-up, the
+    libraries and dtypes interleaved round by round (a loaded machine then
+    slows them alike)."""
     rng = np.random.default_rng(0)
-    a = lib.tensor(rng.standard_normal((n, n)).astype(np.float32))
-    b = lib.tensor(rng.standard_normal((n, n)).astype(np.float32))
+    a = rng.standard_normal((n, n)).astype(np.float32)
+    b = rng.standard_normal((n, n)).astype(np.float32)
+    cases = []
+    for lib in libs:
+        for name in ("float32", "bfloat16", "float16"):
+            dt = getattr(lib, name)
+            x, y = lib.tensor(a).to(dt), lib.tensor(b).to(dt)
+            lib.matmul(x, y)
+            cases.append((lib.__name__, name, lib.matmul, x, y))
+    best = {}
+    for _ in range(rounds):
+        for key_lib, name, mm, x, y in cases:
+            t = _timed(lambda: mm(x, y))
+            best[key_lib, name] = min(t, best.get((key_lib, name), t))
     out = {}
-    for name in ("float32", "bfloat16", "float16"):
-        dt = getattr(lib, name)
-        x, y = a.to(dt), b.to(dt)
-        lib.matmul(x, y)
-        best = min(_timed(lambda: lib.matmul(x, y)) for _ in range(reps))
-        out[name] = 2.0 * n ** 3 / best / 1e9
+    for (key_lib, name), t in best.items():
+        out.setdefault(key_lib, {})[name] = 2.0 * n ** 3 / t / 1e9
     return out
 
 
@@ -93,7 +103,8 @@ def compare_torch(results, data, cfg, steps):
           f"steps of every mode (same initial weights and batches):")
     tres = run_all(torch, data, tcfg, label="torch ")
     print(_demo_report.compare_table(results, tres, steps))
-    ra, rt = gemm_rates(ampy), gemm_rates(torch)
+    rates = gemm_rates([ampy, torch])
+    ra, rt = rates["ampy"], rates["torch"]
     print("\nGEMM 512x512x512, GFLOP/s:   " +
           "   ".join(f"{k}: ampy {ra[k]:.1f} / torch {rt[k]:.1f}" for k in ra))
     print(f"float16 here: torch runs at {rt['float16'] / rt['float32']:.1%} of its float32 "
@@ -144,7 +155,7 @@ def main(argv=None):
           f"batch {cfg.batch} per mode, AdamW lr {cfg.lr}, {ampy.get_num_threads()} threads")
     print(_demo_report.cpu_path_line(ampy._C.cpu_info()))
     if not args.compare_torch and not args.quick:
-        r = gemm_rates(ampy)
+        r = gemm_rates([ampy])["ampy"]
         print("ampy GEMM 512x512x512, GFLOP/s: " + ", ".join(f"{k} {v:.1f}" for k, v in r.items())
               + " (--compare-torch measures torch's too: its float16 CPU matmul is slow on "
                 "CPUs without AVX512-FP16)")

@@ -203,3 +203,12 @@ def test_legacy_digits_helpers_still_exported():
     assert x_tr.shape == (1437, 64) and len(y_te) == 360
     assert os.path.exists(demo.DATA)
     assert callable(demo.make_model) and callable(demo.train) and callable(demo.initial_state)
+
+
+def test_gemm_rates_and_bad_arguments():
+    r = demo.gemm_rates([ampy], n=64, rounds=2)
+    assert set(r) == {"ampy"} and set(r["ampy"]) == {"float32", "bfloat16", "float16"}
+    assert all(v > 0 for v in r["ampy"].values())
+    for bad in (["--steps", "0"], ["--threads", "0"], ["--batch", "-1"]):
+        with pytest.raises(SystemExit):
+            demo.main(bad)

@@ -154,8 +154,8 @@ def _plot_underflow(ax, results):
     ax.set_xticks(x, groups, fontsize=8)
     ax.set(ylabel="% of nonzero grads that are 0 in fp16", yscale="log",
            title="gradients flushed to zero (log scale; none: no bar)")
-    ax.set_ylim(bottom=1e-3)
-    ax.legend(fontsize=7)
+    ax.set_ylim(1e-3, 3e3)  # headroom above the bars for the legend
+    ax.legend(fontsize=7, loc="upper left", ncol=2)
 
 
 def plot(results, out, headline):

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 
-def _module_classes(lib):
+def _block_class(lib):
     nn = lib.nn
 
     class Block(nn.Module):
@@ -50,6 +50,13 @@ def _module_classes(lib):
             x = x + self.attention(self.ln1(x))
             h = self.act(self.tap("fc", self.fc(self.ln2(x))))
             return x + self.tap("out", self.out(h))
+
+    return Block
+
+
+def _module_classes(lib):
+    nn = lib.nn
+    Block = _block_class(lib)
 
     class CharGPT(nn.Module):
         def __init__(self, vocab, d=128, n_layer=2, n_head=4, T=64):

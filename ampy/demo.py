@@ -17,7 +17,7 @@ gradient at the same weights and batch), says which CPU path ran, and writes
 a PNG (loss curves, loss-scale trajectory with skipped steps, flushed share
 per layer).
 
-    python -m ampy.demo [--steps 120] [--out amp_demo.png] [--compare-torch] [--quick]
+    python -m ampy.demo [--steps 120] [--threads N] [--out amp_demo.png] [--compare-torch] [--quick]
 
 ``--compare-torch`` runs the same model and batches through torch (when
 installed) for the first ``--torch-steps`` steps, side by side, and measures

@@ -82,6 +82,10 @@ def gemm_rates(libs, n=512, rounds=5):
     return out
 
 
+def _threads(n):
+    return f"{n} thread{'' if n == 1 else 's'}"
+
+
 def _timed(fn):
     t0 = time.perf_counter()
     fn()
@@ -99,7 +103,7 @@ def compare_torch(results, data, cfg, steps):
     import ampy
     torch.set_num_threads(ampy.get_num_threads())  # the same cores for both
     tcfg = _demo_train.Config(**{**cfg.__dict__, "steps": steps, "probes": 0})
-    print(f"\ntorch {torch.__version__}, {torch.get_num_threads()} threads, the first {steps} "
+    print(f"\ntorch {torch.__version__}, {_threads(torch.get_num_threads())}, the first {steps} "
           f"steps of every mode (same initial weights and batches):")
     tres = run_all(torch, data, tcfg, label="torch ")
     print(_demo_report.compare_table(results, tres, steps))
@@ -152,7 +156,7 @@ def main(argv=None):
     data = _demo_data.CharData(n_chars=20_000 if args.quick else 200_000, seed=args.seed)
     print(f"ampy demo: character GPT ({cfg.n_layer} blocks, d={cfg.d}, {cfg.n_head} heads, "
           f"context {cfg.T}, vocab {data.vocab}) on generated text, {cfg.steps} steps of "
-          f"batch {cfg.batch} per mode, AdamW lr {cfg.lr}, {ampy.get_num_threads()} threads")
+          f"batch {cfg.batch} per mode, AdamW lr {cfg.lr}, {_threads(ampy.get_num_threads())}")
     print(_demo_report.cpu_path_line(ampy._C.cpu_info()))
     if not args.compare_torch and not args.quick:
         r = gemm_rates([ampy])["ampy"]

@@ -1,9 +1,18 @@
 # ampy — the two commands a newcomer runs:
-#   make demo   installs everything into .venv and runs the main job
-#   make test   installs everything into .venv and runs every test (C, Python, ASan)
+#   make demo   installs only what the demo needs (numpy, ml_dtypes, matplotlib) into .venv,
+#               builds ampy in place (C files in parallel; CUDA only where a GPU driver is)
+#               and runs the main job
+#   make test   installs everything (torch, hypothesis, jupyter kernel, ...) into .venv and
+#               runs every test (C, Python, ASan, fuzz), compiling the CUDA extension wherever
+#               nvcc is (AMPY_CUDA=1), so a CUDA compile error fails CI without a GPU
+# and make notebook: jupyter on examples/amp_tour.ipynb.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+DEMO_ARGS ?=
+# make test compiles the CUDA extension wherever nvcc is (1: a CUDA compile error fails the
+# run, GPU or not); .ci/run exports AMPY_CUDA=1, which wins
+AMPY_CUDA ?= $(if $(shell command -v nvcc 2>/dev/null || ls $${CUDA_HOME:-/usr/local/cuda}/bin/nvcc 2>/dev/null),1,auto)
 CC ?= gcc
 CSRC := $(wildcard csrc/*.c)
 CFLAGS_TEST := -std=c11 -O1 -g -fno-math-errno -Wall -Wextra -Wno-unused-parameter \
@@ -15,24 +24,47 @@ ASAN_ENV := LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-fi
 	ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1
 PYTEST_ARGS ?=
 
-.PHONY: demo test build ctest pytest asan fuzz bench clean
+.PHONY: demo test build build-demo ctest pytest asan fuzz bench notebook clean
 
-$(VENV)/.deps: pyproject.toml
+$(PY):
 	$(PYTHON) -m venv $(VENV)
+
+# the demo's stamp: ampy (editable, package only: AMPY_SKIP_EXT) with numpy, ml_dtypes and
+# matplotlib; the extension is built once, in place, by build-demo
+$(VENV)/.deps-demo: pyproject.toml | $(PY)
+	$(PY) -m pip install -q setuptools wheel "numpy>=2.0"
+	AMPY_SKIP_EXT=1 $(PY) -m pip install -q --no-build-isolation -e ".[demo]"
+	touch $@
+
+# the notebook's stamp: the demo's, plus jupyter (the notebook extra)
+$(VENV)/.deps-notebook: pyproject.toml | $(PY)
+	$(PY) -m pip install -q setuptools wheel "numpy>=2.0"
+	AMPY_SKIP_EXT=1 $(PY) -m pip install -q --no-build-isolation -e ".[demo,notebook]"
+	touch $@
+
+# everything the tests use (torch, hypothesis, the notebook's kernel, ...)
+$(VENV)/.deps: pyproject.toml | $(PY)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
 	$(PY) -m pip install -q -e ".[test,demo]"
 	touch $@
 
-build: $(VENV)/.deps
+build-demo: $(VENV)/.deps-demo
 	$(PY) setup.py -q build_ext --inplace
 
-demo: build
-	$(PY) -m ampy.demo
+build: $(VENV)/.deps
+	AMPY_CUDA=$(AMPY_CUDA) $(PY) setup.py -q build_ext --inplace
+
+demo: build-demo
+	$(PY) -m ampy.demo $(DEMO_ARGS)
+
+notebook: $(VENV)/.deps-notebook
+	$(PY) setup.py -q build_ext --inplace
+	$(PY) -m jupyter notebook examples/amp_tour.ipynb
 
 test: build ctest pytest asan fuzz
 
 pytest: build
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	AMPY_CUDA=$(AMPY_CUDA) $(PY) -m pytest -q $(PYTEST_ARGS)
 
 # C unit tests of libampy (elem.h and the kernels), under ASan + UBSan
 ctest:

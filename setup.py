@@ -2,12 +2,21 @@
 
 ampy._C       libampy (csrc/*.c, plain C11) + the CPython binding (csrc/py/*.c).
 ampy._C_cuda  the CUDA module (cuda/*.cu), built by cuda/ampy_cuda_build.py when nvcc is
-              found; see that file. A failed CUDA build never fails the install.
+              found and an NVIDIA driver exists (AMPY_CUDA=1: always, and a failure
+              fails the build); see that file. Otherwise a failed CUDA build never
+              fails the install.
+
+The C files of ampy._C compile in parallel: AMPY_BUILD_JOBS processes, else
+`build_ext -j N`, else one per CPU.
 
 Environment:
   AMPY_SANITIZE=1   build with -fsanitize=address,undefined (used by `make asan`)
   AMPY_DEBUG=1      -O0 -g
+  AMPY_BUILD_JOBS   parallel C compiler processes for ampy._C
+  AMPY_SKIP_EXT=1   no extension at all: the package only (`make demo` installs it
+                    editable this way, then builds the extension in place, once)
 """
+import concurrent.futures
 import glob
 import os
 import sys
@@ -39,8 +48,49 @@ def _flags():
     return cflags, ldflags
 
 
+def build_jobs(parallel=None):
+    """Compiler processes for ampy._C: AMPY_BUILD_JOBS, else build_ext's -j,
+    else the CPU count."""
+    env = os.environ.get("AMPY_BUILD_JOBS", "")
+    if env.strip().isdigit() and int(env) > 0:
+        return int(env)
+    if isinstance(parallel, int) and not isinstance(parallel, bool) and parallel > 0:
+        return parallel
+    return os.cpu_count() or 1
+
+
+def parallel_compile(compiler, jobs):
+    """A ``compiler.compile`` that runs the per-file compile steps of one
+    call on ``jobs`` threads (each step is a separate compiler process)."""
+
+    def compile(sources, output_dir=None, macros=None, include_dirs=None, debug=0,
+                extra_preargs=None, extra_postargs=None, depends=None):
+        macros, objects, extra_postargs, pp_opts, build = compiler._setup_compile(
+            output_dir, macros, include_dirs, sources, depends, extra_postargs)
+        cc_args = compiler._get_cc_args(pp_opts, debug, extra_preargs)
+
+        def one(obj):
+            src, ext = build[obj]
+            compiler._compile(obj, src, ext, cc_args, extra_postargs, pp_opts)
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as ex:
+            list(ex.map(one, [o for o in objects if o in build]))
+        return objects
+
+    return compile
+
+
 class BuildExt(build_ext):
-    """Drops the CUDA extension (with a warning) when it cannot be compiled."""
+    """Compiles ampy._C's C files in parallel; drops the CUDA extension (with
+    a warning) when it cannot be compiled, unless AMPY_CUDA=1."""
+
+    def build_extensions(self):
+        # one extension at a time (the files inside ampy._C are what runs in
+        # parallel), so -j never shares the patched compiler between threads
+        self.check_extensions_list(self.extensions)
+        for ext in self.extensions:
+            with self._filter_build_errors(ext):
+                self.build_extension(ext)
 
     def build_extension(self, ext):
         if getattr(ext, "optional_cuda", False):
@@ -51,7 +101,15 @@ class BuildExt(build_ext):
                 if os.environ.get("AMPY_CUDA") == "1":
                     raise
                 return None
-        return super().build_extension(ext)
+        jobs = build_jobs(self.parallel)
+        if jobs <= 1 or not hasattr(self.compiler, "_setup_compile"):
+            return super().build_extension(ext)
+        serial = self.compiler.compile
+        self.compiler.compile = parallel_compile(self.compiler, jobs)
+        try:
+            return super().build_extension(ext)
+        finally:
+            self.compiler.compile = serial
 
 
 cflags, ldflags = _flags()
@@ -73,7 +131,9 @@ try:
     import ampy_cuda_build as _cuda_build  # cuda/ampy_cuda_build.py
 except ImportError:
     _cuda_build = None
-if _cuda_build is not None and hasattr(_cuda_build, "cuda_extension"):
+if os.environ.get("AMPY_SKIP_EXT") == "1":
+    ext_modules = []
+elif _cuda_build is not None and hasattr(_cuda_build, "cuda_extension"):
     _ext = _cuda_build.cuda_extension(HERE)
     if _ext is not None:
         ext_modules.append(_ext)

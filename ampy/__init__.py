@@ -108,7 +108,7 @@ def _reexport(modname):
 
 
 # math (element-wise, reductions, cat/stack), GEMM, and the subpackages
-for _m in ("_math", "_gemm", "serialization"):
+for _m in ("_math", "_gemm", "serialization", "_memory"):
     _reexport(_m)
 for _m in ("autograd", "amp", "nn", "optim", "cuda"):
     try:

@@ -8,6 +8,7 @@ import numpy as np
 from . import _C
 from . import _dtype as D
 from ._tensor import Tensor
+from ._views import check_int64_sizes
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "arange",
            "linspace", "eye", "zeros_like", "ones_like", "empty_like", "full_like", "rand",
@@ -29,7 +30,7 @@ def _size_args(size, fn="size"):
             raise RuntimeError(f"Trying to create tensor with negative dimension {s}: "
                                f"{list(size)}")
         out.append(int(s))
-    return tuple(out)
+    return check_int64_sizes(tuple(out), fn)
 
 
 def _check_device(device):
@@ -64,7 +65,7 @@ def _broadcast_shapes(*shapes):
                 out[j] = v
             elif v != 1 and v != out[j]:
                 raise IndexError(f"shape mismatch: indexing tensors could not be broadcast "
-                                 f"together with shapes {[list(x) for x in shapes]}")
+                                 f"together with shapes {', '.join(str(list(x)) for x in shapes)}")
     return tuple(out)
 
 
@@ -73,7 +74,53 @@ _NP_WIDEN = {np.dtype(np.int8): np.int64, np.dtype(np.int16): np.int64,
              np.dtype(np.uint64): np.int64, np.dtype(np.longdouble): np.float64}
 
 
+_I64_MAX = (1 << 63) - 1
+
+
+def _check_uint64(arr, dtype):
+    """ampy has no uint64: a uint64 array becomes int64 only when every value
+    fits (or float64 for a float dtype); never wrap to negative values."""
+    if dtype is not None and dtype.is_floating_point:
+        return arr.astype(np.float64)
+    if dtype is D.bool:
+        return np.asarray(arr != 0)
+    if arr.size and int(arr.max()) > _I64_MAX:
+        raise ValueError(f"can't convert a uint64 array holding {int(arr.max())} to int64 without "
+                         f"overflow (ampy has no uint64 dtype; pass dtype=ampy.float64 to get "
+                         f"floats)")
+    return arr
+
+
+def _int_overflow(data):
+    """True when nested Python data holding no float has an int outside int64
+    (torch: ValueError "Overflow when unpacking long long"; a float anywhere
+    makes it a float tensor, where big ints are fine)."""
+    big, flt, stack = False, False, [data]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (list, tuple)):
+            stack.extend(v)
+        elif isinstance(v, float) or isinstance(v, np.floating):
+            flt = True
+        elif isinstance(v, int) and not isinstance(v, bool):
+            big = big or not -(1 << 63) <= v <= _I64_MAX
+    return big and not flt
+
+
+def _check_py_ints(arr, data, dt):
+    """Python ints beyond int64 in data (which NumPy turned into uint64,
+    object or float64 `arr`) raise as torch, unless a float or bool dtype
+    takes them. The scan runs only when arr shows such a value."""
+    if dt is not None and (dt is D.bool or dt.is_floating_point):
+        return
+    if arr.dtype.kind in "uO" or (arr.dtype.kind == "f" and np.any(np.abs(arr) >= 2.0 ** 63)):
+        if _int_overflow(data):
+            raise ValueError("Overflow when unpacking long long")
+
+
 def _from_array(arr, dtype, infer_default_float):
+    if arr.dtype == np.uint64:
+        arr = _check_uint64(arr, dtype)
     if arr.dtype in _NP_WIDEN:
         arr = arr.astype(_NP_WIDEN[arr.dtype])
     if arr.dtype.kind == "c":
@@ -126,6 +173,9 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
             arr = np.asarray(data)
         except (ValueError, TypeError) as e:
             raise ValueError(f"tensor(): could not build a tensor from the data: {e}") from None
+        _check_py_ints(arr, data, dt)
+        if arr.dtype.kind == "O" and dt is not None and dt.is_floating_point:
+            arr = np.array(data, dtype=np.float64)
         if dt is not None and dt.is_floating_point and arr.dtype.kind in "biuf":
             arr = arr.astype(np.float64) if dt is D.float64 or arr.dtype.kind != "f" else arr
         if dt is not None and not dt.is_floating_point and dt is not D.bool:
@@ -145,10 +195,16 @@ def as_tensor(data, dtype=None, device=None):
     return tensor(data, dtype=dtype, device=device)
 
 
-def as_tensor_like(value, like):
-    """value as a tensor to be written into `like` (scalars take like's dtype)."""
+def as_tensor_like(value, like, fill=False):
+    """value as a tensor to be written into `like` (scalars take like's dtype),
+    range-checked as torch checks a Python scalar written by fill_ (fill=True)
+    or by setitem / copy_ (fill=False)."""
     if isinstance(value, Tensor):
         return value
+    if fill:
+        _check_fill(value, like.dtype)
+    else:
+        _check_setitem(value, like.dtype)
     if isinstance(value, (bool, int, float, np.generic)):
         return tensor(value, dtype=like.dtype if not isinstance(value, float) or
                       like.dtype.is_floating_point else D.float64)
@@ -181,8 +237,13 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False, **_):
 
 def _check_fill(v, dtype):
     """A Python fill value must fit the dtype, as in torch (inf fits a float
-    dtype; uint8 also takes -255..-1, two's complement)."""
-    if isinstance(v, (Tensor, bool)) or dtype is D.bool or not isinstance(v, numbers.Real):
+    dtype; uint8 also takes -255..-1, two's complement; an int must fit
+    int64, or uint64 for a float or bool dtype)."""
+    if isinstance(v, (Tensor, bool)) or not isinstance(v, numbers.Real):
+        return
+    if isinstance(v, numbers.Integral) and not -(1 << 63) <= int(v) < (1 << 64):
+        raise OverflowError("int too big to convert")
+    if dtype is D.bool:
         return
     if not dtype.is_floating_point:
         _check_int_range(np.asarray(v if isinstance(v, numbers.Integral) else float(v)), dtype)
@@ -190,6 +251,18 @@ def _check_fill(v, dtype):
         f = float(v)
         if math.isfinite(f) and abs(f) > D.finfo(dtype).max:
             raise RuntimeError(f"value cannot be converted to type {dtype.name} without overflow")
+
+
+def _check_setitem(v, dtype):
+    """A Python scalar stored by setitem, as torch checks it: an int must fit
+    int64 (ValueError); integer dtypes take values in range only (NaN and inf
+    raise); float32 checks overflow, float16/bfloat16 round to inf (torch)."""
+    if isinstance(v, (Tensor, bool)) or not isinstance(v, numbers.Real):
+        return
+    if isinstance(v, numbers.Integral) and not -(1 << 63) <= int(v) <= _I64_MAX:
+        raise ValueError("Overflow when unpacking long long")
+    if dtype is D.float32 or not dtype.is_floating_point:
+        _check_fill(v, dtype)
 
 
 def _scalar(v, dtype):
@@ -321,7 +394,7 @@ class Generator:
     def manual_seed(self, seed):
         seed = int(seed)
         if seed < -(1 << 63) or seed >= (1 << 64):
-            raise RuntimeError(f"Overflow when unpacking long long {seed}")
+            raise ValueError(f"Overflow when unpacking long long {seed}")
         self._seed = seed & ((1 << 64) - 1)
         self._offset = 0
         return self
@@ -420,12 +493,85 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
         low, high = 0, low
     if size is None:
         raise TypeError("randint() missing required argument 'size'")
+    low, high = _randint_bound(low, "low"), _randint_bound(high, "high")
     if high <= low:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= "
                            f"to={high}")
     dt = D.to_dtype(dtype) if dtype is not None else D.int64
-    return _finish(_random(2, _size_args((size,), "randint"), dt, generator, low, high), device,
-                   requires_grad)
+    if dt.is_floating_point:  # torch's update_from/update_to
+        low, high = _float_bound(low, dt, 1), _float_bound(high, dt, -1)
+        if not low < high:
+            raise RuntimeError(f"random_ expects 'from' casted to dtype to be less than 'to' "
+                               f"casted to dtype, but got from={low} >= to={high}")
+    _randint_check_dtype(low, high - 1, dt)
+    size = _size_args((size,), "randint")
+    g = generator or default_generator
+    t = _C.empty(size, dt)
+    s, off = g._take(t.numel())
+    _C.fill_randint(t, s, off, low, (high - low) & ((1 << 64) - 1))
+    return _finish(t, device, requires_grad)
+
+
+def _float_bound(v, dt, side):
+    """torch's update_from (side 1) / update_to (side -1): move a bound inward
+    to the next integer whose neighbour v + side survives a round trip
+    through the float dtype, so that no draw rounds outside [from, to)."""
+    with np.errstate(all="ignore"):
+        f = np.array([v + side], dtype=np.float64).astype(dt._np).astype(np.float64)[0]
+    if not math.isfinite(f):
+        return v
+    back = int(f)
+    if (back < v) if side > 0 else (back >= v):
+        n = max(abs(v + side).bit_length() - 1, 0)
+        v = back + side * (1 << (n - _RANDINT_DIGITS[dt.name] + 1))
+    return v
+
+
+def _randint_bound(v, name):
+    """A bound of randint: an int (or 0-d integer tensor) that fits int64,
+    used exactly (never through a double)."""
+    if isinstance(v, bool) or not (isinstance(v, numbers.Integral) or (
+            isinstance(v, Tensor) and v.ndim == 0 and not v.dtype.is_floating_point
+            and v.dtype is not D.bool)):
+        raise TypeError(f"randint(): argument '{name}' must be int, not {type(v).__name__}")
+    v = int(v)
+    if not -(1 << 63) <= v <= _I64_MAX:
+        raise ValueError("Overflow when unpacking long long")
+    return v
+
+
+# torch's C++ type names in random_'s range messages
+_RANDINT_NAMES = {"uint8": "unsigned char", "int32": "int", "int64": "long int", "bool": "bool",
+                  "float16": "c10::Half", "bfloat16": "c10::BFloat16", "float32": "float",
+                  "float64": "double"}
+_RANDINT_DIGITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
+
+
+def _randint_check_dtype(lo, hi_inc, dt):
+    """torch's check_from_to_in_range: both ends within the dtype's range
+    (RuntimeError), and for floats a warning past the exactly representable
+    integers."""
+    name = _RANDINT_NAMES[dt.name]
+    if dt is D.bool:
+        vmin, vmax = 0, 1
+    elif dt.is_floating_point:
+        vmin, vmax = -float(D.finfo(dt).max), float(D.finfo(dt).max)
+    else:
+        info = np.iinfo(dt._np)
+        vmin, vmax = int(info.min), int(info.max)
+    for v, what in ((lo, "from"), (hi_inc, "to - 1")):
+        if not vmin <= v <= vmax:
+            raise RuntimeError(f"{what} is out of bounds for {name}")
+    if dt.is_floating_point:
+        import warnings
+        digits = _RANDINT_DIGITS[dt.name]
+        for v, what in ((lo, "from"), (hi_inc, "to - 1")):
+            if not -(1 << digits) <= v <= (1 << digits):
+                warnings.warn(f"{what} is out of bounds [-(2^{digits}), 2^{digits}]. Due to "
+                              f"precision limitations {name} can support discrete uniform "
+                              f"distribution only within this range. This warning will become "
+                              f"an error in version 1.7 release, please fix the code in advance",
+                              UserWarning, stacklevel=3)
 
 
 def rand_like(x, dtype=None, **kw):

@@ -42,6 +42,15 @@ def _gemm(a, b, out=None, out_dtype=None, alpha=1.0, beta=0.0, bias=None):
     return out
 
 
+def _rows(t, K):
+    """t (..., K) as a 2-d (rows, K) tensor; rows is explicit so that K = 0
+    is not the ambiguous reshape(-1, 0)."""
+    rows = 1
+    for s in t.shape[:-1]:
+        rows *= s
+    return V.reshape(t, rows, K)
+
+
 def _check(a, b, fn):
     for name, t in (("input", a), ("other", b)):
         if not isinstance(t, Tensor):
@@ -124,7 +133,7 @@ def _matmul_fwd(input, other, *, out_dtype=None):
     if b.ndim <= 2:  # fold a's batch dims into the rows: one big GEMM
         bb = V.unsqueeze(b, 1) if b.ndim == 1 else b
         K = a.shape[-1]
-        out = _mm(V.reshape(a, -1, K), bb, od)
+        out = _mm(_rows(a, K), bb, od)
         shape = tuple(a.shape[:-1]) + ((bb.shape[1],) if b.ndim == 2 else ())
         return V.reshape(out, shape)
     a2 = V.unsqueeze(a, 0) if a.ndim == 1 else a
@@ -139,8 +148,11 @@ def _matmul_fwd(input, other, *, out_dtype=None):
         # projection) and broadcast dims (stride 0) are read in place.
         out = _C.gemm_batched(a2, b, out_dtype=od)
     else:
-        A = V.reshape(V.expand(a2, *(batch + (M, K))), -1, M, K)
-        B = V.reshape(V.expand(b, *(batch + (K, N))), -1, K, N)
+        nb = 1
+        for s in batch:
+            nb *= s
+        A = V.reshape(V.expand(a2, *(batch + (M, K))), nb, M, K)
+        B = V.reshape(V.expand(b, *(batch + (K, N))), nb, K, N)
         out = V.reshape(_gemm(A, B, out_dtype=od), batch + (M, N))
     return V.squeeze(out, -2) if a.ndim == 1 else out
 
@@ -200,7 +212,7 @@ def _linear_fwd(input, weight, bias=None):
                            f"({'x'.join(map(str, input.shape[:-1] or (1,)))}x{K} and "
                            f"{weight.shape[1]}x{weight.shape[0]})")
     flat = input.ndim == 2
-    x2 = input if flat else V.reshape(input, -1, K)
+    x2 = input if flat else _rows(input, K)
     wt = V.transpose(weight, 0, 1)  # read in place through its strides
     if bias is None:
         out = _gemm(x2, wt)

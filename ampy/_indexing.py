@@ -47,7 +47,10 @@ def _normalize_key(t, key):
         elif isinstance(k, bool):
             out.append(_tensor(k))
         elif isinstance(k, int) or hasattr(k, "__index__") and not isinstance(k, np.ndarray):
-            out.append(k.__index__())
+            k = k.__index__()
+            if not -(1 << 63) <= k < (1 << 63):  # as torch's argument parser
+                raise ValueError("Overflow when unpacking long long")
+            out.append(k)
         elif isinstance(k, (list, np.ndarray)):
             out.append(_tensor(k))
         else:
@@ -93,12 +96,19 @@ def _basic(t, key):
             new_shape.append(n)
             new_strides.append(strides[d] * step)
             d += 1
+        elif k.ndim == 0 and k.dtype is D.bool:
+            # as torch and NumPy: a scalar bool adds a dim of size 1 and indexes
+            # it with [0] (True) or [] (False), an advanced index of its own
+            adv.append((len(new_shape), _scalar_bool_index(t, bool(k.item()))))
+            new_shape.append(1)
+            new_strides.append(0)
         else:  # a tensor: boolean masks cover k.ndim dims
             if k.dtype in (D.bool, D.uint8):
                 if tuple(k.shape) != tuple(shape[d:d + k.ndim]):
-                    raise IndexError(f"The shape of the mask {list(k.shape)} at index {d} does "
-                                     f"not match the shape of the indexed tensor "
-                                     f"{list(shape[d:d + k.ndim])}")
+                    j = next(j for j in range(k.ndim) if k.shape[j] != shape[d + j])
+                    raise IndexError(f"The shape of the mask {list(k.shape)} at index {j} does "
+                                     f"not match the shape of the indexed tensor {shape} at "
+                                     f"index {d + j}")
                 nz = _dev(k).nonzero(k) if _dev(k) else _C.nonzero(k)
                 for j in range(k.ndim):
                     adv.append((len(new_shape), nz[:, j]))
@@ -114,6 +124,13 @@ def _basic(t, key):
                 new_strides.append(strides[d])
                 d += 1
     return t._view(new_shape, new_strides, offset), adv
+
+
+def _scalar_bool_index(t, value):
+    from ._creation import tensor as _tensor
+
+    ix = _tensor([0] if value else [], dtype=D.int64)
+    return ix.to(t.device) if t._device_index >= 0 else ix
 
 
 def _prepare_advanced(view, adv):

@@ -230,11 +230,27 @@ def _is_int_like(x):
     return isinstance(x, (int, _np.integer))
 
 
+def _scalar_in_dtype(x, v):
+    """A Python number v that torch converts to the dtype of tensor x (pow's
+    exponent, clamp's bounds) when it does not promote the result: checked as
+    fill_ checks it, and a negative int for uint8 wrapped (two's complement)."""
+    if (not isinstance(x, Tensor) or isinstance(v, (bool, Tensor)) or
+            not isinstance(v, (int, float, _np.integer, _np.floating)) or
+            x.dtype is D.bool or (not x.dtype.is_floating_point and
+                                  isinstance(v, (float, _np.floating)))):
+        return v
+    from ._creation import _check_fill
+    _check_fill(v, x.dtype)
+    return int(v) & 0xFF if x.dtype is D.uint8 and v < 0 else v
+
+
 @defop("pow")
 def _pow_fwd(input, exponent, out=None):
     if (isinstance(exponent, (int, _np.integer)) and not isinstance(exponent, bool)
             and exponent < 0 and _is_int_like(input)):
         raise RuntimeError("pow: Integers to negative integer powers are not allowed.")
+    if not (isinstance(input, Tensor) and input.dtype in (D.float32, D.float64)):
+        exponent = _scalar_in_dtype(input, exponent)  # torch: float32 takes it as a double
     if (isinstance(input, Tensor) and out is None and
             ((type(exponent) is int and exponent == 2) or
              (type(exponent) is float and exponent == 2.0 and input.dtype.is_floating_point))):
@@ -356,6 +372,7 @@ def _clamp_fwd(input, min=None, max=None, out=None):  # noqa: A002 (torch's name
     if min is None and max is None:
         raise RuntimeError("clamp: At least one of 'min' or 'max' must not be None")
     flt = _is_floaty(input) or _is_floaty(min) or _is_floaty(max)
+    min, max = _scalar_in_dtype(input, min), _scalar_in_dtype(input, max)  # noqa: A001
     lo = min if min is not None else (-_pymath.inf if flt else _I64_MIN)
     hi = max if max is not None else (_pymath.inf if flt else _I64_MAX)
     return _ew(_CODE["clamp"], out, None, None, input, lo, hi)

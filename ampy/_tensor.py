@@ -334,7 +334,7 @@ class Tensor(_C.TensorBase):
         from ._creation import as_tensor_like
         if self._requires_grad:
             _fill_grad_check(self)
-        _C.copy_(self, as_tensor_like(value, self), False)  # one value: overlap is harmless
+        _C.copy_(self, as_tensor_like(value, self, fill=True), False)  # one value: overlap is harmless
         return self
 
     def zero_(self):

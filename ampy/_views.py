@@ -22,28 +22,47 @@ def wrap_dim(d, ndim, name="dim"):
     return d + n if d < 0 else d
 
 
-def _shape_args(shape):
+def check_int64_sizes(sizes, fn, arg="size"):
+    """Each entry of a user's size list must be an int64, as torch's argument
+    parser demands (TypeError "Overflow when unpacking long long")."""
+    for i, s in enumerate(sizes):
+        if not -(1 << 63) <= s < (1 << 63):
+            raise TypeError(f"{fn}(): argument '{arg}' failed to unpack the object at pos "
+                            f"{i + 1} with error \"Overflow when unpacking long long\"")
+    return sizes
+
+
+def _shape_args(shape, fn="view"):
     if len(shape) == 1 and not isinstance(shape[0], int) and shape[0] is not None:
         shape = tuple(shape[0])
-    return tuple(s.__index__() if not isinstance(s, int) else s for s in shape)
+    return check_int64_sizes(tuple(s.__index__() if not isinstance(s, int) else s
+                                   for s in shape), fn)
 
 
 def infer_size(shape, numel):
+    """torch's infer_size_impl, case by case: its product of the given sizes
+    is an int64 that wraps, and the view that follows checks the true numel
+    (ampy_shape_numel in _view), so overflowing shapes raise as in torch."""
     shape = list(shape)
-    neg = [i for i, s in enumerate(shape) if s == -1]
-    if len(neg) > 1:
-        raise RuntimeError("only one dimension can be inferred")
-    for s in shape:
-        if s < -1:
-            raise RuntimeError(f"invalid shape dimension {s}")
-    known = math.prod(s for s in shape if s != -1)
-    if neg:
-        if known == 0 or numel % known != 0:
-            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
-        shape[neg[0]] = numel // known
-    elif known != numel:
-        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
-    return tuple(shape)
+    infer, newsize = None, 1
+    for i, s in enumerate(shape):  # torch reports the first bad entry
+        if s == -1:
+            if infer is not None:
+                raise RuntimeError("only one dimension can be inferred")
+            infer = i
+        elif s >= 0:
+            newsize = (newsize * s + (1 << 63)) % (1 << 64) - (1 << 63)
+        else:
+            raise RuntimeError(f"invalid shape dimension {s} at index {i} of shape {shape}")
+    if numel == newsize or (infer is not None and newsize > 0 and numel % newsize == 0):
+        if infer is not None:
+            if newsize == 0:
+                raise RuntimeError(f"cannot reshape tensor of 0 elements into shape {shape} "
+                                   f"because the unspecified dimension size -1 can be any value "
+                                   f"and is ambiguous")
+            shape[infer] = numel // newsize
+        return tuple(shape)
+    raise RuntimeError(f"shape '{shape}' is invalid for input of size {numel}")
 
 
 def _view_strides(old_shape, old_strides, new_shape):
@@ -53,11 +72,7 @@ def _view_strides(old_shape, old_strides, new_shape):
     if numel == 0:
         if tuple(old_shape) == tuple(new_shape):
             return tuple(old_strides)
-        st, out = 1, []
-        for s in reversed(new_shape):
-            out.append(st)
-            st *= max(s, 1)
-        return tuple(reversed(out))
+        return _contig_strides(new_shape)
     new_strides = [0] * len(new_shape)
     view_d = len(new_shape) - 1
     chunk_base_stride = old_strides[-1] if old_strides else 1
@@ -82,6 +97,7 @@ def _view_strides(old_shape, old_strides, new_shape):
 
 def view(t, *shape):
     shape = infer_size(_shape_args(shape), t.numel())
+    _C.shape_numel(shape)  # overflow is reported before the strides (torch's order)
     strides = _view_strides(tuple(t.shape), t.stride(), shape)
     if strides is None:
         raise RuntimeError("view size is not compatible with input tensor's size and stride (at "
@@ -91,7 +107,8 @@ def view(t, *shape):
 
 
 def reshape(t, *shape):
-    shape = infer_size(_shape_args(shape), t.numel())
+    shape = infer_size(_shape_args(shape, "reshape"), t.numel())
+    _C.shape_numel(shape)
     strides = _view_strides(tuple(t.shape), t.stride(), shape)
     if strides is None:
         c = _C.cast(t, t.dtype)  # contiguous copy
@@ -102,6 +119,8 @@ def reshape(t, *shape):
 def _contig_strides(shape):
     st, out = 1, []
     for s in reversed(shape):
+        if st >= 1 << 63:  # as ampy_shape_nbytes and torch
+            raise RuntimeError("Stride calculation overflowed")
         out.append(st)
         st *= max(s, 1)
     return tuple(reversed(out))
@@ -155,7 +174,7 @@ def squeeze(t, dim=None):
 
 
 def expand(t, *sizes):
-    sizes = _shape_args(sizes)
+    sizes = _shape_args(sizes, "expand")
     n = len(sizes)
     if n < t.ndim:
         raise RuntimeError(f"expand(ampy.{t.dtype.name}{{{list(t.shape)}}}, size={list(sizes)}): "
@@ -174,6 +193,9 @@ def expand(t, *sizes):
         cur, st = t.shape[i - off], t.stride()[i - off]
         if s == -1:
             s = cur
+        if s < 0:
+            raise RuntimeError(f"expand: the expanded size of the tensor ({s}) must be "
+                               f"non-negative (or -1 to keep the size)")
         if cur == s:
             shape.append(s)
             strides.append(st)
@@ -201,10 +223,15 @@ def flatten(t, start_dim=0, end_dim=-1):
 def narrow(t, dim, start, length):
     dim = wrap_dim(dim, t.ndim)
     size = t.shape[dim]
+    if not -size <= start <= size:
+        raise IndexError(f"start out of range (expected to be in range of [{-size}, {size}], "
+                         f"but got {start})")
     if start < 0:
         start += size
-    if start < 0 or length < 0 or start + length > size:
-        raise IndexError(f"start ({start}) + length ({length}) exceeds dimension size ({size}).")
+    if length < 0:
+        raise RuntimeError("narrow(): length must be non-negative.")
+    if start + length > size:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({size}).")
     shape = list(t.shape)
     shape[dim] = length
     return t._view(shape, t.stride(), start * t.stride()[dim])
@@ -216,7 +243,8 @@ def select(t, dim, index):
     dim = wrap_dim(dim, t.ndim)
     size = t.shape[dim]
     if index < -size or index >= size:
-        raise IndexError(f"index {index} is out of bounds for dimension {dim} with size {size}")
+        raise IndexError(f"select(): index {index} out of range for tensor of size "
+                         f"{list(t.shape)} at dimension {dim}")
     if index < 0:
         index += size
     shape, strides = list(t.shape), list(t.stride())

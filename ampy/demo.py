@@ -1,198 +1,183 @@
-"""python -m ampy.demo — mixed-precision training in one command.
+"""python -m ampy.demo — what mixed precision does, in one command.
 
-Trains the same MLP on the 8x8 digits (1797 images, shipped in
-ampy/data/digits.npz; nothing is downloaded) twice, from the same initial
-weights: in float32, then with AMP (autocast float16 + GradScaler). Shows a
-progress bar, prints a table (test accuracy, time per epoch, steps skipped,
-final loss scale) and writes a PNG with both loss curves and the loss-scale
-trajectory. Runs on the CPU (CUDA when ampy has it); a minute at most on two
-cores.
+Trains a small character-level GPT (2 pre-norm blocks, d=128, context 64) on
+English-like text that ampy generates from a small grammar (nothing is
+downloaded), four ways from the same initial weights on the same batches:
 
-    python -m ampy.demo [--epochs 12] [--dtype float16|bfloat16] [--out amp_demo.png]
+  float32              the reference
+  bf16 autocast        linear layers and attention matmuls in bfloat16
+  fp16 + GradScaler    float16 autocast with dynamic loss scaling
+  fp16, no scaler      float16 autocast at loss scale 1: what the scaler is for
 
-``--backend torch`` runs the identical script with torch (if installed), for
-comparison: the two libraries share the API, which is ampy's point.
+It prints a table (time per step and speed-up over float32, activation
+memory from ampy's allocator counters, final training loss, validation loss
+and accuracy, skipped steps, final loss scale, and the share of gradients
+that flushed to zero in float16: measured on probe steps against a float32
+gradient at the same weights and batch), says which CPU path ran, and writes
+a PNG (loss curves, loss-scale trajectory with skipped steps, flushed share
+per layer).
+
+    python -m ampy.demo [--steps 120] [--threads N] [--out amp_demo.png] [--compare-torch] [--quick]
+
+``--compare-torch`` runs the same model and batches through torch (when
+installed) for the first ``--torch-steps`` steps, side by side, and measures
+the GEMM rates of both libraries in float32, bfloat16 and float16.
 """
 import argparse
-import importlib
 import os
 import sys
 import time
 
 import numpy as np
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "digits.npz")
+from . import _demo_data, _demo_report, _demo_train
+from ._demo_digits import DATA, initial_state, load_digits, make_model, train  # noqa: F401
+from ._demo_report import Progress  # noqa: F401
+
+QUICK = dict(steps=6, batch=8, T=32, d=64, n_layer=2, n_head=4, probes=3, eval_batches=1)
 
 
-def load_digits(seed=0, n_test=360):
-    """(x_train, y_train, x_test, y_test) as NumPy arrays: pixels scaled to
-    [0, 1] float32, labels int64, a fixed shuffled split."""
-    with np.load(DATA) as d:
-        x = d["images"].reshape(len(d["images"]), 64).astype(np.float32) / 16.0
-        y = d["target"].astype(np.int64)
-    perm = np.random.default_rng(seed).permutation(len(x))
-    x, y = x[perm], y[perm]
-    return x[n_test:], y[n_test:], x[:n_test], y[:n_test]
+def config(args):
+    if args.quick:
+        kw = dict(QUICK)
+        kw["steps"] = args.steps or kw["steps"]
+    else:
+        kw = {"steps": args.steps or _demo_train.Config.steps, "batch": args.batch}
+    return _demo_train.Config(lr=args.lr, seed=args.seed, **kw)
 
 
-class Progress:
-    """A one-line text progress bar (no tqdm): ``[#####.....] 12/20 loss 0.12``.
-    Redraws in place on a terminal, prints one line per update elsewhere
-    only every ``every`` updates."""
-
-    def __init__(self, total, label, width=24, file=None):
-        self.total, self.label, self.width = total, label, width
-        self.file = file or sys.stderr
-        self.tty = getattr(self.file, "isatty", lambda: False)()
-        self.t0 = time.perf_counter()
-        self.n = 0
-
-    def update(self, n=1, **info):
-        self.n += n
-        if not self.tty and self.n != self.total:
-            return
-        done = int(self.width * self.n / self.total)
-        extra = " ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
-                         for k, v in info.items())
-        line = (f"{self.label:<8} [{'#' * done}{'.' * (self.width - done)}] "
-                f"{self.n}/{self.total} {extra} {time.perf_counter() - self.t0:5.1f}s")
-        end = "\n" if self.n >= self.total else ""
-        self.file.write(("\r" if self.tty else "") + line + end)
-        self.file.flush()
+def run_all(lib, data, cfg, label=""):
+    """The four modes of ``lib``; one progress bar each."""
+    results = []
+    for mode in _demo_train.MODES:
+        bar = Progress(cfg.steps, f"{label}{mode.name}")
+        results.append(_demo_train.train(lib, data, cfg, mode,
+                                         progress=lambda s, loss: bar.update(loss=loss)))
+    return results
 
 
-def _lib(name):
-    return importlib.import_module(name)
+def gemm_rates(libs, n=512, rounds=5):
+    """{library name: {dtype: GFLOP/s}} of an n x n x n matmul in float32,
+    bfloat16 and float16: the best of ``rounds`` calls after a warm-up, the
+    libraries and dtypes interleaved round by round (a loaded machine then
+    slows them alike)."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n)).astype(np.float32)
+    b = rng.standard_normal((n, n)).astype(np.float32)
+    cases = []
+    for lib in libs:
+        for name in ("float32", "bfloat16", "float16"):
+            dt = getattr(lib, name)
+            x, y = lib.tensor(a).to(dt), lib.tensor(b).to(dt)
+            lib.matmul(x, y)
+            cases.append((lib.__name__, name, lib.matmul, x, y))
+    best = {}
+    for _ in range(rounds):
+        for key_lib, name, mm, x, y in cases:
+            t = _timed(lambda: mm(x, y))
+            best[key_lib, name] = min(t, best.get((key_lib, name), t))
+    out = {}
+    for (key_lib, name), t in best.items():
+        out.setdefault(key_lib, {})[name] = 2.0 * n ** 3 / t / 1e9
+    return out
 
 
-def make_model(lib, hidden=256):
-    nn = lib.nn
-    return nn.Sequential(nn.Linear(64, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
-                         nn.Linear(hidden, 10))
+def _threads(n):
+    return f"{n} thread{'' if n == 1 else 's'}"
 
 
-def train(lib, data, state, *, amp, dtype="float16", epochs=20, batch_size=64, lr=0.05,
-          device="cpu", seed=0, label=""):
-    """Train from ``state`` (a state_dict of NumPy arrays); returns a dict with
-    per-step losses and scales, skipped steps, test accuracy, timings and the
-    trained model."""
-    nn = lib.nn
-    x_tr, y_tr, x_te, y_te = data
-    model = make_model(lib)
-    model.load_state_dict({k: lib.tensor(v) for k, v in state.items()})
-    if device != "cpu":
-        model = model.to(device)
-    opt = lib.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
-    scaler = lib.amp.GradScaler(device, growth_interval=50, enabled=amp)
-    half = getattr(lib, dtype)
-    xs, ys = lib.tensor(x_tr).to(device), lib.tensor(y_tr).to(device)
-    steps_per_epoch = (len(x_tr) + batch_size - 1) // batch_size
-    order = np.random.default_rng(seed)
-    losses, scales, skipped, epoch_times = [], [], [], []
-    bar = Progress(epochs, label)
-    for _ in range(epochs):
-        t0 = time.perf_counter()
-        perm = order.permutation(len(x_tr))
-        for b in range(steps_per_epoch):
-            idx = lib.tensor(perm[b * batch_size:(b + 1) * batch_size]).to(device)
-            x, y = xs[idx], ys[idx]
-            opt.zero_grad()
-            with lib.autocast(device, dtype=half, enabled=amp):
-                loss = nn.functional.cross_entropy(model(x), y)
-            scale_before = scaler.get_scale()
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-            losses.append(float(loss.item()))
-            scales.append(scale_before)
-            last = getattr(scaler, "last_step_skipped", None)
-            skipped.append(bool(last) if last is not None
-                           else scaler.get_scale() < scale_before)
-        epoch_times.append(time.perf_counter() - t0)
-        bar.update(loss=float(np.mean(losses[-steps_per_epoch:])))
-    with lib.autograd.no_grad():
-        pred = model(lib.tensor(x_te).to(device)).argmax(1)
-    acc = float((pred.cpu().numpy() == y_te).mean())
-    return {"losses": losses, "scales": scales, "skipped": skipped, "accuracy": acc,
-            "epoch_time": float(np.median(epoch_times)), "final_scale": scaler.get_scale(),
-            "amp": amp, "model": model}
+def _timed(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
 
 
-def initial_state(lib, seed=0):
-    lib.manual_seed(seed)
-    return {k: v.detach().cpu().numpy().copy() for k, v in make_model(lib).state_dict().items()}
+def compare_torch(results, data, cfg, steps):
+    """Torch through the same modes for ``steps`` steps; prints the
+    side-by-side table and the GEMM rates. None when torch is missing."""
+    try:
+        import torch
+    except ImportError:
+        print("--compare-torch: torch is not installed (pip install torch); skipped")
+        return None
+    import ampy
+    torch.set_num_threads(ampy.get_num_threads())  # the same cores for both
+    tcfg = _demo_train.Config(**{**cfg.__dict__, "steps": steps, "probes": 0})
+    print(f"\ntorch {torch.__version__}, {_threads(torch.get_num_threads())}, the first {steps} "
+          f"steps of every mode (same initial weights and batches):")
+    tres = run_all(torch, data, tcfg, label="torch ")
+    print(_demo_report.compare_table(results, tres, steps))
+    rates = gemm_rates([ampy, torch])
+    ra, rt = rates["ampy"], rates["torch"]
+    print("\nGEMM 512x512x512, GFLOP/s:   " +
+          "   ".join(f"{k}: ampy {ra[k]:.1f} / torch {rt[k]:.1f}" for k in ra))
+    print(f"float16 here: torch runs at {rt['float16'] / rt['float32']:.1%} of its float32 "
+          f"rate, ampy at {ra['float16'] / ra['float32']:.0%} of its own. "
+          + ("On CPUs without AVX512-FP16, torch's float16 CPU matmul has no fast kernel, "
+             "while ampy's float16 GEMM converts to fp32 and runs at fp32 FMA speed."
+             if not ampy._C.cpu_info().get("avx512_fp16") else
+             "This CPU has AVX512-FP16."))
+    return tres
 
 
-def table(rows):
-    head = f"{'run':<22}{'test acc':>9}{'s/epoch':>10}{'skipped':>9}{'final scale':>13}"
-    lines = [head, "-" * len(head)]
-    for name, r in rows:
-        scale = f"{r['final_scale']:.0f}" if r["amp"] else "-"
-        lines.append(f"{name:<22}{r['accuracy']:>9.3f}{r['epoch_time']:>10.3f}"
-                     f"{sum(r['skipped']):>9d}{scale:>13}")
-    return "\n".join(lines)
-
-
-def plot(rows, out, title):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    for name, r in rows:
-        ls = np.asarray(r["losses"])
-        k = max(1, len(ls) // 100)
-        smooth = np.convolve(ls, np.ones(k) / k, mode="valid")
-        ax1.plot(np.arange(len(smooth)) + k - 1, smooth, label=name)
-    ax1.set(xlabel="step", ylabel="training loss", yscale="log", title="loss")
-    ax1.legend()
-    for name, r in rows:
-        if r["amp"]:
-            sc = np.asarray(r["scales"])
-            ax2.step(np.arange(len(sc)), sc, where="post", label=f"{name} loss scale")
-            sk = np.flatnonzero(r["skipped"])
-            ax2.plot(sk, sc[sk], "rv", label=f"skipped steps ({len(sk)})")
-    ax2.set(xlabel="step", ylabel="loss scale", yscale="log", title="GradScaler")
-    ax2.legend()
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(out, dpi=90)
-    plt.close(fig)
+def _parser():
+    ap = argparse.ArgumentParser(prog="python -m ampy.demo",
+                                 description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=None,
+                    help=f"training steps per mode (default {_demo_train.Config.steps}; "
+                         f"--quick: {QUICK['steps']})")
+    ap.add_argument("--batch", type=int, default=_demo_train.Config.batch)
+    ap.add_argument("--lr", type=float, default=_demo_train.Config.lr)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="amp_demo.png", help="PNG path (default: ./amp_demo.png)")
+    ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="threads for ampy (and torch with --compare-torch); default: ampy's")
+    ap.add_argument("--quick", action="store_true",
+                    help="a tiny model for a few steps (seconds; what the tests run)")
+    ap.add_argument("--compare-torch", action="store_true",
+                    help="run the same through torch, side by side (needs torch)")
+    ap.add_argument("--torch-steps", type=int, default=10,
+                    help="steps per mode for --compare-torch (default 10: torch's float16 "
+                         "CPU matmul is slow)")
+    return ap
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m ampy.demo", description=__doc__.split("\n")[0])
-    ap.add_argument("--epochs", type=int, default=12)
-    ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--lr", type=float, default=0.05)
-    ap.add_argument("--dtype", choices=("float16", "bfloat16"), default="float16")
-    ap.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    ap.add_argument("--out", default="amp_demo.png", help="PNG path (default: ./amp_demo.png)")
-    ap.add_argument("--no-plot", action="store_true")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--backend", default="ampy", help="ampy (default) or torch, for comparison")
+    ap = _parser()
     args = ap.parse_args(argv)
-    if args.epochs < 1 or args.batch_size < 1:
-        ap.error("--epochs and --batch-size must be >= 1")
-    lib = _lib(args.backend)
-    device = args.device
-    if device == "auto":
-        cuda = getattr(lib, "cuda", None)
-        device = "cuda" if cuda is not None and cuda.is_available() else "cpu"
-    data = load_digits(args.seed)
-    state = initial_state(lib, args.seed)
-    print(f"{args.backend} demo: MLP 64-256-256-10 on 8x8 digits ({len(data[0])} train / "
-          f"{len(data[2])} test), {args.epochs} epochs, batch {args.batch_size}, {device}")
-    kw = dict(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, device=device,
-              seed=args.seed, dtype=args.dtype)
-    rows = [("float32", train(lib, data, state, amp=False, label="float32", **kw)),
-            (f"AMP {args.dtype}+scaler", train(lib, data, state, amp=True, label="AMP", **kw))]
-    print(table(rows))
+    if (args.steps is not None and args.steps < 1) or args.batch < 1 or args.torch_steps < 1 \
+            or (args.threads is not None and args.threads < 1):
+        ap.error("--steps, --batch, --threads and --torch-steps must be >= 1")
+    import ampy
+    if args.threads is not None:
+        ampy.set_num_threads(args.threads)
+    cfg = config(args)
+    data = _demo_data.CharData(n_chars=20_000 if args.quick else 200_000, seed=args.seed)
+    print(f"ampy demo: character GPT ({cfg.n_layer} blocks, d={cfg.d}, {cfg.n_head} heads, "
+          f"context {cfg.T}, vocab {data.vocab}) on generated text, {cfg.steps} steps of "
+          f"batch {cfg.batch} per mode, AdamW lr {cfg.lr}, {_threads(ampy.get_num_threads())}")
+    print(_demo_report.cpu_path_line(ampy._C.cpu_info()))
+    if not args.compare_torch and not args.quick:
+        r = gemm_rates([ampy])["ampy"]
+        print("ampy GEMM 512x512x512, GFLOP/s: " + ", ".join(f"{k} {v:.1f}" for k, v in r.items())
+              + " (--compare-torch measures torch's too: its float16 CPU matmul is slow on "
+                "CPUs without AVX512-FP16)")
+    results = run_all(ampy, data, cfg)
+    print(_demo_report.table(results))
+    for line in _demo_report.reading(results):
+        print(line)
+    if args.compare_torch:
+        compare_torch(results, data, cfg, min(args.torch_steps, cfg.steps))
     if not args.no_plot:
         out = os.path.abspath(args.out)
-        plot(rows, out, f"{args.backend}: float32 vs AMP ({args.dtype} autocast + GradScaler)")
-        print(f"wrote {out}")
-    return rows
+        headline = _demo_report.reading(results)[0] if results[-1].act_probes else ""
+        _demo_report.plot(results, out, headline)
+        print(f"wrote {out}: left, the four loss curves; middle, the loss scale (skipped steps "
+              f"in red); right, the share of gradients that flush to zero in float16 per layer "
+              f"without and with the scaler")
+    return results
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(0 if main() is not None else 1)

@@ -5,9 +5,12 @@ with the machine's compute ceilings measured in the same run.
     python benchmarks/bench_gemm.py [--quick]
 
 Ceilings: a small C probe (compiled with gcc on the fly) times independent
-`vfmadd231ps zmm` chains (fp32 FMA peak, 2 FLOP/lane) and, where the CPU has AMX,
-TDPBF16PS on registers only (16x16x32 multiply-adds per instruction); "% peak" is
-ampy's rate over the FMA peak for float32/float16 and over the AMX peak for bfloat16.
+`vfmadd231ps zmm` chains (fp32 FMA peak, 2 FLOP/lane), where the CPU has AVX512-BF16
+independent `vdpbf16ps zmm` chains (a k pair per lane: 4 FLOP/lane), and where it has
+AMX TDPBF16PS on registers only (16x16x32 multiply-adds per instruction). Each ampy
+column prints the GEMM path it took (gemm_impl_name: amx / amx-f16, avx512bf16,
+avx512, avx2, portable) and "%pk", ampy's rate over the ceiling of that path: AMX for
+amx and amx-f16, vdpbf16ps for avx512bf16, fp32 FMA otherwise.
 Shapes are M x N x K (C is M x N); 8192x3072x768 is a transformer MLP up-projection.
 Interleaved timing: one worker process per thread count holds every library; each
 round calls ampy, NumPy and torch once each (the order rotates between rounds), so all
@@ -77,6 +80,19 @@ static void *amx_run(void *out){
   for(long it=0;it<AIT;it++){_tile_dpbf16ps(0,4,6);_tile_dpbf16ps(1,4,7);_tile_dpbf16ps(2,5,6);_tile_dpbf16ps(3,5,7);}
   _tile_release(); *(float*)out=0; return 0;
 }
+__attribute__((target("avx512f,avx512bf16")))
+static void *dp_run(void *out){
+  __m512bh x=(__m512bh)_mm512_set1_epi16(0x3f80), y=(__m512bh)_mm512_set1_epi16(0x3380);
+  ACC(DECL)
+  for(long it=0;it<IT;it++){
+#define DSTEP(i) a##i=_mm512_dpbf16_ps(a##i,x,y);
+    ACC(DSTEP)
+    __asm__ volatile("" ::: "memory");
+  }
+  __m512 s=_mm512_setzero_ps();
+  ACC(SUM)
+  *(float*)out=_mm512_reduce_add_ps(s); return 0;
+}
 static int cpu_clock;
 static double cpu_now(void){struct timespec t;clock_gettime(CLOCK_THREAD_CPUTIME_ID,&t);return t.tv_sec+1e-9*t.tv_nsec;}
 static double run(void*(*f)(void*), int nt, double flop_per_thread){
@@ -89,16 +105,18 @@ static double run(void*(*f)(void*), int nt, double flop_per_thread){
 int main(int argc,char**argv){
   int nt=atoi(argv[1]); cpu_clock = argc>2 && argv[2][0]=='c';
   double fma=run(fma_run,nt,16.0*16*2*IT);
-  double amx=0;
+  double amx=0, dp=0;
+  if(__builtin_cpu_supports("avx512bf16"))
+    dp=run(dp_run,nt,16.0*16*4*IT);
   if(__builtin_cpu_supports("amx-bf16") && syscall(SYS_arch_prctl,0x1023,18)==0)
     amx=run(amx_run,nt,4.0*16*16*32*2*AIT);
-  printf("%f %f\n",fma,amx); return 0;
+  printf("%f %f %f\n",fma,amx,dp); return 0;
 }
 """
 
 
 def measure_peaks(threads, clock="wall"):
-    """{'fma': GFLOP/s, 'amx': GFLOP/s or 0} per thread count, best of 3 probe runs (a
+    """{'fma': GFLOP/s, 'amx': GFLOP/s or 0, 'dpbf16': GFLOP/s or 0} per thread count, best of 3 probe runs (a
     ceiling: noise only lowers it); None when there is no gcc / no AVX-512. clock="cpu"
     times the 1-thread probe with the thread's CPU time, like the GEMM rounds."""
     cc = shutil.which("gcc") or shutil.which("cc")
@@ -117,11 +135,23 @@ def measure_peaks(threads, clock="wall"):
             runs = [list(map(float, subprocess.run([exe, str(t), clock], capture_output=True,
                                                    text=True, check=True).stdout.split()))
                     for _ in range(3)]
-            out[t] = {"fma": max(r[0] for r in runs), "amx": max(r[1] for r in runs)}
+            out[t] = {"fma": max(r[0] for r in runs), "amx": max(r[1] for r in runs),
+                      "dpbf16": max(r[2] for r in runs)}
         return out
 
 
 DTYPES = ["f32", "f16", "bf16"]
+
+
+def path_ceiling(path, peak):
+    """The compute ceiling (GFLOP/s) of a GEMM path, from measure_peaks' dict."""
+    if not peak:
+        return 0
+    if path.startswith("amx"):
+        return peak["amx"]
+    if path == "avx512bf16":
+        return peak["dpbf16"]
+    return peak["fma"]
 
 
 def make_calls(m, n, k, libs):
@@ -175,7 +205,8 @@ def run_worker(libs, threads, shapes, clock, rounds, min_time):
     spec = ";".join(f"{m},{n},{k}" for m, n, k in shapes)
     r = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", ",".join(libs),
                         "--threads", str(threads), "--shapes", spec, "--clock", clock,
-                        "--rounds", str(rounds), "--min-time", str(min_time)], env=env,
+                        "--rounds", str(rounds), "--min-time", str(min_time),
+                        "--dtypes", ",".join(DTYPES)], env=env,
                        capture_output=True, text=True)
     if r.returncode != 0:
         print(f"warning: worker failed: {r.stderr.strip()[-300:]}", file=sys.stderr)
@@ -194,6 +225,7 @@ def summarize(times, flop, num, den):
 
 
 def main():
+    global DTYPES
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer shapes (a smoke run)")
     ap.add_argument("--rounds", type=int, default=7,
@@ -205,9 +237,15 @@ def main():
                     help="cpu: time 1-thread rounds with thread CPU time (default wall)")
     ap.add_argument("--threads-list", default="1,2", help="thread counts (default 1,2)")
     ap.add_argument("--shapes", help="M,N,K;M,N,K... (default: the standard set)")
+    ap.add_argument("--dtypes", default=",".join(DTYPES),
+                    help="input dtypes to time, of f32,f16,bf16 (default all)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    DTYPES = [d for d in args.dtypes.split(",") if d]
+    if not DTYPES or any(d not in ("f32", "f16", "bf16") for d in DTYPES):
+        ap.error(f"--dtypes: expected a comma-separated subset of f32,f16,bf16, got "
+                 f"{args.dtypes!r}")
     if args.worker:
         libs = args.worker.split(",")
         if "torch" in libs:
@@ -225,16 +263,19 @@ def main():
         shapes = [(s, s, s) for s in squares] + ([] if args.quick else
                                                   [(4096, 1024, 1024), (8192, 3072, 768)])
     libs = ["numpy", "ampy"] + (["torch"] if importlib.util.find_spec("torch") else [])
-    print(f"ampy gemm implementations: f32={_C.gemm_impl_name(ampy.float32)} "
-          f"f16={_C.gemm_impl_name(ampy.float16)} bf16={_C.gemm_impl_name(ampy.bfloat16)}")
+    paths = {name: _C.gemm_impl_name({"f32": ampy.float32, "f16": ampy.float16,
+                                       "bf16": ampy.bfloat16}[name]) for name in DTYPES}
+    print("ampy gemm implementations: " + " ".join(f"{k}={v}" for k, v in paths.items()))
     print(f"clock: {args.clock} (1 thread), wall (2 threads); >= {args.rounds} interleaved "
           "rounds per shape")
     print("\nGFLOP/s = median over rounds. r_np = ampy / NumPy float32 and r_t = ampy / "
-          "torch same dtype, each the median of per-round ratios; %pk = % of the FMA (f32, "
-          "f16) or AMX (bf16) ceiling, probed before and after each thread count (best kept)")
+          "torch same dtype, each the median of per-round ratios; path = ampy's GEMM path; "
+          "%pk = % of that path's ceiling (AMX for amx*, vdpbf16ps for avx512bf16, fp32 FMA "
+          "otherwise), probed before and after each thread count (best kept)")
     hdr = f"{'M x N x K':>16} {'thr':>3} {'numpy32':>8}"
     for name in DTYPES:
-        hdr += f" | {'ampy_' + name:>10} {'%pk':>5} {'r_np':>5} {'torch':>7} {'r_t':>5}"
+        hdr += (f" | {'ampy_' + name:>10} {'path':>10} {'%pk':>5} {'r_np':>5} {'torch':>7} "
+                f"{'r_t':>5}")
     print(hdr)
     for t in threads:
         p0 = measure_peaks([t], args.clock)
@@ -242,7 +283,7 @@ def main():
         p1 = measure_peaks([t], args.clock)
         peak = None
         if p0 and p1:
-            peak = {kk: max(p0[t][kk], p1[t][kk]) for kk in ("fma", "amx")}
+            peak = {kk: max(p0[t][kk], p1[t][kk]) for kk in ("fma", "amx", "dpbf16")}
         for (m, n, k) in shapes:
             key = f"{m}x{n}x{k}"
             times = res.get(key, {})
@@ -253,14 +294,15 @@ def main():
                 v, r_np = summarize(times, flop, "ampy_" + name, "numpy_f32")
                 tv, _ = summarize(times, flop, "torch_" + name, "torch_" + name)
                 _, r_t = summarize(times, flop, "ampy_" + name, "torch_" + name)
-                ceil = (peak["amx"] if name == "bf16" and peak["amx"] else peak["fma"]) \
-                    if peak else 0
+                ceil = path_ceiling(paths[name], peak)
                 pk = f"{100 * v / ceil:5.1f}" if ceil else "  n/a"
-                line += (f" | {v:10.1f} {pk} {r_np:5.2f} {tv:7.1f} {r_t:5.2f}")
+                line += (f" | {v:10.1f} {paths[name]:>10} {pk} {r_np:5.2f} {tv:7.1f} "
+                         f"{r_t:5.2f}")
             print(line, flush=True)
         if peak:
             print(f"{'':>16} ceiling, {t} thread(s): fp32 FMA {peak['fma']:.1f} GFLOP/s, "
-                  f"AMX bf16 {peak['amx']:.1f} GFLOP/s", flush=True)
+                  f"vdpbf16ps {peak['dpbf16']:.1f} GFLOP/s, AMX bf16 {peak['amx']:.1f} "
+                  "GFLOP/s (0: not on this CPU)", flush=True)
 
 
 if __name__ == "__main__":

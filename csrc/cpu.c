@@ -30,7 +30,9 @@ static void detect(void)
 #endif
 #endif
     features = f;
-    best_level = (f & AMPY_CPU_HAS_AVX512) ? AMPY_CPU_AVX512
+    best_level = ((f & AMPY_CPU_HAS_AVX512BF16) && (f & AMPY_CPU_HAS_AMX_BF16)) ? AMPY_CPU_AMX
+                 : (f & AMPY_CPU_HAS_AVX512BF16) ? AMPY_CPU_AVX512_BF16
+                 : (f & AMPY_CPU_HAS_AVX512) ? AMPY_CPU_AVX512
                  : (f & AMPY_CPU_HAS_AVX2) ? AMPY_CPU_AVX2
                                            : AMPY_CPU_PORTABLE;
     const char *env = getenv("AMPY_FORCE_PORTABLE");
@@ -69,6 +71,8 @@ const char *ampy_cpu_level_name(int level)
     case AMPY_CPU_PORTABLE: return "portable";
     case AMPY_CPU_AVX2: return "avx2";
     case AMPY_CPU_AVX512: return "avx512";
+    case AMPY_CPU_AVX512_BF16: return "avx512bf16";
+    case AMPY_CPU_AMX: return "amx";
     default: return "unknown";
     }
 }

@@ -3,8 +3,8 @@
  * K == 0, and the triple-loop reference kept as the test oracle.
  *
  * The blocked driver is in gemm_driver.c, the portable packing / micro-kernel
- * / epilogue in gemm_portable.c, the SIMD kernels in gemm_x86.c and
- * gemm_amx.c.
+ * / epilogue in gemm_portable.c, the SIMD kernels in gemm_x86.c,
+ * gemm_amx.c and gemm_avx512bf16.c.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -29,8 +29,9 @@ ampy_status ampy_gemm_run_nd(int nd, const int64_t *shape, int64_t M, int64_t N,
 /* "auto" follows the shared CPU level (cpu.h: CPUID, lowered to portable by
  * AMPY_FORCE_PORTABLE=1 or ampy_cpu_level_set); a name set through
  * ampy_gemm_set_impl pins that implementation, so tests reach each one. */
-enum { IMPL_AUTO = 0, IMPL_PORTABLE, IMPL_AVX2, IMPL_AVX512, IMPL_AMX };
-static const char *const impl_names[] = {"auto", "portable", "avx2", "avx512", "amx"};
+enum { IMPL_AUTO = 0, IMPL_PORTABLE, IMPL_AVX2, IMPL_AVX512, IMPL_AMX, IMPL_AVX512BF16 };
+static const char *const impl_names[] = {"auto", "portable", "avx2", "avx512", "amx",
+                                         "avx512bf16"};
 static int impl_choice = IMPL_AUTO;
 
 static int impl_usable(int which)
@@ -41,6 +42,7 @@ static int impl_usable(int which)
     case IMPL_AVX2: return ampy_gemm_avx2_usable();
     case IMPL_AVX512: return ampy_gemm_avx512_usable();
     case IMPL_AMX: return ampy_gemm_amx_usable();
+    case IMPL_AVX512BF16: return ampy_gemm_avx512bf16_usable();
     default: return 0;
     }
 }
@@ -50,7 +52,9 @@ static int current_choice(void)
     if (impl_choice != IMPL_AUTO)
         return impl_choice;
     switch (ampy_cpu_level_get()) {
-    case AMPY_CPU_AVX512: return IMPL_AMX; /* AMX for bf16 when usable, else AVX-512 */
+    case AMPY_CPU_AMX: return IMPL_AMX; /* AMX for bf16 when usable, else below */
+    case AMPY_CPU_AVX512_BF16: return IMPL_AVX512BF16;
+    case AMPY_CPU_AVX512: return IMPL_AVX512;
     case AMPY_CPU_AVX2: return IMPL_AVX2;
     default: return IMPL_PORTABLE;
     }
@@ -58,18 +62,36 @@ static int current_choice(void)
 
 /* The implementation for dtype dt under the current choice: the chosen one
  * if it handles dt (AMX handles bfloat16, and float16 split into bfloat16
- * pairs; not float32), else the next best. */
+ * pairs; vdpbf16ps (avx512bf16) bfloat16 only; neither float32), else the
+ * next best: AMX -> avx512bf16 -> avx512 -> avx2 -> portable. */
 static const gemm_impl *select_impl(ampy_dtype dt)
 {
     int c = current_choice();
     const gemm_impl *p = NULL;
     if (c == IMPL_AMX && ampy_gemm_amx_usable())
         p = dt == AMPY_FLOAT16 ? ampy_gemm_impl_amx_f16() : ampy_gemm_impl_amx(dt);
-    if (!p && (c == IMPL_AMX || c == IMPL_AVX512) && ampy_gemm_avx512_usable())
+    if (!p && (c == IMPL_AMX || c == IMPL_AVX512BF16) && ampy_gemm_avx512bf16_usable())
+        p = ampy_gemm_impl_avx512bf16(dt);
+    if (!p && (c == IMPL_AMX || c == IMPL_AVX512BF16 || c == IMPL_AVX512) &&
+        ampy_gemm_avx512_usable())
         p = ampy_gemm_impl_avx512(dt);
     if (!p && c != IMPL_PORTABLE && ampy_gemm_avx2_usable())
         p = ampy_gemm_impl_avx2(dt);
     return p ? p : &ampy_gemm_impl_portable;
+}
+
+/* select_impl for a product with K terms: under "auto", a bfloat16 product
+ * with K < BF16DP_MIN_K takes the AVX-512 FMA path instead of vdpbf16ps,
+ * whose K is padded to 32 (measured on Zen 4: K = 8 ran at 0.7x the FMA
+ * path, K = 16 at 1.2x, K >= 64 at ~2x). */
+#define BF16DP_MIN_K 16
+static const gemm_impl *select_impl_k(ampy_dtype dt, int64_t K)
+{
+    const gemm_impl *p = select_impl(dt);
+    if (impl_choice == IMPL_AUTO && K < BF16DP_MIN_K && p == ampy_gemm_impl_avx512bf16(dt) &&
+        ampy_gemm_avx512_usable())
+        p = ampy_gemm_impl_avx512(dt);
+    return p;
 }
 
 ampy_status ampy_gemm_set_impl(const char *name)
@@ -85,7 +107,7 @@ ampy_status ampy_gemm_set_impl(const char *name)
     }
     return ampy_error(AMPY_ERR_VALUE,
                       "ampy_gemm_set_impl: unknown implementation '%s' (expected auto, amx, "
-                      "avx512, avx2 or portable)", name ? name : "(null)");
+                      "avx512bf16, avx512, avx2 or portable)", name ? name : "(null)");
 }
 
 int ampy_gemm_impl_available(const char *name)
@@ -223,7 +245,7 @@ ampy_status ampy_gemm_bias(int64_t batch, int64_t M, int64_t N, int64_t K, float
     gemm_operand a = {(const char *)A, adt, a_rs, a_cs};
     gemm_operand b = {(const char *)B, bdt, b_rs, b_cs};
     s = ampy_gemm_run(batch, M, N, K, alpha, &a, a_bs, &b, b_bs, beta, bf, (char *)C, cdt, c_bs,
-                      c_rs, c_cs, select_impl(adt));
+                      c_rs, c_cs, select_impl_k(adt, K));
     free(bf);
     return s;
 }
@@ -303,5 +325,5 @@ ampy_status ampy_gemm_batched(int nd, const int64_t *shape, int64_t M, int64_t N
     gemm_operand a = {(const char *)A, adt, a_rs, a_cs};
     gemm_operand b = {(const char *)B, bdt, b_rs, b_cs};
     return ampy_gemm_run_nd(n, sh, M, N, K, alpha, &a, as, &b, bs, beta, NULL, (char *)C, cdt, cs,
-                            c_rs, c_cs, select_impl(adt));
+                            c_rs, c_cs, select_impl_k(adt, K));
 }

@@ -308,6 +308,18 @@ static void kernel(int64_t kcp, const void *va, const void *vb, float *w, int64_
 
 #include "gemm_amx_macro.inc" /* macro(): K <= T_KC in one pass */
 
+void ampy_gemm_amx_pack_a(const gemm_operand *a, int64_t i0, int64_t rows, int64_t k0,
+                          int64_t kc, int64_t kcp, void *dst)
+{
+    pack_a(a, i0, rows, k0, kc, kcp, dst);
+}
+
+void ampy_gemm_amx_pack_b(const gemm_operand *b, int64_t k0, int64_t kc, int64_t kcp,
+                          int64_t j0, int64_t cols, void *dst)
+{
+    pack_b(b, k0, kc, kcp, j0, cols, dst);
+}
+
 /* Palette 1, every tile 16 rows x 64 bytes (also used by gemm_amx_f16.c). */
 void ampy_gemm_amx_tiles_begin(void)
 {

@@ -1,6 +1,7 @@
 /* gemm_impl.h — private to csrc/gemm*.c: the contract between the blocked
  * GEMM driver (gemm.c) and the ISA-specific packing routines and micro-kernels
- * (gemm.c portable, gemm_x86.c AVX2/AVX-512, gemm_amx.c AMX).
+ * (gemm.c portable, gemm_x86.c AVX2/AVX-512, gemm_amx.c AMX,
+ * gemm_avx512bf16.c AVX512-BF16 vdpbf16ps).
  *
  * The driver follows the BLIS/GotoBLAS loop nest (Van Zee & van de Geijn,
  * "BLIS: A Framework for Rapidly Instantiating BLAS Functionality", 2015):
@@ -100,6 +101,16 @@ extern const gemm_impl ampy_gemm_impl_portable;
 const gemm_impl *ampy_gemm_impl_avx2(ampy_dtype dt);
 const gemm_impl *ampy_gemm_impl_avx512(ampy_dtype dt);
 const gemm_impl *ampy_gemm_impl_amx(ampy_dtype dt);
+/* bfloat16 on AVX512-BF16 vdpbf16ps (gemm_avx512bf16.c); NULL for other dtypes. */
+const gemm_impl *ampy_gemm_impl_avx512bf16(ampy_dtype dt);
+int ampy_gemm_avx512bf16_usable(void);
+/* The AMX packers (gemm_amx.c): bfloat16 in pairs along K ("VNNI" layout),
+ * 32-row A / 32-column B micro-panels, kcp a multiple of 32; they use only
+ * AVX-512 BW instructions, so the vdpbf16ps path packs with them too. */
+void ampy_gemm_amx_pack_a(const gemm_operand *a, int64_t i0, int64_t rows, int64_t k0,
+                          int64_t kc, int64_t kcp, void *dst);
+void ampy_gemm_amx_pack_b(const gemm_operand *b, int64_t k0, int64_t kc, int64_t kcp,
+                          int64_t j0, int64_t cols, void *dst);
 /* float16 on AMX-BF16 (gemm_amx_f16.c): each input split into two bfloat16. */
 const gemm_impl *ampy_gemm_impl_amx_f16(void);
 /* AMX tile configuration per thread (palette 1, 8 tiles of 16 x 64 B) and its

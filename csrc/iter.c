@@ -518,3 +518,66 @@ ampy_status ampy_broadcast_shapes(int na, const int64_t *a, int nb, const int64_
     *nout = n;
     return AMPY_OK;
 }
+
+/* "[a, b, c]" of shape into buf (truncated with "..." past the buffer) */
+static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape)
+{
+    size_t p = (size_t)snprintf(buf, cap, "[");
+    for (int d = 0; d < ndim && p + 24 < cap; d++)
+        p += (size_t)snprintf(buf + p, cap - p, d ? ", %lld" : "%lld", (long long)shape[d]);
+    snprintf(buf + p, cap - p, p + 24 < cap || ndim == 0 ? "]" : "...]");
+}
+
+/* prod(shape) in uint64 with c10's sticky overflow flag; -1: a negative dim */
+static int shape_prod_u64(int ndim, const int64_t *shape, uint64_t *out)
+{
+    uint64_t n = 1;
+    int over = 0;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0)
+            return -1;
+        over |= __builtin_mul_overflow(n, (uint64_t)shape[d], &n);
+    }
+    *out = n;
+    return over;
+}
+
+ampy_status ampy_shape_numel(int ndim, const int64_t *shape, int64_t *numel)
+{
+    if (ndim < 0 || ndim > AMPY_MAX_DIMS)
+        return ampy_error(AMPY_ERR_VALUE, "shape: %d dims (at most %d supported)", ndim,
+                          AMPY_MAX_DIMS);
+    uint64_t n;
+    int r = shape_prod_u64(ndim, shape, &n);
+    if (r < 0)
+        return ampy_error(AMPY_ERR_VALUE, "shape: negative dimension in a size");
+    if (r || n > (uint64_t)INT64_MAX)
+        return ampy_error(AMPY_ERR_RUNTIME, "numel: integer multiplication overflow");
+    *numel = (int64_t)n;
+    return AMPY_OK;
+}
+
+ampy_status ampy_shape_nbytes(int ndim, const int64_t *shape, int64_t itemsize, int64_t *nbytes)
+{
+    if (ndim < 0 || ndim > AMPY_MAX_DIMS || itemsize <= 0)
+        return ampy_error(AMPY_ERR_VALUE, "shape: %d dims or item size %lld", ndim,
+                          (long long)itemsize);
+    uint64_t n;
+    int r = shape_prod_u64(ndim, shape, &n);
+    if (r < 0)
+        return ampy_error(AMPY_ERR_VALUE, "shape: negative dimension in a size");
+    r |= __builtin_mul_overflow(n, (uint64_t)itemsize, &n);
+    if (r || n > (uint64_t)INT64_MAX) {
+        char s[256];
+        shape_str(s, sizeof s, ndim, shape);
+        return ampy_error(AMPY_ERR_RUNTIME, "Storage size calculation overflowed with sizes=%s", s);
+    }
+    /* the contiguous strides, prod(max(size, 1)) of the later dims, must fit
+     * too (an empty tensor of [0, 2**40, 2**40] has no storage overflow) */
+    int64_t st = 1;
+    for (int d = ndim - 1; d > 0; d--)
+        if (__builtin_mul_overflow(st, shape[d] > 1 ? shape[d] : 1, &st))
+            return ampy_error(AMPY_ERR_RUNTIME, "Stride calculation overflowed");
+    *nbytes = (int64_t)n;
+    return AMPY_OK;
+}

@@ -36,12 +36,9 @@ static void fill_range(int64_t begin, int64_t end, void *arg)
                 v = c->a + c->b * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
                 break;
             }
-            case AMPY_RANDOM_INTEGER: {
-                uint64_t range = (uint64_t)(int64_t)(c->b - c->a);
-                uint64_t x = ((uint64_t)r[0] << 32) | r[1];
-                v = c->a + (double)(x % range);
+            case AMPY_RANDOM_INTEGER:
+                v = 0.0; /* int_range() fills integers */
                 break;
-            }
             default:
                 v = ampy_u32_to_unit(r[0]) < c->a ? 1.0 : 0.0;
                 break;
@@ -66,6 +63,23 @@ static void fill_range(int64_t begin, int64_t end, void *arg)
     }
 }
 
+/* AMPY_RANDOM_INTEGER: exact int64 values, cast once to the dtype. */
+static void int_range(int64_t begin, int64_t end, void *arg)
+{
+    const fill_ctx *c = (const fill_ctx *)arg;
+    const size_t isz = ampy_dtype_size(c->dtype);
+    int64_t low, buf[256];
+    uint64_t range;
+    ampy_random_int_unpack(c->a, c->b, &low, &range);
+    for (int64_t i0 = begin; i0 < end; i0 += 256) {
+        int64_t m = end - i0 < 256 ? end - i0 : 256, one = 1;
+        for (int64_t j = 0; j < m; j++)
+            buf[j] = (int64_t)((uint64_t)low +
+                               ampy_random_below(c->offset + (uint64_t)(i0 + j), c->seed, range));
+        ampy_cast(1, &m, buf, &one, AMPY_INT64, c->dst + i0 * (int64_t)isz, &one, c->dtype);
+    }
+}
+
 ampy_status ampy_fill_random(void *dst, ampy_dtype dtype, int64_t n, int kind, uint64_t seed,
                              uint64_t offset, double a, double b)
 {
@@ -74,10 +88,9 @@ ampy_status ampy_fill_random(void *dst, ampy_dtype dtype, int64_t n, int kind, u
     if (n < 0 || kind < 0 || kind > AMPY_RANDOM_BERNOULLI)
         return ampy_error(AMPY_ERR_VALUE, "fill_random: bad kind %d or size %lld", kind,
                           (long long)n);
-    if (kind == AMPY_RANDOM_INTEGER && !(b > a))
-        return ampy_error(AMPY_ERR_VALUE, "randint: empty range [%g, %g)", a, b);
     fill_ctx c = {(char *)dst, dtype, kind, seed, offset, a, b};
-    ampy_parallel_for(n, (int64_t)1 << 16, fill_range, &c);
+    ampy_parallel_for(n, (int64_t)1 << 16, kind == AMPY_RANDOM_INTEGER ? int_range : fill_range,
+                      &c);
     return AMPY_OK;
 }
 

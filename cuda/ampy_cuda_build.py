@@ -5,8 +5,11 @@ setup.py calls ``cuda_extension(here)``; the Extension it returns carries
 setup.py's BuildExt calls instead of the usual compile step.
 
 Environment:
-  AMPY_CUDA=auto|0|1       auto (default): build when nvcc is found, warn on failure;
-                           0: never; 1: required (a failure fails the build)
+  AMPY_CUDA=auto|0|1       auto (default): build when nvcc is found AND an NVIDIA driver
+                           exists (/proc/driver/nvidia, or libcuda.so.1 loads), warn on
+                           failure; 0: never; 1: required wherever nvcc is, driver or not
+                           (a failure fails the build: `make test` and CI set it, so a
+                           CUDA compile error fails CI on a machine without a GPU)
   AMPY_CUDA_ARCH_LIST      e.g. "80;90" or "8.0 9.0+PTX" (default: sm_80, sm_90 + compute_90 PTX)
   CUDA_HOME / CUDA_PATH    the toolkit; else nvcc on PATH; else /usr/local/cuda
   AMPY_NVCC_JOBS           parallel nvcc processes (default: CPU count)
@@ -155,6 +158,19 @@ class CudaExtension(Extension):
         return out
 
 
+def driver_present():
+    """True where an NVIDIA driver is installed (a GPU can run the module):
+    /proc/driver/nvidia exists, or the driver library libcuda.so.1 loads."""
+    if os.path.exists("/proc/driver/nvidia"):
+        return True
+    import ctypes
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
 def cuda_extension(here):
     mode = os.environ.get("AMPY_CUDA", "auto")
     if mode == "0":
@@ -165,5 +181,9 @@ def cuda_extension(here):
     if home is None:
         if mode == "1":
             raise RuntimeError("AMPY_CUDA=1 but no CUDA toolkit (nvcc) was found")
+        return None
+    if mode != "1" and not driver_present():
+        sys.stderr.write("ampy._C_cuda: not built (nvcc found, but no NVIDIA driver on this "
+                         "machine; AMPY_CUDA=1 builds it anyway)\n")
         return None
     return CudaExtension(here, home)

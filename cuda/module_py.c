@@ -6,6 +6,8 @@
  */
 #include "cuda_py.h"
 
+#include <limits.h>
+
 PyTypeObject *ampy_cuda_py_tensor_type;
 
 PyObject *ampy_cuda_py_raise(ampy_status s)
@@ -77,6 +79,22 @@ static PyObject *f_device_count(PyObject *self, PyObject *u)
     return Py_BuildValue("(is)", n, s == AMPY_OK ? "" : ampy_last_error());
 }
 
+/* A device index: an int that fits a C int (never truncated, so 2**32 is
+ * not device 0). Returns 0 / -1 with ValueError or TypeError. */
+static int device_arg(PyObject *arg, int *d)
+{
+    int over = 0;
+    long long v = PyLong_AsLongLongAndOverflow(arg, &over);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (over || v < INT_MIN || v > INT_MAX) {
+        PyErr_Format(PyExc_ValueError, "device index %R is out of range", arg);
+        return -1;
+    }
+    *d = (int)v;
+    return 0;
+}
+
 static PyObject *f_current_device(PyObject *self, PyObject *u)
 {
     int d;
@@ -86,8 +104,8 @@ static PyObject *f_current_device(PyObject *self, PyObject *u)
 
 static PyObject *f_set_device(PyObject *self, PyObject *arg)
 {
-    int d = (int)PyLong_AsLong(arg);
-    if (d == -1 && PyErr_Occurred())
+    int d;
+    if (device_arg(arg, &d) < 0)
         return NULL;
     ampy_status s = ampy_cuda_set_device(d);
     if (s != AMPY_OK)
@@ -97,8 +115,8 @@ static PyObject *f_set_device(PyObject *self, PyObject *arg)
 
 static PyObject *f_synchronize(PyObject *self, PyObject *arg)
 {
-    int d = (int)PyLong_AsLong(arg);
-    if (d == -1 && PyErr_Occurred())
+    int d;
+    if (device_arg(arg, &d) < 0)
         return NULL;
     ampy_status s;
     Py_BEGIN_ALLOW_THREADS
@@ -111,8 +129,8 @@ static PyObject *f_synchronize(PyObject *self, PyObject *arg)
 
 static PyObject *f_device_name(PyObject *self, PyObject *arg)
 {
-    int d = (int)PyLong_AsLong(arg);
-    if (d == -1 && PyErr_Occurred())
+    int d;
+    if (device_arg(arg, &d) < 0)
         return NULL;
     char buf[256];
     ampy_status s = ampy_cuda_device_name(d, buf, sizeof buf);
@@ -121,8 +139,8 @@ static PyObject *f_device_name(PyObject *self, PyObject *arg)
 
 static PyObject *f_device_caps(PyObject *self, PyObject *arg)
 {
-    int d = (int)PyLong_AsLong(arg);
-    if (d == -1 && PyErr_Occurred())
+    int d;
+    if (device_arg(arg, &d) < 0)
         return NULL;
     int ma, mi, sm;
     ampy_status s = ampy_cuda_device_caps(d, &ma, &mi, &sm);
@@ -131,8 +149,8 @@ static PyObject *f_device_caps(PyObject *self, PyObject *arg)
 
 static PyObject *f_memory_stats(PyObject *self, PyObject *arg)
 {
-    int d = (int)PyLong_AsLong(arg);
-    if (d == -1 && PyErr_Occurred())
+    int d;
+    if (device_arg(arg, &d) < 0)
         return NULL;
     ampy_cuda_mem_stats m;
     ampy_status s = ampy_cuda_memory_stats(d, &m);
@@ -146,8 +164,8 @@ static PyObject *f_memory_stats(PyObject *self, PyObject *arg)
 
 static PyObject *f_reset_peak(PyObject *self, PyObject *arg)
 {
-    int d = (int)PyLong_AsLong(arg);
-    if (d == -1 && PyErr_Occurred())
+    int d;
+    if (device_arg(arg, &d) < 0)
         return NULL;
     ampy_cuda_reset_peak_memory_stats(d);
     Py_RETURN_NONE;
@@ -163,8 +181,8 @@ static PyObject *f_empty_cache(PyObject *self, PyObject *u)
 
 static PyObject *f_stream(PyObject *self, PyObject *arg)
 {
-    int d = (int)PyLong_AsLong(arg);
-    if (d == -1 && PyErr_Occurred())
+    int d;
+    if (device_arg(arg, &d) < 0)
         return NULL;
     void *st = ampy_cuda_stream(d);
     if (!st)

@@ -97,10 +97,12 @@ __global__ void fill_random_kernel(char *dst, int dt, int64_t n, int kind, uint6
             break;
         }
         case AMPY_RANDOM_INTEGER: {
-            uint64_t range = (uint64_t)(int64_t)(b - a);
-            uint64_t x = ((uint64_t)r[0] << 32) | r[1];
-            v = a + (double)(x % range);
-            break;
+            int64_t low;
+            uint64_t range;
+            ampy_random_int_unpack(a, b, &low, &range);
+            ampy_st_i(dst, dt, i,
+                      (int64_t)((uint64_t)low + ampy_random_below(offset + (uint64_t)i, seed, range)));
+            continue;
         }
         default: v = ampy_u32_to_unit(r[0]) < a ? 1.0 : 0.0; break;
         }
@@ -248,8 +250,6 @@ extern "C" ampy_status ampy_fill_random_cuda(int device, void *dst, ampy_dtype d
     if (n < 0 || kind < 0 || kind > AMPY_RANDOM_BERNOULLI)
         return ampy_error(AMPY_ERR_VALUE, "fill_random: bad kind %d or size %lld", kind,
                           (long long)n);
-    if (kind == AMPY_RANDOM_INTEGER && !(b > a))
-        return ampy_error(AMPY_ERR_VALUE, "randint: empty range [%g, %g)", a, b);
     if (n == 0)
         return AMPY_OK;
     AMPY_CUDA_ENTER(device, st);

@@ -17,11 +17,15 @@ except ImportError:  # pragma: no cover
 SHORT = bool(os.environ.get("AMPY_TEST_SHORT"))
 
 
-@pytest.fixture(params=["simd", "portable"])
+@pytest.fixture(params=["simd", "avx512bf16", "portable"])
 def cpu_path(request):
-    """Run a test once with the best SIMD level and once forcing portable C."""
+    """Run a test with the best SIMD level, with the AVX512-BF16 level (vdpbf16ps
+    bfloat16 GEMM; forced below AMX on an AMX CPU; skipped where the CPU lacks
+    AVX512-BF16) and forcing portable C."""
     import ampy
 
-    ampy._C._set_cpu_level("portable" if request.param == "portable" else None)
+    if request.param == "avx512bf16" and not ampy._C.cpu_info()["avx512_bf16"]:
+        pytest.skip("the CPU has no AVX512-BF16")
+    ampy._C._set_cpu_level(None if request.param == "simd" else request.param)
     yield request.param
     ampy._C._set_cpu_level(None)

@@ -61,11 +61,14 @@ def f32(v):
     return A(np.array([v], np.float32))
 
 
-@pytest.fixture(params=["avx512", "portable"])
+@pytest.fixture(params=["avx512", "avx512bf16", "portable"])
 def cpu_path(request):
-    """Run a test on the SIMD path and again with the portable C forced."""
-    if request.param == "portable":
-        ampy._C._set_cpu_level("portable")
+    """Run a test on the SIMD path, at the AVX512-BF16 level (where the CPU has
+    it) and again with the portable C forced."""
+    if request.param == "avx512bf16" and not ampy._C.cpu_info()["avx512_bf16"]:
+        pytest.skip("the CPU has no AVX512-BF16")
+    if request.param != "avx512":
+        ampy._C._set_cpu_level(request.param)
     yield request.param
     ampy._C._set_cpu_level(None)
 

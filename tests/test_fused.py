@@ -178,7 +178,7 @@ def test_gelu_bwd_float32_accuracy():
         err = np.abs(got.astype(np.float64) - ref)
         assert err.max() <= bound, (level, x[np.argmax(err)], err.max())
         assert err.max() <= np.abs(tt - ref).max()
-    if _C.cpu_info()["level"] != "avx512":
+    if _C.cpu_info()["level"] in ("portable", "avx2"):
         return
     near = (np.abs(x) < 3.9375) & (np.abs(ref) >= 1 / 16)
     ulp = np.spacing(np.abs(ref[near]).astype(np.float32)).astype(np.float64)
@@ -252,7 +252,7 @@ def test_gelu_bwd_far_range_relative_accuracy():
     # ~1.7e7 ulp here (1 + erf cancels). A lane's result must not depend on
     # a neighbour above 14.5 (which takes the scalar kernels). The portable
     # build keeps 0.5 + 0.5 erf for Phi (absolute accuracy only).
-    if _C.cpu_info()["level"] != "avx512":
+    if _C.cpu_info()["level"] in ("portable", "avx2"):
         pytest.skip("the far arm is AVX-512 only")
     rng = np.random.default_rng(21)
     x = np.concatenate([-rng.uniform(3.9375, 14.5, 40000), rng.uniform(3.9375, 14.5, 40000),

@@ -22,7 +22,8 @@ DTYPES = [ampy.float32, ampy.float16, ampy.bfloat16]
 TORCH_DT = {ampy.float32: torch.float32, ampy.float16: torch.float16,
             ampy.bfloat16: torch.bfloat16}
 U_OUT = {ampy.float32: 2.0**-24, ampy.float16: 2.0**-11, ampy.bfloat16: 2.0**-8}
-IMPLS = [i for i in ("portable", "avx2", "avx512", "amx") if _C.gemm_impl_available(i)]
+IMPLS = [i for i in ("portable", "avx2", "avx512", "avx512bf16", "amx")
+         if _C.gemm_impl_available(i)]
 
 
 @pytest.fixture(params=IMPLS)

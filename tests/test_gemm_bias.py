@@ -18,7 +18,8 @@ from ampy import _gemm as G
 
 torch = pytest.importorskip("torch")
 
-IMPLS = [i for i in ("portable", "avx2", "avx512", "amx") if _C.gemm_impl_available(i)]
+IMPLS = [i for i in ("portable", "avx2", "avx512", "avx512bf16", "amx")
+         if _C.gemm_impl_available(i)]
 DT = {"float32": ampy.float32, "float16": ampy.float16, "bfloat16": ampy.bfloat16}
 NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 TORCH = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}

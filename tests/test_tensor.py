@@ -371,7 +371,7 @@ def _bad_inputs():
         ("expand mismatch", lambda: x.expand(3, 5), RuntimeError),
         ("expand fewer", lambda: x.expand(4), RuntimeError),
         ("flatten order", lambda: x.unsqueeze(0).flatten(2, 1), RuntimeError),
-        ("narrow range", lambda: x.narrow(1, 2, 5), IndexError),
+        ("narrow range", lambda: x.narrow(1, 2, 5), RuntimeError),  # as torch
         ("select range", lambda: x.select(0, 3), IndexError),
         ("index range", lambda: x[3], IndexError),
         ("index neg range", lambda: x[:, -5], IndexError),
@@ -392,7 +392,7 @@ def _bad_inputs():
         ("ragged", lambda: ampy.tensor([[1, 2], [3]]), ValueError),
         ("negative size", lambda: ampy.zeros(-1), RuntimeError),
         ("float size", lambda: ampy.zeros(2.5), TypeError),
-        ("absurd size", lambda: ampy.empty(1 << 40, 1 << 40), MemoryError),
+        ("absurd size", lambda: ampy.empty(1 << 40, 1 << 40), RuntimeError),  # as torch
         ("huge alloc", lambda: ampy.empty(1 << 50, dtype=ampy.uint8), MemoryError),
         ("item many", lambda: x.item(), RuntimeError),
         ("len 0-d", lambda: len(ampy.tensor(1.0)), TypeError),

@@ -108,6 +108,17 @@ def _baddbmm(ctx, g):
     return gi, g1, g2
 
 
+def _nrows(t, cols):
+    """Rows of t viewed as (rows, cols): numel / cols, or the leading dims'
+    product when cols is 0."""
+    if cols:
+        return t.numel() // cols
+    rows = 1
+    for s in t.shape[:-1]:
+        rows *= s
+    return rows
+
+
 @rule("linear", save=(0, 1))
 def _linear(ctx, g):
     """y = x @ W^T + b: dx = g @ W, dW = g2^T @ x2 over all batch rows, db =
@@ -122,9 +133,10 @@ def _linear(ctx, g):
         if w.ndim == 2 and g.ndim == 2:  # already (rows, out_features): no reshape ops
             g2 = g
         else:
-            g2 = O.reshape(g, (-1, out_f)) if w.ndim == 2 else O.reshape(g, (-1, 1))
+            # explicit row counts: (-1, 0) is ambiguous when a size is 0
+            g2 = O.reshape(g, (_nrows(g, out_f), out_f))
         if n[1]:
-            x2 = x if x.ndim == 2 else O.reshape(x, (-1, x.shape[-1]))
+            x2 = x if x.ndim == 2 else O.reshape(x, (_nrows(x, x.shape[-1]), x.shape[-1]))
             gw = O.mm(_mt(g2), x2)
             if gw.shape != w.shape:
                 gw = O.reshape(gw, tuple(w.shape))

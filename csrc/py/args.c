@@ -47,8 +47,12 @@ int ampy_py_parse_shape(PyObject *o, int *ndim, int64_t *shape, const char *fn, 
 {
     if (PyLong_Check(o)) {
         long long v = PyLong_AsLongLong(o);
-        if (v == -1 && PyErr_Occurred())
+        if (v == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_RuntimeError,
+                         "%s: argument '%s' has an entry that overflows int64 at pos 1", fn, arg);
             return -1;
+        }
         *ndim = 1;
         shape[0] = v;
         return 0;
@@ -80,12 +84,30 @@ int ampy_py_parse_shape(PyObject *o, int *ndim, int64_t *shape, const char *fn, 
         if (v == -1 && PyErr_Occurred()) {
             Py_DECREF(seq);
             PyErr_Clear();
-            PyErr_Format(PyExc_MemoryError, "%s: dimension too large in '%s'", fn, arg);
+            PyErr_Format(PyExc_RuntimeError,
+                         "%s: argument '%s' has an entry that overflows int64 at pos %zd", fn,
+                         arg, i + 1);
             return -1;
         }
         shape[i] = v;
     }
     *ndim = (int)n;
     Py_DECREF(seq);
+    return 0;
+}
+
+int ampy_py_int_in(PyObject *o, long long lo, long long hi, long long *out, const char *fn,
+                   const char *arg)
+{
+    int over = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &over);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (over || v < lo || v > hi) {
+        PyErr_Format(PyExc_ValueError, "%s: argument '%s' must be in [%lld, %lld], got %R", fn,
+                     arg, lo, hi, o);
+        return -1;
+    }
+    *out = v;
     return 0;
 }

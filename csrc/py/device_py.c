@@ -15,6 +15,8 @@
  */
 #include "pyampy.h"
 
+#include <limits.h>
+
 #include <string.h>
 
 #include "ampy/cast.h"
@@ -196,10 +198,10 @@ static PyObject *f_empty_device(PyObject *self, PyObject *const *args, Py_ssize_
     if (ampy_py_parse_shape(args[0], &nd, shape, "empty", "size") < 0 ||
         ampy_py_parse_dtype(args[1], AMPY_FLOAT32, &dt, "empty", "dtype") < 0)
         return NULL;
-    int dev = (int)PyLong_AsLong(args[2]);
-    if (dev == -1 && PyErr_Occurred())
+    long long dev;
+    if (ampy_py_int_in(args[2], -1, INT_MAX, &dev, "empty", "device") < 0)
         return NULL;
-    return (PyObject *)ampy_py_empty(dt, nd, shape, dev);
+    return (PyObject *)ampy_py_empty(dt, nd, shape, (int)dev);
 }
 
 /* _device_tensor(ptr, nbytes, device, dtype, shape, strides, owner): a tensor

@@ -16,6 +16,8 @@
  */
 #include "pyampy.h"
 
+#include <limits.h>
+
 #include "ampy/cast.h"
 #include "ampy/cuda.h"
 #include "ampy/elem.h"
@@ -58,7 +60,32 @@ typedef union {
     uint8_t b;
 } scalar_buf;
 
+/* An int beyond int64 as torch takes it: [2**63, 2**64) is a (uint64) number
+ * that a floating operand takes as a double (*dt = FLOAT64); with integer
+ * operands ampy raises instead of torch's wrap. Others: OverflowError as torch. */
+static int parse_big_int(PyObject *o, int float_ok, scalar_buf *v, ampy_dtype *dt)
+{
+    unsigned long long u = PyLong_AsUnsignedLongLong(o);
+    if (u == (unsigned long long)-1 && PyErr_Occurred())
+        return -1; /* torch's OverflowError texts are CPython's here too */
+    if (!float_ok) {
+        PyErr_Format(PyExc_RuntimeError, "value %R cannot be converted to type int64 "
+                                         "without overflow", o);
+        return -1;
+    }
+    v->d = (double)u;
+    *dt = AMPY_FLOAT64;
+    return 1;
+}
+
+static int parse_number_ex(PyObject *o, int float_ok, scalar_buf *v, ampy_dtype *dt);
+
 static int parse_number(PyObject *o, scalar_buf *v, ampy_dtype *dt)
+{
+    return parse_number_ex(o, 0, v, dt);
+}
+
+static int parse_number_ex(PyObject *o, int float_ok, scalar_buf *v, ampy_dtype *dt)
 {
     if (PyBool_Check(o) || PyArray_IsScalar(o, Bool)) {
         v->i = 0;
@@ -72,8 +99,13 @@ static int parse_number(PyObject *o, scalar_buf *v, ampy_dtype *dt)
         if (!idx)
             return -1;
         long long x = PyLong_AsLongLongAndOverflow(idx, &overflow);
+        if (overflow) {
+            int r = parse_big_int(idx, float_ok, v, dt);
+            Py_DECREF(idx);
+            return r;
+        }
         Py_DECREF(idx);
-        if (overflow || (x == -1 && PyErr_Occurred())) {
+        if (x == -1 && PyErr_Occurred()) {
             PyErr_Clear();
             PyErr_Format(PyExc_RuntimeError, "value %R cannot be converted to type int64 "
                                              "without overflow", o);
@@ -202,6 +234,16 @@ static int ew_types(ew_call *c, ampy_dtype *compute, ampy_dtype *result)
     return 0;
 }
 
+/* 1 when some input of op is a floating tensor (then an int in [2**63,
+ * 2**64) is taken as a double, as torch). */
+static int float_operand(int op, PyObject *const *args)
+{
+    for (int k = 0; k < ampy_ewise_op_arity(op); k++)
+        if (ampy_py_is_tensor(args[k]) && ampy_dtype_is_float(((AmpyTensor *)args[k])->dtype))
+            return 1;
+    return 0;
+}
+
 /* Parse inputs, broadcast. Returns 0 / -1. */
 static int ew_inputs(ew_call *c, PyObject *const *args)
 {
@@ -237,7 +279,7 @@ static int ew_inputs(ew_call *c, PyObject *const *args)
             have_tensor = 1;
             continue;
         }
-        int r = parse_number(o, &c->num[k], &c->dt[k]);
+        int r = parse_number_ex(o, float_operand(c->op, args), &c->num[k], &c->dt[k]);
         if (r < 0)
             return -1;
         if (r == 0) {
@@ -362,9 +404,10 @@ static PyObject *f_ewise(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         return NULL;
     }
     ew_call c;
-    c.op = (int)PyLong_AsLong(args[0]);
-    if (c.op == -1 && PyErr_Occurred())
+    long long op;
+    if (ampy_py_int_in(args[0], 0, INT_MAX, &op, "ewise", "op") < 0)
         return NULL;
+    c.op = (int)op;
     c.arity = ampy_ewise_op_arity(c.op);
     if (c.arity == 0 || nargs != 4 + c.arity) {
         PyErr_Format(PyExc_TypeError, "ewise: op %d takes %d inputs, got %zd", c.op, c.arity,

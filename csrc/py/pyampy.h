@@ -171,6 +171,10 @@ int ampy_py_parse_dtype(PyObject *o, int dflt, int *out, const char *fn, const c
 /* A sequence of non-negative ints (or one int) -> shape. Returns 0 / -1. */
 int ampy_py_parse_shape(PyObject *o, int *ndim, int64_t *shape, const char *fn, const char *arg);
 PyObject *ampy_py_dtype_obj(int dtype); /* new reference */
+/* An int in [lo, hi] (never truncated): ValueError naming fn/arg when out of
+ * range, TypeError when not an int. Returns 0 / -1. */
+int ampy_py_int_in(PyObject *o, long long lo, long long hi, long long *out, const char *fn,
+                   const char *arg);
 
 /* New tensor object of ampy.Tensor type with no memory yet (base NULL,
  * grad/grad_fn None); the caller fills data, base, dtype, shape, strides. */

@@ -56,6 +56,26 @@ static PyObject *f_fill_random(PyObject *self, PyObject *args)
     return finish(s, t);
 }
 
+/* fill_randint(t, seed, offset, low, range): low + uniform [0, range) as
+ * exact integers (range 0: 2**64), drawn by ampy_random_below. The caller
+ * checks that every value fits t's dtype. */
+static PyObject *f_fill_randint(PyObject *self, PyObject *args)
+{
+    PyObject *o;
+    unsigned long long seed, offset, range;
+    long long low;
+    if (!PyArg_ParseTuple(args, "OKKLK:fill_randint", &o, &seed, &offset, &low, &range))
+        return NULL;
+    double a, b;
+    ampy_random_int_pack((int64_t)low, (uint64_t)range, &a, &b);
+    PyObject *r = Py_BuildValue("(OiKKdd)", o, (int)AMPY_RANDOM_INTEGER, seed, offset, a, b);
+    if (!r)
+        return NULL;
+    PyObject *res = f_fill_random(self, r);
+    Py_DECREF(r);
+    return res;
+}
+
 static PyObject *f_fill_arange(PyObject *self, PyObject *args)
 {
     PyObject *o;
@@ -79,6 +99,8 @@ static PyObject *f_fill_linspace(PyObject *self, PyObject *args)
 PyMethodDef ampy_py_random_methods[] = {
     {"fill_random", f_fill_random, METH_VARARGS,
      "fill_random(t, kind, seed, offset, a, b)\n--\n\nInternal: Philox random fill."},
+    {"fill_randint", f_fill_randint, METH_VARARGS,
+     "fill_randint(t, seed, offset, low, range)\n--\n\nInternal: exact Philox integers."},
     {"fill_arange", f_fill_arange, METH_VARARGS,
      "fill_arange(t, start, step)\n--\n\nInternal: t[i] = start + i*step."},
     {"fill_linspace", f_fill_linspace, METH_VARARGS,

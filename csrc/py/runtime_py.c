@@ -1,6 +1,8 @@
 /* runtime_py.c — threads, CPU dispatch level and allocator statistics. */
 #include "pyampy.h"
 
+#include <limits.h>
+
 #include "ampy/alloc.h"
 #include "ampy/cpu.h"
 #include "ampy/parallel.h"
@@ -14,11 +16,22 @@ static PyObject *f_get_num_threads(PyObject *self, PyObject *u)
 
 static PyObject *f_set_num_threads(PyObject *self, PyObject *arg)
 {
-    long n = PyLong_AsLong(arg);
+    /* as torch: an int (not a bool) that fits a C int, then positive */
+    if (!PyLong_Check(arg) || PyBool_Check(arg)) {
+        PyErr_Format(PyExc_RuntimeError, "set_num_threads expects an int, but got %s",
+                     Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    int over = 0;
+    long long n = PyLong_AsLongLongAndOverflow(arg, &over);
     if (n == -1 && PyErr_Occurred())
         return NULL;
+    if (over || n > INT_MAX || n < INT_MIN) {
+        PyErr_SetString(PyExc_ValueError, "Overflow when unpacking long");
+        return NULL;
+    }
     if (n < 1) {
-        PyErr_SetString(PyExc_ValueError, "set_num_threads expects a positive integer");
+        PyErr_SetString(PyExc_RuntimeError, "set_num_threads expects a positive integer");
         return NULL;
     }
     ampy_set_num_threads((int)n);
@@ -37,7 +50,8 @@ static PyObject *f_cpu_info(PyObject *self, PyObject *u)
                          (f & AMPY_CPU_HAS_AMX_BF16) ? Py_True : Py_False);
 }
 
-/* _set_cpu_level(name or None): force "portable", "avx2" or "avx512". */
+/* _set_cpu_level(name or None): force "portable", "avx2", "avx512",
+ * "avx512bf16" or "amx" (clamped to what the CPU has). */
 static PyObject *f_set_cpu_level(PyObject *self, PyObject *arg)
 {
     if (arg == Py_None) {
@@ -47,12 +61,12 @@ static PyObject *f_set_cpu_level(PyObject *self, PyObject *arg)
     const char *name = PyUnicode_AsUTF8(arg);
     if (!name)
         return NULL;
-    for (int l = AMPY_CPU_PORTABLE; l <= AMPY_CPU_AVX512; l++)
+    for (int l = AMPY_CPU_PORTABLE; l <= AMPY_CPU_AMX; l++)
         if (strcmp(name, ampy_cpu_level_name(l)) == 0) {
             ampy_cpu_level_set(l);
             Py_RETURN_NONE;
         }
-    PyErr_Format(PyExc_ValueError, "unknown CPU level %R (portable, avx2, avx512)", arg);
+    PyErr_Format(PyExc_ValueError, "unknown CPU level %R (portable, avx2, avx512, avx512bf16, amx)", arg);
     return NULL;
 }
 
@@ -80,7 +94,21 @@ static PyObject *f_reset_peak(PyObject *self, PyObject *u)
     Py_RETURN_NONE;
 }
 
+/* shape_numel(shape): prod(shape) with the binding's one overflow rule
+ * (ampy_shape_numel), for the Python layer's shape arithmetic. */
+static PyObject *f_shape_numel(PyObject *self, PyObject *arg)
+{
+    int nd;
+    int64_t shape[AMPY_MAX_DIMS], numel;
+    if (ampy_py_parse_shape(arg, &nd, shape, "shape_numel", "shape") < 0)
+        return NULL;
+    ampy_status s = ampy_shape_numel(nd, shape, &numel);
+    return s == AMPY_OK ? PyLong_FromLongLong(numel) : ampy_py_raise(s);
+}
+
 PyMethodDef ampy_py_runtime_methods[] = {
+    {"shape_numel", f_shape_numel, METH_O,
+     "shape_numel(shape)\n--\n\nNumber of elements; RuntimeError on int64 overflow."},
     {"get_num_threads", f_get_num_threads, METH_NOARGS,
      "get_num_threads()\n--\n\nThreads used by large loops."},
     {"set_num_threads", f_set_num_threads, METH_O,

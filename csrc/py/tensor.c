@@ -126,18 +126,17 @@ AmpyTensor *ampy_py_empty(int dtype, int ndim, const int64_t *shape, int device)
         return NULL;
     }
     const size_t isz = ampy_dtype_size(dtype);
-    int64_t numel = 1;
+    int64_t numel = 1, nbytes;
     for (int d = 0; d < ndim; d++) {
         if (shape[d] < 0) {
             PyErr_Format(PyExc_ValueError, "ampy: negative dimension %lld", (long long)shape[d]);
             return NULL;
         }
-        if (shape[d] != 0 && numel > (INT64_MAX / 16) / shape[d]) {
-            PyErr_SetString(PyExc_MemoryError, "ampy: tensor size overflows");
-            return NULL;
-        }
-        numel *= shape[d];
     }
+    ampy_status ss = ampy_shape_nbytes(ndim, shape, (int64_t)isz, &nbytes);
+    if (ss != AMPY_OK)
+        return (AmpyTensor *)ampy_py_raise(ss);
+    numel = nbytes / (int64_t)isz;
     /* CUDA: device storage from ampy._C_cuda's caching allocator (device_py.c) */
     AmpyStorage *s = device == AMPY_DEV_CPU ? storage_new_host((size_t)numel * isz)
                                             : ampy_py_storage_new_device((size_t)numel * isz, device);
@@ -460,6 +459,10 @@ static PyObject *m_view(AmpyTensor *t, PyObject *const *args, Py_ssize_t nargs)
             PyErr_Format(PyExc_ValueError, "_view: negative dimension %lld", (long long)shape[d]);
             return NULL;
         }
+    int64_t numel;
+    ampy_status ss = ampy_shape_numel(nd1, shape, &numel);
+    if (ss != AMPY_OK)
+        return ampy_py_raise(ss);
     if (view_out_of_bounds(t, nd1, shape, strides, off))
         return NULL;
     return (PyObject *)ampy_py_view(t, nd1, shape, strides, off);

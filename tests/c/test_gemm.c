@@ -269,8 +269,8 @@ int main(void)
         expect(strcmp(ampy_gemm_impl_name(AMPY_BFLOAT16), "portable") == 0,
                "AMPY_FORCE_PORTABLE=1 selects portable");
     test_errors();
-    static const char *impls[] = {"portable", "avx2", "avx512", "amx"};
-    for (int i = 0; i < 4; i++) {
+    static const char *impls[] = {"portable", "avx2", "avx512", "avx512bf16", "amx"};
+    for (int i = 0; i < (int)(sizeof impls / sizeof *impls); i++) {
         if (!ampy_gemm_impl_available(impls[i])) {
             printf("%-9s skipped (not supported here)\n", impls[i]);
             continue;

@@ -25,16 +25,21 @@
  * Accuracy: the sum order is blocked (not left to right), so results are not
  * bit-identical to a naive loop, but each output is an fp32-accumulated sum,
  * error <= ~K * 2^-24 * sum|a*b| before the final rounding. NaN and inf
- * propagate as IEEE arithmetic says. The AMX bfloat16 path (and the
- * vdpbf16ps one) treats bfloat16 inputs below 2^-126 (subnormals) as zero and
- * flushes subnormal partial sums, as the hardware does (torch/oneDNN behave
- * the same). float16 inputs on AMX are split exactly into two bfloat16 each
+ * propagate as IEEE arithmetic says. The AMX bfloat16 path and the
+ * AVX512-BF16 one (vdpbf16ps) treat bfloat16 inputs below 2^-126 (subnormals)
+ * as zero and flush subnormal partial sums, as the hardware does
+ * (torch/oneDNN behave the same); vdpbf16ps also fuses each multiply-add and
+ * takes the two k of a pair odd first (its exact sequence, and how it differs
+ * from ampy_gemm_reference, is in csrc/gemm_avx512bf16.c). float16 inputs on AMX are split exactly into two bfloat16 each
  * (x = hi + lo, four exact products per a*b, fp32 sums: gemm_amx_f16.c), so
  * they are never rounded, and no subnormal float16 is flushed.
  *
  * Implementations are chosen at run time from the CPU (CPUID, via cpu.h):
  * AMX-BF16 tiles (bfloat16 inputs, and float16 split into bfloat16 pairs),
- * AVX-512 FMA, AVX2 FMA, and portable C (always compiled). On the FMA paths
+ * AVX512-BF16 vdpbf16ps (bfloat16 inputs, on CPUs without AMX such as AMD
+ * Zen 4, or below AMX by ampy_cpu_level_set(AMPY_CPU_AVX512_BF16); a product
+ * with K < 16 takes the FMA path there), AVX-512 FMA, AVX2 FMA, and portable
+ * C (always compiled). On the FMA paths
  * float16/bfloat16 inputs are widened to float32 while the operands are
  * packed.
  * AMPY_FORCE_PORTABLE=1 (read by cpu.h) forces the portable kernels. Large
@@ -134,7 +139,9 @@ ampy_status ampy_gemm_reference(int64_t batch, int64_t M, int64_t N, int64_t K, 
 
 /* Implementation selection (process-wide; for tests and benchmarks).
  * Names, best first: "amx" (bfloat16, and float16 — reported as "amx-f16"
- * by ampy_gemm_impl_name; float32 uses "avx512"), "avx512", "avx2", "portable", and "auto" (the default: follows
+ * by ampy_gemm_impl_name; float32 uses "avx512"), "avx512bf16" (bfloat16;
+ * float16 and float32 use "avx512"), "avx512", "avx2", "portable", and
+ * "auto" (the default: follows
  * ampy_cpu_level_get() of cpu.h, so AMPY_FORCE_PORTABLE=1 or
  * ampy_cpu_level_set(AMPY_CPU_PORTABLE) selects "portable"). A name other
  * than "auto" pins that implementation even under AMPY_FORCE_PORTABLE.

@@ -55,6 +55,19 @@ ampy_status ampy_iter_run_ew(int ndim, const int64_t *shape, int nops, char *con
 ampy_status ampy_broadcast_shapes(int na, const int64_t *a, int nb, const int64_t *b,
                                   int *nout, int64_t *out_shape, const char *what);
 
+/* The one checked shape product of ampy (the binding and, through
+ * _C.shape_numel, the Python layer use it; torch's c10 rules):
+ * ampy_shape_numel: *numel = prod(shape), taken in uint64 with a sticky
+ *   overflow flag (as c10::safe_multiplies_u64), so [2**62, 4, 0] overflows
+ *   although its product is 0; the result must fit int64. AMPY_ERR_VALUE for a
+ *   negative dim, AMPY_ERR_RUNTIME "numel: integer multiplication overflow".
+ * ampy_shape_nbytes: *nbytes = numel * itemsize for a contiguous allocation;
+ *   AMPY_ERR_RUNTIME "Storage size calculation overflowed with sizes=[...]"
+ *   when the product or the byte count passes INT64_MAX.
+ * ndim in 0..AMPY_MAX_DIMS; nothing is written on failure. */
+ampy_status ampy_shape_numel(int ndim, const int64_t *shape, int64_t *numel);
+ampy_status ampy_shape_nbytes(int ndim, const int64_t *shape, int64_t itemsize, int64_t *nbytes);
+
 #ifdef __cplusplus
 }
 #endif

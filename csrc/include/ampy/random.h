@@ -39,6 +39,52 @@ AMPY_ELEM void ampy_philox4x32(uint64_t counter, uint64_t seed, uint32_t out[4])
 /* A float in [0, 1) from 24 random bits. */
 AMPY_ELEM float ampy_u32_to_unit(uint32_t x) { return (float)(x >> 8) * (1.0f / 16777216.0f); }
 
+/* The high 64 bits of x * y (portable: 32-bit halves, host and device). */
+AMPY_ELEM uint64_t ampy_mulhi64(uint64_t x, uint64_t y, uint64_t *lo)
+{
+    uint64_t x0 = (uint32_t)x, x1 = x >> 32, y0 = (uint32_t)y, y1 = y >> 32;
+    uint64_t p00 = x0 * y0, p01 = x0 * y1, p10 = x1 * y0, p11 = x1 * y1;
+    uint64_t mid = (p00 >> 32) + (uint32_t)p01 + (uint32_t)p10;
+    *lo = (mid << 32) | (uint32_t)p00;
+    return p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
+}
+
+/* An integer uniform in [0, range) (range 0 means 2**64), unbiased: Lemire's
+ * multiply-and-reject ("Fast Random Integer Generation in an Interval", 2019)
+ * on 64-bit draws. Draw 0 and 1 are lanes 0-1 and 2-3 of counter `counter`;
+ * a rare further retry k re-keys the same counter with seed + k * (golden
+ * ratio), so the value still depends only on (seed, counter). */
+AMPY_ELEM uint64_t ampy_random_below(uint64_t counter, uint64_t seed, uint64_t range)
+{
+    uint32_t r[4];
+    ampy_philox4x32(counter, seed, r);
+    if (range == 0)
+        return ((uint64_t)r[0] << 32) | r[1];
+    const uint64_t thresh = (0 - range) % range; /* 2**64 mod range */
+    for (uint64_t k = 0;; k++) {
+        if (k > 0 && (k & 1) == 0)
+            ampy_philox4x32(counter, seed + (k >> 1) * 0x9E3779B97F4A7C15ull, r);
+        uint64_t x = (k & 1) ? ((uint64_t)r[2] << 32) | r[3] : ((uint64_t)r[0] << 32) | r[1];
+        uint64_t lo, hi = ampy_mulhi64(x, range, &lo);
+        if (lo >= thresh)
+            return hi;
+    }
+}
+
+/* AMPY_RANDOM_INTEGER carries int64 `low` and uint64 `range` (high - low,
+ * 0 for 2**64) bit for bit in the two double parameters of the fill
+ * functions, so that no bound passes through a double's 53 bits. */
+AMPY_ELEM void ampy_random_int_pack(int64_t low, uint64_t range, double *a, double *b)
+{
+    memcpy(a, &low, 8);
+    memcpy(b, &range, 8);
+}
+AMPY_ELEM void ampy_random_int_unpack(double a, double b, int64_t *low, uint64_t *range)
+{
+    memcpy(low, &a, 8);
+    memcpy(range, &b, 8);
+}
+
 typedef enum ampy_random_kind {
     AMPY_RANDOM_UNIFORM = 0,   /* U[a, b)                     */
     AMPY_RANDOM_NORMAL = 1,    /* N(a, b^2) (Box-Muller)      */
@@ -47,6 +93,9 @@ typedef enum ampy_random_kind {
 } ampy_random_kind;
 
 /* Fill n contiguous elements of dst (any dtype; values rounded once to it).
+ * For AMPY_RANDOM_INTEGER, a and b are ampy_random_int_pack(low, range): the
+ * values are low + ampy_random_below(offset + i, seed, range), exact in int64
+ * (the caller checks that [low, low + range) fits dtype, as torch).
  * Returns AMPY_ERR_VALUE for a bad kind or n < 0, AMPY_ERR_DTYPE for a bad dtype. */
 ampy_status ampy_fill_random(void *dst, ampy_dtype dtype, int64_t n, int kind, uint64_t seed,
                              uint64_t offset, double a, double b);

@@ -200,6 +200,9 @@ def test_hypothesis_view_inference(numel, shape):
         a, t = _outcome(ampy, src), _outcome(torch, src)
         if a[:1] + a[2:] == ("raise", "Stride calculation overflowed") and t[0] == "value":
             continue  # torch's stride for an empty view wraps past 2**64 unchecked (a bug)
+        if (a[2:], t[2:]) == (("numel: integer multiplication overflow",),
+                              ("Stride calculation overflowed",)) and a[1] == t[1]:
+            continue  # both refuse; torch's size product wrapped to 0 == numel() first (a bug)
         same(src, msg=True)
 
 

@@ -11,6 +11,8 @@ Outside create_graph the fused kernels run as before.
 The formulas are torch's (derivatives.yaml / the composite losses): halves
 compute in float32 as the fused kernels do; the engine casts the result back.
 """
+import math
+
 from .. import _dtype as D
 from .._dispatch import get_op
 from ..autograd._grad_mode import _state
@@ -19,13 +21,6 @@ from ..autograd._ops import O, upcast
 __all__ = []
 
 _ROW = (1,)
-
-
-def _numel(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
 
 
 def _need(ctx, k):
@@ -38,7 +33,7 @@ def _layer_norm(ctx, g):
     x, shape, w, b = (tuple(ctx.args) + (None,) * 6)[:4]
     eps = ctx.args[4] if len(ctx.args) > 4 else 1e-5
     shp = tuple(shape)
-    n = _numel(shp)
+    n = math.prod(shp)
     xr = O.reshape(upcast(x), (-1, n))
     gr = O.reshape(upcast(g), (-1, n))
     mean = O.mean(xr, _ROW, keepdim=True)
@@ -172,7 +167,7 @@ def _dropout(ctx, g):
 def _mse_loss(ctx, g):
     x, y, red = ctx.args
     diff = O.sub(x, y)
-    coef = 2.0 / _numel(x.shape) if int(red) == 1 else 2.0
+    coef = 2.0 / math.prod(x.shape) if int(red) == 1 else 2.0
     dx = O.mul(O.mul(g, coef), diff)
     return (dx if _need(ctx, 0) else None), (O.neg(dx) if _need(ctx, 1) else None), None
 

@@ -91,14 +91,15 @@ class Adam(Optimizer):
         group = plan["group"]
         keep = group.get("master_weights", False)
         states = [plan["states"][id(p)] for p in params]
-        masters = [self._master(p, st, keep) for p, st in zip(params, states)]
+        targets = self._targets(plan, params)
+        masters = [self._master(p, st, keep, t) for p, st, t in zip(params, states, targets)]
         amsgrad = group["amsgrad"]
-        AF.adam_step_(params, grads, [st["exp_avg"] for st in states],
-                      [st["exp_avg_sq"] for st in states],
-                      [st["max_exp_avg_sq"] for st in states] if amsgrad else None,
-                      [st["step"] for st in states], **self._hyper(group),
-                      master_params=masters if any(m is not None for m in masters) else None,
-                      inv_scale=inv_scale, found_inf=found_inf)
+        return AF.adam_step_(targets, grads, [st["exp_avg"] for st in states],
+                             [st["exp_avg_sq"] for st in states],
+                             [st["max_exp_avg_sq"] for st in states] if amsgrad else None,
+                             [st["step"] for st in states], **self._hyper(group),
+                             master_params=masters if any(m is not None for m in masters)
+                             else None, inv_scale=inv_scale, found_inf=found_inf)
 
     def step(self, closure=None):
         return self._fused_step(closure)

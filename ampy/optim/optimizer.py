@@ -26,6 +26,26 @@ __all__ = ["Optimizer", "required"]
 _HALF = (D.float16, D.bfloat16)
 
 
+def _self_overlapping(shape, stride):
+    """True when two elements of the layout share a memory location (exact:
+    a layout whose strides interleave has its offsets counted)."""
+    dims = sorted((abs(st), n) for n, st in zip(shape, stride) if n > 1)
+    reach, separated = 0, True
+    for st, n in dims:
+        if st == 0:
+            return True
+        if st <= reach:
+            separated = False
+        reach += (n - 1) * st
+    if separated:
+        return False
+    import numpy as np
+    offsets = np.zeros((), np.int64)
+    for st, n in dims:
+        offsets = np.add.outer(offsets, np.arange(n, dtype=np.int64) * st)
+    return np.unique(offsets).size != offsets.size
+
+
 class _RequiredParameter:
     def __repr__(self):
         return "<required parameter>"
@@ -236,10 +256,11 @@ class Optimizer:
             fi = _C.cast(fi, D.float32)
         return inv, fi
 
-    def _master(self, p, state, keep):
+    def _master(self, p, state, keep, value=None):
         """The float32 weight the kernel updates for a float16/bfloat16 param:
         state["master_param"] (created once) with master weights, else a
-        transient copy of the current value. None for float32 params."""
+        transient copy of the current value (value: p's contiguous stand-in,
+        when it has one). None for float32 params."""
         if p.dtype not in _HALF:
             return None
         if keep:
@@ -247,7 +268,7 @@ class Optimizer:
             if m is None:
                 m = state["master_param"] = _C.cast(p.detach(), D.float32)
             return m
-        return _C.cast(p.detach(), D.float32)
+        return _C.cast((p if value is None else value).detach(), D.float32)
 
     @staticmethod
     def _grad(p, g=None):
@@ -288,23 +309,43 @@ class Optimizer:
         the group: "rounds", "unique" (its params, once each), "grads" (id(p) ->
         the contiguous gradient the
         kernel reads and unscales in place: p.grad itself, or a copy written
-        back by _write_back_grads) and "pending" (state entries to create,
-        committed by _commit): float16/bfloat16 master weights here."""
+        back by _write_back_grads), "standins" (id(p) -> the contiguous copy
+        the kernel steps in place of a strided p, copied back by
+        _copy_back; empty when every param is contiguous) and "pending"
+        (state entries to create, committed by _commit): float16/bfloat16
+        master weights here."""
         pending = {}
         rounds, raw = self._rounds(group["params"])
         unique = (rounds[0] if len(rounds) == 1 else
                   list({id(p): p for r in rounds for p in r}.values()))
-        grads, copies = {}, {}
+        grads, copies, standins = {}, {}, {}
         keep = group.get("master_weights", False)
         for p in unique:
-            self._check_param(p)
+            if not self._check_param(p):
+                standins[id(p)] = p.detach().contiguous()
             g0 = raw[id(p)]
             g = self._grad(p, g0)  # one contiguous copy per strided grad, shared by its params
             grads[id(p)] = g if g is g0 else copies.setdefault(id(g0), g)
             if keep and p.dtype in _HALF and "master_param" not in self.state.get(p, {}):
                 pending.setdefault(p, {})["master_param"] = _C.cast(p.detach(), D.float32)
         return {"group": group, "rounds": rounds, "unique": unique, "grads": grads,
-                "pending": pending}
+                "standins": standins, "pending": pending}
+
+    @staticmethod
+    def _targets(plan, params):
+        """The tensors the kernel updates for params: each param itself, or
+        its contiguous stand-in when it is strided."""
+        standins = plan["standins"]
+        return [standins.get(id(p), p) for p in params] if standins else params
+
+    @staticmethod
+    def _copy_back(plan):
+        """Write each stand-in's stepped value into its strided param, in place."""
+        standins = plan["standins"]
+        for p in plan["unique"]:
+            s = standins.get(id(p))
+            if s is not None:
+                p.copy_(s)
 
     def _commit(self, pending):
         """Store the pending state entries; returns {id(p): p's state dict}."""
@@ -327,25 +368,40 @@ class Optimizer:
 
     @staticmethod
     def _check_param(p):
-        if not p.is_contiguous():
-            raise RuntimeError("ampy.optim: parameters must be contiguous for the fused step")
+        """Raise for a param the step cannot write; returns p.is_contiguous()
+        (a strided param is stepped through a contiguous stand-in)."""
         if p.dtype not in (D.float32, D.float16, D.bfloat16):
             raise TypeError(f"ampy.optim: parameters must be float32, float16 or bfloat16, not "
                             f"{p.dtype}")
+        if p.is_contiguous():
+            return True
+        if p._readonly:
+            raise RuntimeError("ampy.optim: a parameter is read-only: its memory belongs to a "
+                               "read-only buffer or to foreign memory ampy copied, which ampy "
+                               "never writes. Use clone() for a writable copy.")
+        if _self_overlapping(tuple(p.shape), p.stride()):
+            raise RuntimeError("unsupported operation: more than one element of the written-to "
+                               "tensor refers to a single memory location. Please clone() the "
+                               "tensor before performing the operation.")
+        return False
 
     def _run_groups(self, plans):
         """Second phase of a fused step, after every group was checked by the
         subclass's _plan: per group, state committed, then each round stepped
-        by _run_round(plan, params, grads, inv_scale, found_inf). Round 0
+        by _run_round(plan, params, grads, inv_scale, found_inf), which returns
+        the kernel's answer (True stepped, False skipped, None unknown). Round 0
         unscales the grads (and stores them back); later rounds read them
         unscaled."""
         inv_scale, found_inf = self._amp_scalars()
         for plan in plans:
             plan.setdefault("states", {}).update(self._commit(plan["pending"]))
             rounds, grads = plan["rounds"], plan["grads"]
+            stepped = False
             for k, params in enumerate(rounds):
-                self._run_round(plan, params, [grads[id(p)] for p in params],
-                                inv_scale if k == 0 else None, found_inf)
+                stepped = self._run_round(plan, params, [grads[id(p)] for p in params],
+                                          inv_scale if k == 0 else None, found_inf)
+            if plan["standins"] and stepped is not False:  # None (CUDA): not known, no sync
+                self._copy_back(plan)
             self._write_back_grads(plan["unique"], grads, inv_scale)
 
     def _fused_step(self, closure):

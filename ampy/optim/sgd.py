@@ -62,16 +62,18 @@ class SGD(Optimizer):
         group = plan["group"]
         use_buf = group["momentum"] != 0
         keep = group.get("master_weights", False)
-        masters = [self._master(p, self.state[p] if keep and p.dtype in _HALF else {}, keep)
-                   for p in params]
+        targets = self._targets(plan, params)
+        masters = [self._master(p, self.state[p] if keep and p.dtype in _HALF else {}, keep, t)
+                   for p, t in zip(params, targets)]
         bufs = [plan["bufs"][id(p)] for p in params] if use_buf else None
-        AF.sgd_step_(params, grads, bufs, **self._hyper(group),
-                     master_params=masters if any(m is not None for m in masters) else None,
-                     inv_scale=inv_scale, found_inf=found_inf)
+        stepped = AF.sgd_step_(targets, grads, bufs, **self._hyper(group),
+                               master_params=masters if any(m is not None for m in masters)
+                               else None, inv_scale=inv_scale, found_inf=found_inf)
         if use_buf:  # torch keeps no state without momentum; the last update's buffer
             for p, b in zip(params, bufs):
                 if b is not None:
                     self.state[p]["momentum_buffer"] = b
+        return stepped
 
     def step(self, closure=None):
         return self._fused_step(closure)

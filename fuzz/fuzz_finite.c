@@ -122,7 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         float f = found0;
         const int which = (data[3] >> 5) % 3;
         if (which == 0)
-            dtype[t] = 3 + (data[3] >> 2) % 5; /* float64, int64, ... */
+            dtype[t] = 4 + (data[3] >> 2) % 5; /* int64 ... bool, one past the last */
         else if (which == 1)
             numel[t] = -1 - keep_n;
         else

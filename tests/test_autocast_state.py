@@ -91,21 +91,29 @@ def test_generator_exhausted_inside_another_region_and_thrown_into():
         assert consistent(probe()) and not probe()[0]
 
 
-def test_generator_finished_in_another_thread():
-    g = region_gen(A16)
-    next(g)
-    errors = []
+def finish_in_thread(g, after=None):
+    """Run generator g to its end in a new thread; returns [exception raised, if any] plus
+    after()'s value there when given."""
+    out = []
 
     def finish():
         try:
             list(g)
-        except BaseException as e:  # noqa: BLE001 (reported below)
-            errors.append(e)
+        except BaseException as e:  # noqa: BLE001 (reported to the caller)
+            out.append(e)
+        if after is not None:
+            out.append(after())
 
     th = threading.Thread(target=finish)
     th.start()
     th.join()
-    assert errors == []
+    return out
+
+
+def test_generator_finished_in_another_thread():
+    g = region_gen(A16)
+    next(g)
+    assert finish_in_thread(g) == []
     assert same(probe(), off())
 
 
@@ -434,19 +442,7 @@ def test_enable_grad_generator_outliving_no_grad_block():
 def test_no_grad_generator_finished_in_another_thread():
     g = grad_gen(ampy.no_grad)
     next(g)
-    errors = []
-
-    def finish():
-        try:
-            list(g)
-        except BaseException as e:  # noqa: BLE001 (reported below)
-            errors.append(e)
-        errors.append(ampy.is_grad_enabled())
-
-    th = threading.Thread(target=finish)
-    th.start()
-    th.join()
-    assert errors == [True] and ampy.is_grad_enabled()
+    assert finish_in_thread(g, ampy.is_grad_enabled) == [True] and ampy.is_grad_enabled()
 
 
 @pytest.mark.parametrize("name", ["no_grad", "enable_grad", "inference_mode"])

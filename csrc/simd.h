@@ -10,8 +10,11 @@
  *   AMPY_TARGET_AVX512_BF16  + AVX512-BF16              (AMPY_CPU_HAS_AVX512BF16)
  *
  * and AMPY_ISA_* the same lists as strings, for attributes that add options
- * (prefer-vector-width=512) or for a `#pragma GCC target`. All are defined
- * only where AMPY_X86_SIMD is (x86-64 with GCC or Clang).
+ * (prefer-vector-width=512, "amx-tile"). All are defined only where
+ * AMPY_X86_SIMD is (x86-64 with GCC or Clang). The GEMM kernels compile whole
+ * regions under `#pragma GCC target("...")` instead (gemm_x86.c, gemm_amx*.c,
+ * gemm_avx512bf16.c, gemm_direct.c): GCC does not expand macros inside that
+ * pragma, so those spell the same feature lists out.
  */
 #ifndef AMPY_SIMD_H
 #define AMPY_SIMD_H

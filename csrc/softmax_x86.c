@@ -1,7 +1,20 @@
-/* softmax_x86.inc — the AVX-512 softmax lines of reduce_softmax.c (included
- * there, inside its translation unit: it uses line_ctx, SM_LINE and the
- * scalar lines defined above the include). */
-#if defined(__x86_64__) && defined(__GNUC__)
+/* softmax_x86.c — the AVX-512 softmax lines of reduce_softmax.c (see
+ * reduce_lines.h): reduce_softmax.c hands every float32-computed line here
+ * when the CPU has AVX-512 (line_ctx.simd).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "ampy/cast.h"
+#include "ampy/cpu.h"
+#include "ampy/ewise.h"
+#include "reduce_lines.h"
+
+#ifdef AMPY_X86_SIMD
+#include <immintrin.h>
+
+#include "simd_half.h"
+
 /* ---- AVX-512 lines ------------------------------------------------------------
  * The float32-computed line written with intrinsics, 16 lanes:
  *  - max: vmaxps lanes plus an unordered-compare NaN mask (NaN sticks);
@@ -21,13 +34,6 @@
  * Converted dtypes (float16/bfloat16, strided lines) go through a float line
  * buffer, filled once by the SIMD cast kernels and rounded once on the way
  * out, as the portable path does. */
-#include <immintrin.h>
-#include "simd_half.h"
-#include "simd.h"
-
-#include "ampy/cast.h"
-#include "ampy/cpu.h"
-
 
 typedef struct {
     __m512 mx;
@@ -345,5 +351,28 @@ AMPY_TARGET_AVX512 static void softmax_line_avx512(const line_ctx *c, const char
         smx_out(c, from_f32, out, off, k, y);
     }
 }
-#define HAVE_SMX 1
+
+/* Lines of up to SM_LINE / 2 go in pairs through smx_short_lines, longer
+ * ones one by one through softmax_line_avx512. */
+AMPY_TARGET_AVX512
+void ampy_softmax_lines_avx512(const line_ctx *c, char **ptrs, const int64_t *s, int64_t n)
+{
+    if (c->len <= SM_LINE / 2) {
+        _Alignas(64) float buf[SM_LINE];
+        const int64_t esz = (int64_t)ampy_dtype_size(c->in_dt);
+        const int pf = c->sin == esz && c->len * esz <= 4096; /* contiguous lines */
+        for (int64_t j = 0; j < n; j += 2) {
+            if (pf && j + 3 < n) /* the next pair: too short for the hardware prefetcher */
+                for (int q = 2; q < 4; q++)
+                    for (int64_t b = 0; b < c->len * esz; b += 64)
+                        _mm_prefetch(ptrs[0] + (j + q) * s[0] + b, _MM_HINT_T0);
+            const char *in[2] = {ptrs[0] + j * s[0], ptrs[0] + (j + 1) * s[0]};
+            char *out[2] = {ptrs[1] + j * s[1], ptrs[1] + (j + 1) * s[1]};
+            smx_short_lines(c, in, out, n - j >= 2 ? 2 : 1, buf);
+        }
+        return;
+    }
+    for (int64_t j = 0; j < n; j++)
+        softmax_line_avx512(c, ptrs[0] + j * s[0], ptrs[1] + j * s[1]);
+}
 #endif

@@ -473,7 +473,8 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
     dt = D.to_dtype(dtype) if dtype is not None else D.get_default_dtype()
     if not dt.is_floating_point:
         raise TypeError(f"\"check_uniform_bounds\" not implemented for '{dt.name}'")
-    return _finish(_random(0, _size_args(size, "rand"), dt, generator), device, requires_grad)
+    t = _random(_C.RANDOM_UNIFORM, _size_args(size, "rand"), dt, generator)
+    return _finish(t, device, requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
@@ -481,7 +482,8 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
     dt = D.to_dtype(dtype) if dtype is not None else D.get_default_dtype()
     if not dt.is_floating_point:
         raise TypeError(f"\"normal_kernel_cpu\" not implemented for '{dt.name}'")
-    return _finish(_random(1, _size_args(size, "randn"), dt, generator), device, requires_grad)
+    t = _random(_C.RANDOM_NORMAL, _size_args(size, "randn"), dt, generator)
+    return _finish(t, device, requires_grad)
 
 
 def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,

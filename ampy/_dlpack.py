@@ -16,7 +16,7 @@ from . import _C
 
 __all__ = ["from_dlpack"]
 
-_KDLCPU, _KDLCUDA = 1, 2
+_KDLCPU, _KDLCUDA = _C.DLPACK_CPU, _C.DLPACK_CUDA
 
 
 def _dlpack_device(self):

@@ -3,7 +3,8 @@
 Shapes and broadcasting follow torch; every product is one call to
 _C.gemm, or _C.gemm_batched for operands with several batch dims
 (csrc/gemm*.c: fp16/bf16/fp32 inputs, fp32 accumulation, rounded once to the
-output dtype; `out_dtype=ampy.float32` keeps the fp32 result). Transposed,
+output dtype; `out_dtype=ampy.float32` keeps the fp32 result; float64 inputs
+are summed in fp64, csrc/gemm_f64.c). Transposed,
 permuted (attention heads) and broadcast operands are read in place through
 their strides.
 Forwards call _C and the view helpers directly (not dispatch), so autocast and
@@ -21,25 +22,11 @@ _FLOAT_OK = (D.float32, D.float16, D.bfloat16, D.float64)
 
 
 def _gemm(a, b, out=None, out_dtype=None, alpha=1.0, beta=0.0, bias=None):
-    """_C.gemm for fp32/fp16/bf16 (bias: a 1-d row added in fp32 before the
-    one rounding); float64 (not an AMP dtype, no fast kernel) goes through an
-    exact broadcast multiply + float64 sum in C."""
-    if a.dtype is not D.float64:
-        if bias is None:
-            return _C.gemm(a, b, out=out, out_dtype=out_dtype, alpha=alpha, beta=beta)
-        return _C.gemm(a, b, out=out, out_dtype=out_dtype, alpha=alpha, beta=beta, bias=bias)
-    from . import _math
-    prod = _math.sum(_math.mul(V.unsqueeze(a, -1), V.unsqueeze(b, -3)), -2)
-    if alpha != 1.0:
-        prod = _math.mul(prod, alpha)
-    if bias is not None:
-        prod = _math.add(prod, bias)
-    if out is None:
-        return prod if out_dtype in (None, D.float64) else _C.cast(prod, out_dtype)
-    if beta != 0.0:
-        prod = _math.add(prod, _math.mul(out, beta))
-    _C.copy_(out, prod)
-    return out
+    """_C.gemm (bias: a 1-d row added before the one rounding, in fp32, or in
+    fp64 for float64 inputs)."""
+    if bias is None:
+        return _C.gemm(a, b, out=out, out_dtype=out_dtype, alpha=alpha, beta=beta)
+    return _C.gemm(a, b, out=out, out_dtype=out_dtype, alpha=alpha, beta=beta, bias=bias)
 
 
 def _rows(t, K):
@@ -59,7 +46,7 @@ def _check(a, b, fn):
         raise TypeError(f"{fn}: expected both operands to have the same dtype, but got "
                         f"{a.dtype} and {b.dtype}")
     if a.dtype not in _FLOAT_OK:
-        raise TypeError(f"{fn}: dtype {a.dtype} is not supported: ampy GEMM takes float32, float16 and bfloat16 (float64 through a slow exact path)")
+        raise TypeError(f"{fn}: dtype {a.dtype} is not supported: ampy GEMM takes float32, float16, bfloat16 and float64")
 
 
 def _out_dtype(out_dtype, input_dtype=None):
@@ -142,18 +129,10 @@ def _matmul_fwd(input, other, *, out_dtype=None):
     if K != K2:
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
                            f"[{K}, {N}] but got: [{K2}, {N}].")
-    batch = _broadcast_batch(a2.shape[:-2], b.shape[:-2])
-    if a.dtype is not D.float64:
-        # One C call over all batch dims: permuted views (the heads of a qkv
-        # projection) and broadcast dims (stride 0) are read in place.
-        out = _C.gemm_batched(a2, b, out_dtype=od)
-    else:
-        nb = 1
-        for s in batch:
-            nb *= s
-        A = V.reshape(V.expand(a2, *(batch + (M, K))), nb, M, K)
-        B = V.reshape(V.expand(b, *(batch + (K, N))), nb, K, N)
-        out = V.reshape(_gemm(A, B, out_dtype=od), batch + (M, N))
+    _broadcast_batch(a2.shape[:-2], b.shape[:-2])
+    # One C call over all batch dims: permuted views (the heads of a qkv
+    # projection) and broadcast dims (stride 0) are read in place.
+    out = _C.gemm_batched(a2, b, out_dtype=od)
     return V.squeeze(out, -2) if a.ndim == 1 else out
 
 

@@ -20,7 +20,7 @@ from ._tensor import Tensor
 
 _C._math_init(D._default_dtype)
 _ew = _C.ewise
-_CODE = {n: i for i, n in enumerate(_C.ewise_ops())}
+_CODE = _C.EWISE_OPS
 
 _UNARY = ["abs", "neg", "reciprocal", "square", "sign", "exp", "expm1", "exp2", "log", "log1p",
           "log2", "log10", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "atan", "asin", "acos",

@@ -317,7 +317,7 @@ def _scan_op(name, code):
     return get_op(name)
 
 
-_CUMSUM, _CUMPROD = _scan_op("cumsum", 0), _scan_op("cumprod", 1)
+_CUMSUM, _CUMPROD = _scan_op("cumsum", _C.SCAN_CUMSUM), _scan_op("cumprod", _C.SCAN_CUMPROD)
 
 
 def cumsum(input, dim, *, dtype=None):

@@ -21,9 +21,8 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#include "simd.h"
 
-#define AVX2_T __attribute__((target("avx2,fma,f16c")))
-#define AVX512_T __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")))
 
 static void f32_to_f16_scalar(const float *s, uint16_t *d, int64_t n)
 {
@@ -37,7 +36,7 @@ static void f16_to_f32_scalar(const uint16_t *s, float *d, int64_t n)
 }
 
 /* ---------------------------------------------------------------- AVX2 -- */
-AVX2_T static void f32_to_f16_avx2(const void *src, void *dst, int64_t n)
+AMPY_TARGET_AVX2 static void f32_to_f16_avx2(const void *src, void *dst, int64_t n)
 {
     const float *s = (const float *)src;
     uint16_t *d = (uint16_t *)dst;
@@ -53,7 +52,7 @@ AVX2_T static void f32_to_f16_avx2(const void *src, void *dst, int64_t n)
     f32_to_f16_scalar(s + i, d + i, n - i);
 }
 
-AVX2_T static void f16_to_f32_avx2(const void *src, void *dst, int64_t n)
+AMPY_TARGET_AVX2 static void f16_to_f32_avx2(const void *src, void *dst, int64_t n)
 {
     const uint16_t *s = (const uint16_t *)src;
     float *d = (float *)dst;
@@ -93,7 +92,7 @@ static int64_t nt_head(const void *dst, int64_t n, int64_t elsize)
     return head < n ? head : n;
 }
 
-AVX512_T static inline void store64(void *p, __m512i v, int nt)
+AMPY_TARGET_AVX512 static inline void store64(void *p, __m512i v, int nt)
 {
     if (nt)
         _mm512_stream_si512((__m512i *)p, v);
@@ -101,7 +100,7 @@ AVX512_T static inline void store64(void *p, __m512i v, int nt)
         _mm512_storeu_si512(p, v);
 }
 
-AVX512_T static void f32_to_f16_avx512(const void *src, void *dst, int64_t n)
+AMPY_TARGET_AVX512 static void f32_to_f16_avx512(const void *src, void *dst, int64_t n)
 {
     const float *s = (const float *)src;
     uint16_t *d = (uint16_t *)dst;
@@ -130,7 +129,7 @@ AVX512_T static void f32_to_f16_avx512(const void *src, void *dst, int64_t n)
     f32_to_f16_scalar(s + i, d + i, n - i);
 }
 
-AVX512_T static void f16_to_f32_avx512(const void *src, void *dst, int64_t n)
+AMPY_TARGET_AVX512 static void f16_to_f32_avx512(const void *src, void *dst, int64_t n)
 {
     const uint16_t *s = (const uint16_t *)src;
     float *d = (float *)dst;
@@ -170,7 +169,7 @@ static void f32_to_bf16_scalar(const uint32_t *s, uint16_t *d, int64_t n)
 
 /* elem.h's integer rounding, 16 lanes: add 0x7FFF + the lowest kept bit, drop
  * the low half; NaN lanes become 0x7FC0. */
-AVX512_T static inline __m256i bf16_round_int(__m512i x)
+AMPY_TARGET_AVX512 static inline __m256i bf16_round_int(__m512i x)
 {
     const __m512i bias = _mm512_set1_epi32(0x7FFF), one = _mm512_set1_epi32(1);
     __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), one);
@@ -181,7 +180,7 @@ AVX512_T static inline __m256i bf16_round_int(__m512i x)
     return _mm512_cvtepi32_epi16(r);
 }
 
-AVX512_T static void f32_to_bf16_avx512(const void *src, void *dst, int64_t n)
+AMPY_TARGET_AVX512 static void f32_to_bf16_avx512(const void *src, void *dst, int64_t n)
 {
     const uint32_t *s = (const uint32_t *)src;
     uint16_t *d = (uint16_t *)dst;
@@ -201,14 +200,12 @@ AVX512_T static void f32_to_bf16_avx512(const void *src, void *dst, int64_t n)
     f32_to_bf16_scalar(s + i, d + i, n - i);
 }
 
-#define AVX512BF16_T \
-    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 
 /* AVX512-BF16: vcvtne2ps2bf16 rounds to nearest-even like elem.h for normal
  * inputs, but flushes denormal inputs to zero and quiets NaNs differently, so
  * a block holding a denormal or a NaN (fpclass 0x20 | 0x01 | 0x80) takes the
  * integer path. */
-AVX512BF16_T static void f32_to_bf16_avx512bf16(const void *src, void *dst, int64_t n)
+AMPY_TARGET_AVX512_BF16 static void f32_to_bf16_avx512bf16(const void *src, void *dst, int64_t n)
 {
     const uint32_t *s = (const uint32_t *)src;
     uint16_t *d = (uint16_t *)dst;
@@ -236,7 +233,7 @@ AVX512BF16_T static void f32_to_bf16_avx512bf16(const void *src, void *dst, int6
     f32_to_bf16_scalar(s + i, d + i, n - i);
 }
 
-AVX512_T static void bf16_to_f32_avx512(const void *src, void *dst, int64_t n)
+AMPY_TARGET_AVX512 static void bf16_to_f32_avx512(const void *src, void *dst, int64_t n)
 {
     const uint16_t *s = (const uint16_t *)src;
     uint32_t *d = (uint32_t *)dst;
@@ -262,7 +259,7 @@ AVX512_T static void bf16_to_f32_avx512(const void *src, void *dst, int64_t n)
 
 /* Same-dtype contiguous copies (clone, contiguous(), copy_ without a
  * conversion): memcpy for small runs, streaming stores for large ones. */
-AVX512_T static void copy_bytes_avx512(const char *s, char *d, int64_t nbytes)
+AMPY_TARGET_AVX512 static void copy_bytes_avx512(const char *s, char *d, int64_t nbytes)
 {
     int64_t i = nt_head(d, nbytes, 1);
     if (i < 0) {

@@ -236,7 +236,7 @@ typedef struct {
  * arithmetic produces). No float buffers and no separate conversion passes. */
 #include <immintrin.h>
 #include "simd_half.h"
-#define EWX_T __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")))
+#include "simd.h"
 
 typedef struct {
     const char *p;
@@ -244,7 +244,7 @@ typedef struct {
     float v;
 } ewx_in;
 
-EWX_T static inline __m512 ewx_ld(const ewx_in *a, int64_t i, __mmask16 k)
+AMPY_TARGET_AVX512 static inline __m512 ewx_ld(const ewx_in *a, int64_t i, __mmask16 k)
 {
     switch (a->dt) {
     case AMPY_FLOAT32: return _mm512_maskz_loadu_ps(k, (const float *)a->p + i);
@@ -257,7 +257,8 @@ EWX_T static inline __m512 ewx_ld(const ewx_in *a, int64_t i, __mmask16 k)
     }
 }
 
-EWX_T static inline void ewx_st(char *p, int dt, int bf16ok, int64_t i, __mmask16 k, __m512 v)
+AMPY_TARGET_AVX512
+static inline void ewx_st(char *p, int dt, int bf16ok, int64_t i, __mmask16 k, __m512 v)
 {
     if (dt == AMPY_FLOAT32) {
         _mm512_mask_storeu_ps((float *)p + i, k, v);
@@ -268,7 +269,7 @@ EWX_T static inline void ewx_st(char *p, int dt, int bf16ok, int64_t i, __mmask1
 }
 
 /* op: 0 a + b, 1 a - b, 2 a * b, 3 a / b, 4 fmaf(al, b, a) */
-EWX_T static inline __m512 ewx_op(int op, __m512 a, __m512 b, __m512 al)
+AMPY_TARGET_AVX512 static inline __m512 ewx_op(int op, __m512 a, __m512 b, __m512 al)
 {
     switch (op) {
     case 0: return _mm512_add_ps(a, b);
@@ -279,7 +280,8 @@ EWX_T static inline __m512 ewx_op(int op, __m512 a, __m512 b, __m512 al)
     }
 }
 
-EWX_T static inline __attribute__((always_inline)) void ewx_run(int op, const ewx_in *a, const ewx_in *b, char *o, int odt, int bf16ok,
+AMPY_TARGET_AVX512
+static inline __attribute__((always_inline)) void ewx_run(int op, const ewx_in *a, const ewx_in *b, char *o, int odt, int bf16ok,
                           float alpha, int64_t n)
 {
     const __m512 al = _mm512_set1_ps(alpha);
@@ -295,7 +297,8 @@ EWX_T static inline __attribute__((always_inline)) void ewx_run(int op, const ew
 }
 
 /* ewx_run with the op and output dtype as constants */
-EWX_T static void ewx_dispatch(int op, const ewx_in *a, const ewx_in *b, char *o, int odt,
+AMPY_TARGET_AVX512
+static void ewx_dispatch(int op, const ewx_in *a, const ewx_in *b, char *o, int odt,
                                int bf16ok, float alpha, int64_t n)
 {
 #define EWX_O(OP)                                                                        \

@@ -15,14 +15,15 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#include "simd.h"
 
-#define AVX512_T __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")))
 
-AVX512_T static inline __mmask16 tail16(int64_t r) { return (__mmask16)((1u << r) - 1u); }
-AVX512_T static inline __mmask32 tail32(int64_t r) { return (__mmask32)((1ull << r) - 1u); }
+AMPY_TARGET_AVX512 static inline __mmask16 tail16(int64_t r) { return (__mmask16)((1u << r) - 1u); }
+AMPY_TARGET_AVX512
+static inline __mmask32 tail32(int64_t r) { return (__mmask32)((1ull << r) - 1u); }
 
 /* ---- check only: test exponent bits, 64 bytes per step ------------------ */
-AVX512_T static int check16(const uint16_t *x, int64_t n, uint16_t expmask)
+AMPY_TARGET_AVX512 static int check16(const uint16_t *x, int64_t n, uint16_t expmask)
 {
     const __m512i m = _mm512_set1_epi16((short)expmask);
     __mmask32 bad = 0;
@@ -38,7 +39,7 @@ AVX512_T static int check16(const uint16_t *x, int64_t n, uint16_t expmask)
     return bad != 0;
 }
 
-AVX512_T static int check32(const float *x, int64_t n)
+AMPY_TARGET_AVX512 static int check32(const float *x, int64_t n)
 {
     const __m512i m = _mm512_set1_epi32(0x7F800000);
     __mmask16 bad = 0;
@@ -64,7 +65,7 @@ AVX512_T static int check32(const float *x, int64_t n)
  * elements, 1 thread: +30 % float32, +35 % float16, +60 % bfloat16). A
  * prefetch past the end of the buffer is harmless (it never faults). */
 #define PF_BYTES 4096
-AVX512_T static int unscale_f32(float *x, int64_t n, float inv)
+AMPY_TARGET_AVX512 static int unscale_f32(float *x, int64_t n, float inv)
 {
     const __m512 s = _mm512_set1_ps(inv);
     const __m512i m = _mm512_set1_epi32(0x7F800000);
@@ -80,7 +81,7 @@ AVX512_T static int unscale_f32(float *x, int64_t n, float inv)
     return bad != 0;
 }
 
-AVX512_T static int unscale_f16(uint16_t *x, int64_t n, float inv)
+AMPY_TARGET_AVX512 static int unscale_f16(uint16_t *x, int64_t n, float inv)
 {
     const __m512 s = _mm512_set1_ps(inv);
     const __m256i m = _mm256_set1_epi16(0x7C00);
@@ -98,7 +99,7 @@ AVX512_T static int unscale_f16(uint16_t *x, int64_t n, float inv)
 }
 
 /* float32 lanes -> bfloat16 bits in the low half of each 32-bit lane */
-AVX512_T static inline __m512i bf16_round(__m512 y)
+AMPY_TARGET_AVX512 static inline __m512i bf16_round(__m512 y)
 {
     __m512i u = _mm512_castps_si512(y);
     __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
@@ -107,7 +108,7 @@ AVX512_T static inline __m512i bf16_round(__m512 y)
     return _mm512_mask_blend_epi32(nan, r, _mm512_set1_epi32(0x7FC0));
 }
 
-AVX512_T static int unscale_bf16(uint16_t *x, int64_t n, float inv)
+AMPY_TARGET_AVX512 static int unscale_bf16(uint16_t *x, int64_t n, float inv)
 {
     const __m512 s = _mm512_set1_ps(inv);
     const __m512i m = _mm512_set1_epi32(0x7F80);

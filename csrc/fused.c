@@ -379,9 +379,9 @@ static void softmax_bwd_range(int64_t b, int64_t e, void *ctx)
  * loops. Same operations per element as softmax_bwd_range: the same bits. */
 #include <immintrin.h>
 #include "simd_half.h"
-#define SMB_T __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")))
+#include "simd.h"
 
-SMB_T static inline __m512 smb_ld(const void *p, int64_t i, int dt, __mmask16 k)
+AMPY_TARGET_AVX512 static inline __m512 smb_ld(const void *p, int64_t i, int dt, __mmask16 k)
 {
     if (dt == AMPY_FLOAT32)
         return _mm512_maskz_loadu_ps(k, (const float *)p + i);
@@ -391,7 +391,8 @@ SMB_T static inline __m512 smb_ld(const void *p, int64_t i, int dt, __mmask16 k)
     return _mm512_cvtph_ps(h);
 }
 
-SMB_T static inline void smb_st(void *p, int64_t i, int dt, int bf16ok, __mmask16 k, __m512 v)
+AMPY_TARGET_AVX512
+static inline void smb_st(void *p, int64_t i, int dt, int bf16ok, __mmask16 k, __m512 v)
 {
     if (dt == AMPY_FLOAT32) {
         _mm512_mask_storeu_ps((float *)p + i, k, v);
@@ -401,7 +402,7 @@ SMB_T static inline void smb_st(void *p, int64_t i, int dt, int bf16ok, __mmask1
     _mm256_mask_storeu_epi16((uint16_t *)p + i, k, h);
 }
 
-SMB_T static inline __mmask16 smb_mask(int64_t n, int64_t i)
+AMPY_TARGET_AVX512 static inline __mmask16 smb_mask(int64_t n, int64_t i)
 {
     return n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
 }
@@ -411,7 +412,8 @@ SMB_T static inline __mmask16 smb_mask(int64_t n, int64_t i)
  * addition chains (one per lane, in order) run side by side */
 #define SMB_NR 4
 #define SMB_KEEP 512 /* half rows up to this long keep their floats for pass 2 */
-SMB_T static inline void smb_dot(const void *g, const void *y, int64_t i0, int64_t N, int64_t n,
+AMPY_TARGET_AVX512
+static inline void smb_dot(const void *g, const void *y, int64_t i0, int64_t N, int64_t n,
                                  int dt, int nr, double *acc, float *keep)
 {
     __m512d s0[SMB_NR], s1[SMB_NR];
@@ -447,7 +449,7 @@ SMB_T static inline void smb_dot(const void *g, const void *y, int64_t i0, int64
     }
 }
 
-SMB_T static void smb_rows(const sm_ctx *c, int64_t r0, int nr)
+AMPY_TARGET_AVX512 static void smb_rows(const sm_ctx *c, int64_t r0, int nr)
 {
     const int64_t N = c->N;
     const int dt = c->dt;

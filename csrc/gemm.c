@@ -4,7 +4,7 @@
  *
  * The blocked driver is in gemm_driver.c, the portable packing / micro-kernel
  * / epilogue in gemm_portable.c, the SIMD kernels in gemm_x86.c,
- * gemm_amx.c and gemm_avx512bf16.c.
+ * gemm_amx.c and gemm_avx512bf16.c; float64 has its own loop in gemm_f64.c.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +94,15 @@ static const gemm_impl *select_impl_k(ampy_dtype dt, int64_t K)
     return p;
 }
 
+/* float64 runs gemm_f64.c's loop: its AVX-512 FMA micro-kernel under any
+ * choice from "avx512" up when the CPU has AVX-512, else portable C. */
+static int f64_simd(void)
+{
+    int c = current_choice();
+    return (c == IMPL_AVX512 || c == IMPL_AVX512BF16 || c == IMPL_AMX) &&
+           ampy_gemm_avx512_usable();
+}
+
 ampy_status ampy_gemm_set_impl(const char *name)
 {
     for (int i = 0; name && i < (int)(sizeof impl_names / sizeof *impl_names); i++) {
@@ -118,7 +127,12 @@ int ampy_gemm_impl_available(const char *name)
     return 0;
 }
 
-const char *ampy_gemm_impl_name(ampy_dtype dtype) { return select_impl(dtype)->name; }
+const char *ampy_gemm_impl_name(ampy_dtype dtype)
+{
+    if (dtype == AMPY_FLOAT64)
+        return f64_simd() ? "avx512" : "portable";
+    return select_impl(dtype)->name;
+}
 
 /* ---- validation ---------------------------------------------------------- */
 
@@ -135,9 +149,9 @@ static ampy_status validate(const char *fn, int64_t batch, int64_t M, int64_t N,
         return ampy_error(AMPY_ERR_SHAPE,
                           "%s: sizes must be >= 0, got batch=%lld M=%lld N=%lld K=%lld", fn,
                           (long long)batch, (long long)M, (long long)N, (long long)K);
-    if (!gemm_input_dtype(adt))
+    if (!gemm_input_dtype(adt) && adt != AMPY_FLOAT64)
         return ampy_error(AMPY_ERR_DTYPE,
-                          "%s: A must be float32, float16 or bfloat16, got %s", fn,
+                          "%s: A must be float32, float16, bfloat16 or float64, got %s", fn,
                           ampy_dtype_name(adt));
     if (bdt != adt)
         return ampy_error(AMPY_ERR_DTYPE,
@@ -198,6 +212,9 @@ ampy_status ampy_gemm_reference(int64_t batch, int64_t M, int64_t N, int64_t K, 
                                 ampy_dtype cdt, int64_t c_bs, int64_t c_rs, int64_t c_cs)
 {
     ampy_status s = validate("ampy_gemm_reference", batch, M, N, K, A, adt, B, bdt, C, cdt);
+    if (s == AMPY_OK && adt == AMPY_FLOAT64)
+        s = ampy_error(AMPY_ERR_DTYPE, "ampy_gemm_reference: A must be float32, float16 or "
+                       "bfloat16 (the oracle sums in float32), got float64");
     if (s != AMPY_OK || batch == 0 || M == 0 || N == 0)
         return s;
     for (int64_t bi = 0; bi < batch; bi++)
@@ -212,19 +229,59 @@ ampy_status ampy_gemm_reference(int64_t batch, int64_t M, int64_t N, int64_t K, 
     return AMPY_OK;
 }
 
-ampy_status ampy_gemm_bias(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha,
+/* ---- float64 ---------------------------------------------------------------- */
+
+static double load_f64(const char *p, ampy_dtype dt, int64_t idx)
+{
+    if (dt != AMPY_FLOAT64)
+        return load_f32(p, dt, idx);
+    double v;
+    memcpy(&v, p + idx * 8, 8);
+    return v;
+}
+
+/* ampy_gemm_bias / ampy_gemm_batched for float64 A and B (validated):
+ * the bias widened to a contiguous double row, then gemm_f64.c's loop. */
+static ampy_status gemm_f64(int nd, const int64_t *shape, int64_t M, int64_t N, int64_t K,
+                            double alpha, const void *A, const int64_t *a_bs, int64_t a_rs,
+                            int64_t a_cs, const void *B, const int64_t *b_bs, int64_t b_rs,
+                            int64_t b_cs, double beta, void *C, ampy_dtype cdt,
+                            const int64_t *c_bs, int64_t c_rs, int64_t c_cs,
+                            const void *bias, ampy_dtype bias_dt, int64_t bias_stride)
+{
+    double *bd = NULL;
+    if (bias) {
+        if (N > ((int64_t)1 << 40) || !(bd = malloc((size_t)N * sizeof(double))))
+            return ampy_error(AMPY_ERR_NOMEM, "ampy_gemm: cannot allocate the bias row");
+        for (int64_t j = 0; j < N; j++)
+            bd[j] = load_f64(bias, bias_dt, j * bias_stride);
+    }
+    gemm_operand a = {(const char *)A, AMPY_FLOAT64, a_rs, a_cs};
+    gemm_operand b = {(const char *)B, AMPY_FLOAT64, b_rs, b_cs};
+    ampy_status s = ampy_gemm_f64_run(nd, shape, M, N, K, alpha, &a, a_bs, &b, b_bs, beta, bd,
+                                      (char *)C, cdt, c_bs, c_rs, c_cs, f64_simd());
+    free(bd);
+    return s;
+}
+
+ampy_status ampy_gemm_bias(int64_t batch, int64_t M, int64_t N, int64_t K, double alpha,
                            const void *A, ampy_dtype adt, int64_t a_bs, int64_t a_rs,
                            int64_t a_cs, const void *B, ampy_dtype bdt, int64_t b_bs,
-                           int64_t b_rs, int64_t b_cs, float beta, void *C, ampy_dtype cdt,
+                           int64_t b_rs, int64_t b_cs, double beta, void *C, ampy_dtype cdt,
                            int64_t c_bs, int64_t c_rs, int64_t c_cs, const void *bias,
                            ampy_dtype bias_dt, int64_t bias_stride)
 {
     ampy_status s = validate("ampy_gemm", batch, M, N, K, A, adt, B, bdt, C, cdt);
-    if (s == AMPY_OK && bias && !gemm_input_dtype(bias_dt))
-        s = ampy_error(AMPY_ERR_DTYPE, "ampy_gemm: bias must be float32, float16 or bfloat16, "
-                       "got %s", ampy_dtype_name(bias_dt));
+    if (s == AMPY_OK && bias && !gemm_input_dtype(bias_dt) &&
+        !(adt == AMPY_FLOAT64 && bias_dt == AMPY_FLOAT64))
+        s = ampy_error(AMPY_ERR_DTYPE, "ampy_gemm: bias must be float32, float16 or bfloat16 "
+                       "(or float64 with float64 inputs), got %s", ampy_dtype_name(bias_dt));
     if (s != AMPY_OK || batch == 0 || M == 0 || N == 0)
         return s;
+    if (adt == AMPY_FLOAT64)
+        return gemm_f64(1, &batch, M, N, K, alpha, A, &a_bs, a_rs, a_cs, B, &b_bs, b_rs, b_cs,
+                        beta, C, cdt, &c_bs, c_rs, c_cs, bias, bias_dt, bias_stride);
+    float alpha32 = (float)alpha, beta32 = (float)beta;
     /* The bias, widened once to a contiguous float32 row (exact). */
     float *bf = NULL;
     if (bias) {
@@ -237,23 +294,23 @@ ampy_status ampy_gemm_bias(int64_t batch, int64_t M, int64_t N, int64_t K, float
         for (int64_t bi = 0; bi < batch; bi++)
             for (int64_t i = 0; i < M; i++)
                 for (int64_t j = 0; j < N; j++)
-                    finish(C, cdt, bi * c_bs + i * c_rs + j * c_cs, 0.0f, alpha, beta,
+                    finish(C, cdt, bi * c_bs + i * c_rs + j * c_cs, 0.0f, alpha32, beta32,
                            bf ? bf + j : NULL);
         free(bf);
         return AMPY_OK;
     }
     gemm_operand a = {(const char *)A, adt, a_rs, a_cs};
     gemm_operand b = {(const char *)B, bdt, b_rs, b_cs};
-    s = ampy_gemm_run(batch, M, N, K, alpha, &a, a_bs, &b, b_bs, beta, bf, (char *)C, cdt, c_bs,
-                      c_rs, c_cs, select_impl_k(adt, K));
+    s = ampy_gemm_run(batch, M, N, K, alpha32, &a, a_bs, &b, b_bs, beta32, bf, (char *)C, cdt,
+                      c_bs, c_rs, c_cs, select_impl_k(adt, K));
     free(bf);
     return s;
 }
 
-ampy_status ampy_gemm(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha,
+ampy_status ampy_gemm(int64_t batch, int64_t M, int64_t N, int64_t K, double alpha,
                       const void *A, ampy_dtype adt, int64_t a_bs, int64_t a_rs, int64_t a_cs,
                       const void *B, ampy_dtype bdt, int64_t b_bs, int64_t b_rs, int64_t b_cs,
-                      float beta, void *C, ampy_dtype cdt, int64_t c_bs, int64_t c_rs,
+                      double beta, void *C, ampy_dtype cdt, int64_t c_bs, int64_t c_rs,
                       int64_t c_cs)
 {
     return ampy_gemm_bias(batch, M, N, K, alpha, A, adt, a_bs, a_rs, a_cs, B, bdt, b_bs, b_rs,
@@ -263,9 +320,9 @@ ampy_status ampy_gemm(int64_t batch, int64_t M, int64_t N, int64_t K, float alph
 /* ---- multi-dimensional batch ---------------------------------------------- */
 
 ampy_status ampy_gemm_batched(int nd, const int64_t *shape, int64_t M, int64_t N, int64_t K,
-                              float alpha, const void *A, ampy_dtype adt, const int64_t *a_bs,
+                              double alpha, const void *A, ampy_dtype adt, const int64_t *a_bs,
                               int64_t a_rs, int64_t a_cs, const void *B, ampy_dtype bdt,
-                              const int64_t *b_bs, int64_t b_rs, int64_t b_cs, float beta,
+                              const int64_t *b_bs, int64_t b_rs, int64_t b_cs, double beta,
                               void *C, ampy_dtype cdt, const int64_t *c_bs, int64_t c_rs,
                               int64_t c_cs)
 {
@@ -304,12 +361,16 @@ ampy_status ampy_gemm_batched(int nd, const int64_t *shape, int64_t M, int64_t N
         sh[n] = shape[d], as[n] = a_bs[d], bs[n] = b_bs[d], cs[n] = c_bs[d];
         n++;
     }
+    if (adt == AMPY_FLOAT64)
+        return gemm_f64(n, sh, M, N, K, alpha, A, as, a_rs, a_cs, B, bs, b_rs, b_cs, beta, C,
+                        cdt, cs, c_rs, c_cs, NULL, AMPY_FLOAT64, 0);
+    float alpha32 = (float)alpha, beta32 = (float)beta;
     if (K == 0) { /* C = beta * C for every item */
         int64_t idx[AMPY_GEMM_MAX_BATCH_DIMS] = {0}, off = 0;
         for (;;) {
             for (int64_t i = 0; i < M; i++)
                 for (int64_t j = 0; j < N; j++)
-                    finish(C, cdt, off + i * c_rs + j * c_cs, 0.0f, alpha, beta, NULL);
+                    finish(C, cdt, off + i * c_rs + j * c_cs, 0.0f, alpha32, beta32, NULL);
             int d = n - 1;
             for (; d >= 0; d--) {
                 off += cs[d];
@@ -324,6 +385,6 @@ ampy_status ampy_gemm_batched(int nd, const int64_t *shape, int64_t M, int64_t N
     }
     gemm_operand a = {(const char *)A, adt, a_rs, a_cs};
     gemm_operand b = {(const char *)B, bdt, b_rs, b_cs};
-    return ampy_gemm_run_nd(n, sh, M, N, K, alpha, &a, as, &b, bs, beta, NULL, (char *)C, cdt, cs,
-                            c_rs, c_cs, select_impl_k(adt, K));
+    return ampy_gemm_run_nd(n, sh, M, N, K, alpha32, &a, as, &b, bs, beta32, NULL, (char *)C, cdt,
+                            cs, c_rs, c_cs, select_impl_k(adt, K));
 }

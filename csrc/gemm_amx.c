@@ -18,12 +18,14 @@
  * (thread_end): another library's AMX code on the same thread cannot leave us
  * a stale configuration. TDPBF16PS flushes bf16 subnormal inputs and subnormal
  * results to zero (documented in gemm.h). Only bfloat16 inputs come here.
+ * The single-K-block macro-kernel (the common case, K <= T_KC) is in
+ * gemm_amx_macro.c.
  */
 #define _GNU_SOURCE
 #include "ampy/cpu.h"
-#include "gemm_impl.h"
+#include "gemm_amx.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+#ifdef AMPY_GEMM_AMX
 #include <immintrin.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -31,9 +33,6 @@
 
 #define ARCH_REQ_XCOMP_PERM 0x1023
 #define XFEATURE_XTILEDATA 18
-#define T_MR 32
-#define T_NR 32
-#define T_KB 32 /* bf16 per tile row */
 #ifndef T_MC
 #define T_MC 128 /* measured: 128 beat 256 by 5-10 % with K = 1024, even with K = 256 */
 #endif
@@ -43,8 +42,6 @@
 #ifndef T_KC
 #define T_KC 1024
 #endif
-
-
 
 static int amx_state = -1;
 
@@ -62,7 +59,7 @@ int ampy_gemm_amx_usable(void)
 }
 
 #pragma GCC push_options
-#pragma GCC target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,prfchw")
+AMPY_GEMM_AMX_TARGET
 
 static inline uint16_t ld16b(const char *p, int64_t idx)
 {
@@ -306,8 +303,6 @@ static void kernel(int64_t kcp, const void *va, const void *vb, float *w, int64_
     _tile_stored(3, w + 16 * ldw + 16, ldb);
 }
 
-#include "gemm_amx_macro.inc" /* macro(): K <= T_KC in one pass */
-
 void ampy_gemm_amx_pack_a(const gemm_operand *a, int64_t i0, int64_t rows, int64_t k0,
                           int64_t kc, int64_t kcp, void *dst)
 {
@@ -346,7 +341,7 @@ void ampy_gemm_amx_tiles_end(void) { _tile_release(); }
 static const gemm_impl impl_amx = {
     "amx", T_MR, T_NR, T_KB, T_MC, T_KC, 2,
     pack_a, pack_b, kernel, ampy_gemm_epilogue_avx512, ampy_gemm_amx_tiles_begin,
-    ampy_gemm_amx_tiles_end, macro,
+    ampy_gemm_amx_tiles_end, ampy_gemm_amx_macro,
 };
 
 const gemm_impl *ampy_gemm_impl_amx(ampy_dtype dt)

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "ampy/dtype.h"
+#include "ampy/status.h"
 
 /* One operand of one batch item: element (i, j) at p + (i*rs + j*cs)*size. */
 typedef struct gemm_operand {
@@ -117,6 +118,15 @@ const gemm_impl *ampy_gemm_impl_amx_f16(void);
  * release; defined in gemm_amx.c, shared by both AMX implementations. */
 void ampy_gemm_amx_tiles_begin(void);
 void ampy_gemm_amx_tiles_end(void);
+/* float64 (gemm_f64.c): its own blocked loop, double throughout. nd batch
+ * dims as ampy_gemm_batched (validated, every size >= 1 and M, N > 0); bias
+ * NULL or N contiguous doubles; c_dtype float64 or float32; simd: 1 for the
+ * AVX-512 FMA micro-kernel (the caller checked the CPU), 0 for portable C. */
+ampy_status ampy_gemm_f64_run(int nd, const int64_t *shape, int64_t M, int64_t N, int64_t K,
+                              double alpha, const gemm_operand *a, const int64_t *a_bs,
+                              const gemm_operand *b, const int64_t *b_bs, double beta,
+                              const double *bias, char *c, ampy_dtype cdt, const int64_t *c_bs,
+                              int64_t crs, int64_t ccs, int simd);
 int ampy_gemm_avx2_usable(void);
 int ampy_gemm_avx512_usable(void);
 int ampy_gemm_amx_usable(void);

@@ -254,10 +254,10 @@ static unsigned pick_gather(const plan_t *p)
         }
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-#define TR_T __attribute__((target("avx2")))
+#include "simd.h"
 /* dst row m (m < 8) := column m of the 8 x 8 block of 4-byte elements whose
  * row k starts at src + k * ss; bits are moved, never converted. */
-TR_T static void tr8x8_32(const char *src, int64_t ss, char *dst, int64_t ds)
+AMPY_TARGET_AVX2 static void tr8x8_32(const char *src, int64_t ss, char *dst, int64_t ds)
 {
     __m256 r[8], t[8];
     for (int k = 0; k < 8; k++)
@@ -279,7 +279,7 @@ TR_T static void tr8x8_32(const char *src, int64_t ss, char *dst, int64_t ds)
     }
 }
 /* the same for 2-byte elements */
-TR_T static void tr8x8_16(const char *src, int64_t ss, char *dst, int64_t ds)
+AMPY_TARGET_AVX2 static void tr8x8_16(const char *src, int64_t ss, char *dst, int64_t ds)
 {
     __m128i r[8], t[8];
     for (int k = 0; k < 8; k++)
@@ -300,7 +300,7 @@ TR_T static void tr8x8_16(const char *src, int64_t ss, char *dst, int64_t ds)
     }
 }
 /* the same for 8-byte elements, a 4 x 4 block */
-TR_T static void tr4x4_64(const char *src, int64_t ss, char *dst, int64_t ds)
+AMPY_TARGET_AVX2 static void tr4x4_64(const char *src, int64_t ss, char *dst, int64_t ds)
 {
     const __m256d r0 = _mm256_loadu_pd((const double *)src);
     const __m256d r1 = _mm256_loadu_pd((const double *)(src + ss));

@@ -18,6 +18,7 @@
 #include "ampy/elem.h"
 #include "ampy/nn.h"
 #include "ampy/parallel.h"
+#include "simd.h"
 
 /* ---- the row functions, instantiated from nn_rows.inc --------------------- */
 #define NN_ROWS_STRUCT(T, name)                                                                  \
@@ -48,7 +49,7 @@ NN_ROWS_STRUCT(double, nn_rows_f64);
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define NN_SFX f32_avx512
-#define NN_ATTR __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")))
+#define NN_ATTR AMPY_TARGET_AVX512
 #define NN_ROWS rows_f32_avx512
 #include "nn_rows.inc"
 #undef NN_SFX

@@ -14,15 +14,15 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#include "simd.h"
 
-#define AVX512_T __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")))
 
-AVX512_T static inline __mmask16 lanes(int64_t i, int64_t e)
+AMPY_TARGET_AVX512 static inline __mmask16 lanes(int64_t i, int64_t e)
 {
     return e - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (e - i)) - 1u);
 }
 
-AVX512_T static inline __m512 load_f32(const void *p, int dt, int64_t i, __mmask16 k)
+AMPY_TARGET_AVX512 static inline __m512 load_f32(const void *p, int dt, int64_t i, __mmask16 k)
 {
     if (dt == AMPY_FLOAT16)
         return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, (const uint16_t *)p + i));
@@ -33,7 +33,7 @@ AVX512_T static inline __m512 load_f32(const void *p, int dt, int64_t i, __mmask
     return _mm512_maskz_loadu_ps(k, (const float *)p + i);
 }
 
-AVX512_T static inline void store_half(void *p, int dt, int64_t i, __mmask16 k, __m512 w)
+AMPY_TARGET_AVX512 static inline void store_half(void *p, int dt, int64_t i, __mmask16 k, __m512 w)
 {
     uint16_t *d = (uint16_t *)p + i;
     if (dt == AMPY_FLOAT16) {
@@ -50,7 +50,7 @@ AVX512_T static inline void store_half(void *p, int dt, int64_t i, __mmask16 k, 
 }
 
 /* The unscaled gradient back into grad (write-back), in the grad's dtype. */
-AVX512_T static inline void store_grad(void *p, int dt, int64_t i, __mmask16 k, __m512 g)
+AMPY_TARGET_AVX512 static inline void store_grad(void *p, int dt, int64_t i, __mmask16 k, __m512 g)
 {
     if (dt == AMPY_FLOAT32)
         _mm512_mask_storeu_ps((float *)p + i, k, g);
@@ -59,7 +59,7 @@ AVX512_T static inline void store_grad(void *p, int dt, int64_t i, __mmask16 k, 
 }
 
 /* torch.maximum(a, b): a NaN operand wins. */
-AVX512_T static inline __m512 max_nan(__m512 a, __m512 b)
+AMPY_TARGET_AVX512 static inline __m512 max_nan(__m512 a, __m512 b)
 {
     __mmask16 take_a = _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ) | _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
     return _mm512_mask_blend_ps(take_a, b, a);
@@ -71,7 +71,8 @@ AVX512_T static inline __m512 max_nan(__m512 a, __m512 b)
  * prefetch past the end of a buffer is harmless (it never faults). */
 #define PF_EL 256
 
-AVX512_T void ampy_optim_adam_run_avx512(const ampy_adam_tensor *t, int64_t b, int64_t e, const void *sv)
+AMPY_TARGET_AVX512
+void ampy_optim_adam_run_avx512(const ampy_adam_tensor *t, int64_t b, int64_t e, const void *sv)
 {
     const ampy_adam_scalars *s = (const ampy_adam_scalars *)sv;
     float *W = t->master ? t->master : (float *)t->param;
@@ -121,7 +122,8 @@ AVX512_T void ampy_optim_adam_run_avx512(const ampy_adam_tensor *t, int64_t b, i
     }
 }
 
-AVX512_T void ampy_optim_sgd_run_avx512(const ampy_sgd_tensor *t, int64_t b, int64_t e, const void *sv)
+AMPY_TARGET_AVX512
+void ampy_optim_sgd_run_avx512(const ampy_sgd_tensor *t, int64_t b, int64_t e, const void *sv)
 {
     const ampy_sgd_scalars *s = (const ampy_sgd_scalars *)sv;
     float *W = t->master ? t->master : (float *)t->param;

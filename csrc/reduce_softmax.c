@@ -8,27 +8,22 @@
  * in double, then exp(x - max) / sum (or (x - max) - log(sum)) rounded once
  * into the output dtype. Subtracting the maximum keeps exp from overflowing.
  * Float32-computed lines (float32/float16/bfloat16) take the vmath.h row
- * helpers, or on AVX-512 CPUs the intrinsics lines below (softmax_line_avx512,
- * smx_short_lines): the same exponentials, the double sum in a fixed 16-lane
- * order, a correctly rounded division, half conversions in registers.
+ * helpers, or on AVX-512 CPUs the intrinsics lines of softmax_x86.c: the
+ * same exponentials, the double sum in a fixed 16-lane order, a correctly
+ * rounded division, half conversions in registers.
  */
 #include <math.h>
 #include <string.h>
 #include <tgmath.h>
 
+#include "ampy/cast.h"
+#include "ampy/cpu.h"
 #include "ampy/ewise.h"
 #include "ampy/iter.h"
 #include "ampy/reduce.h"
+#include "reduce_lines.h"
 #include "vmath.h"
 
-typedef struct {
-    int64_t len, sin, sout; /* line length (elements), byte strides along it */
-    ampy_dtype in_dt, out_dt;
-    int kind, log, op;
-    int simd;                /* AVX-512 float32 lines (softmax) */
-    int bf16ok;              /* AVX512-BF16 present (vcvtneps2bf16) */
-    void *to_f32, *from_f32; /* SIMD cast kernels for contiguous half lines */
-} line_ctx;
 
 /* One softmax line in type R (float or double; tgmath picks exp/expf). */
 #define SOFTMAX_LINE(NAME, R)                                                     \
@@ -69,7 +64,6 @@ SOFTMAX_LINE(softmax_line_d, double)
  * the sum pass and is divided in place, so the exponentials are computed
  * once. Lines of other dtypes or strides up to SM_LINE elements are
  * converted once into a float line buffer and handled there. */
-#define SM_LINE 4096 /* floats: 16 KiB of stack */
 static void softmax_line_f(const line_ctx *c, const char *in, char *out)
 {
     _Alignas(64) float buf[AMPY_EWISE_BLOCK];
@@ -129,35 +123,17 @@ static void softmax_line_f(const line_ctx *c, const char *in, char *out)
 #undef SM_BLOCK
 }
 
-#include "softmax_x86.inc" /* AVX-512 lines (HAVE_SMX) */
-
 static void softmax_inner(char **ptrs, const int64_t *s, int64_t n, void *arg)
 {
     const line_ctx *c = (const line_ctx *)arg;
-#ifdef HAVE_SMX
-    if (c->simd && c->len <= SM_LINE / 2) {
-        _Alignas(64) float buf[SM_LINE];
-        const int64_t esz = (int64_t)ampy_dtype_size(c->in_dt);
-        const int pf = c->sin == esz && c->len * esz <= 4096; /* contiguous lines */
-        for (int64_t j = 0; j < n; j += 2) {
-            if (pf && j + 3 < n) /* the next pair: too short for the hardware prefetcher */
-                for (int q = 2; q < 4; q++)
-                    for (int64_t b = 0; b < c->len * esz; b += 64)
-                        _mm_prefetch(ptrs[0] + (j + q) * s[0] + b, _MM_HINT_T0);
-            const char *in[2] = {ptrs[0] + j * s[0], ptrs[0] + (j + 1) * s[0]};
-            char *out[2] = {ptrs[1] + j * s[1], ptrs[1] + (j + 1) * s[1]};
-            smx_short_lines(c, in, out, n - j >= 2 ? 2 : 1, buf);
-        }
+#ifdef AMPY_X86_SIMD
+    if (c->simd) {
+        ampy_softmax_lines_avx512(c, ptrs, s, n);
         return;
     }
 #endif
     for (int64_t j = 0; j < n; j++) {
-#ifdef HAVE_SMX
-        if (c->simd)
-            softmax_line_avx512(c, ptrs[0] + j * s[0], ptrs[1] + j * s[1]);
-        else
-#endif
-            if (c->kind == AMPY_KIND_F32)
+        if (c->kind == AMPY_KIND_F32)
             softmax_line_f(c, ptrs[0] + j * s[0], ptrs[1] + j * s[1]);
         else
             softmax_line_d(c, ptrs[0] + j * s[0], ptrs[1] + j * s[1]);
@@ -241,7 +217,7 @@ ampy_status ampy_softmax(int ndim, const int64_t *shape, const void *in,
     c.out_dt = out_dtype;
     c.kind = in_dtype == AMPY_FLOAT64 ? AMPY_KIND_F64 : AMPY_KIND_F32;
     c.log = log;
-#ifdef HAVE_SMX
+#ifdef AMPY_X86_SIMD
     if (c.kind == AMPY_KIND_F32 && ampy_cpu_level_get() >= AMPY_CPU_AVX512) {
         c.simd = 1;
         c.bf16ok = (ampy_cpu_features() & AMPY_CPU_HAS_AVX512BF16) != 0;

@@ -2,20 +2,20 @@
  * with elem.h's rounding bits; shared by the one-pass element-wise path
  * (ewise.c), the fused softmax backward (fused.c) and softmax rows
  * (reduce_softmax.c). Include only from x86-64 GCC/Clang translation units
- * whose callers carry at least AMPY_X86_HALF_T's target features. */
+ * whose callers carry at least AMPY_TARGET_AVX512's target features. */
 #ifndef AMPY_SIMD_HALF_H
 #define AMPY_SIMD_HALF_H
 
 #include <immintrin.h>
+#include "simd.h"
 
-#define AMPY_X86_HALF_T __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")))
 
 /* bf != 0: bfloat16, round to nearest even; vcvtneps2bf16 (bf16ok: the CPU
  * has AVX512-BF16) rounds like elem.h except for NaN and denormal inputs
  * (fpclass 0x01 | 0x20 | 0x80), which take the integer path (NaN -> 0x7FC0).
  * bf == 0: float16 by vcvtps2ph, whose NaN equals elem.h's for the quiet
  * NaNs arithmetic produces. */
-AMPY_X86_HALF_T static inline __m256i ampy_x86_f32_to_half16(__m512 v, int bf, int bf16ok)
+AMPY_TARGET_AVX512 static inline __m256i ampy_x86_f32_to_half16(__m512 v, int bf, int bf16ok)
 {
     __m256i h;
     if (bf && bf16ok && !_mm512_fpclass_ps_mask(v, 0xA1)) {

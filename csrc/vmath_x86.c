@@ -15,13 +15,14 @@
 #include <string.h>
 
 #include "ampy/cpu.h"
+#include "simd.h"
 #include "vmath.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define VM_SFX avx512
 #define VM_ATTR                                                                       \
-    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,"      \
-                          "prefer-vector-width=512"), optimize("no-trapping-math")))
+    __attribute__((target(AMPY_ISA_AVX512 ",prefer-vector-width=512"),                \
+                   optimize("no-trapping-math")))
 #define VM_MADD(a, b, c) fmaf((a), (b), (c))
 #define VM_DMADD(a, b, c) fma((a), (b), (c))
 

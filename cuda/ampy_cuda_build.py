@@ -25,6 +25,8 @@ exists at all.
 (plain C11, no contraction) does not do, and the GPU's AMP kernels would stop
 giving the CPU's bits. Explicit fmaf() calls stay FMAs. No fast-math flag.
 
+The host C (cuda/*.c and csrc/status.c) compiles with ampy._C's flags (host_c_flags).
+
 Objects go under build_temp; a .cu object newer than its source and every
 header is reused, so a second build only relinks.
 """
@@ -144,8 +146,7 @@ class CudaExtension(Extension):
             c_sources, output_dir=os.path.join(cmd.build_temp, "cuda_c"),
             include_dirs=includes + [os.path.join(here, "csrc", "py"), np.get_include(),
                                      sysconfig.get_paths()["include"]],
-            extra_postargs=["-std=c11", "-O2", "-fPIC", "-fvisibility=hidden", "-Wall",
-                            "-Wno-unused-parameter", "-Wno-unused-function"])
+            extra_postargs=host_c_flags(cmd))
         out = cmd.get_ext_fullpath(self.name)
         os.makedirs(os.path.dirname(out), exist_ok=True)
         libdir = self._lib_dir()
@@ -156,6 +157,19 @@ class CudaExtension(Extension):
         sys.stderr.write(f"ampy._C_cuda: built in {time.time() - t0:.1f}s "
                          f"({len(jobs)} .cu compiled in {t_nvcc:.1f}s, {workers} jobs)\n")
         return out
+
+
+def host_c_flags(cmd):
+    """The host C flags: ampy._C's own (setup.py's _flags(), read off the build
+    command's ampy._C extension), so both modules' C compiles alike, plus -fPIC.
+    Sanitizer flags (AMPY_SANITIZE) are left out: the nvcc objects linked with
+    this C are not instrumented, and the ASan run does not load ampy._C_cuda."""
+    for ext in cmd.extensions:
+        if ext.name == "ampy._C":
+            return [f for f in ext.extra_compile_args if not f.startswith("-fsanitize")
+                    and f != "-fno-sanitize-recover=undefined"] + ["-fPIC"]
+    raise RuntimeError("ampy._C_cuda is built together with ampy._C (setup.py), whose C "
+                       "flags its host C uses")
 
 
 def driver_present():

@@ -20,7 +20,8 @@ from .._dispatch import defop, get_op
 
 __all__ = ["Saved", "REDUCTIONS"]
 
-REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+REDUCTIONS = {"none": _C.NN_REDUCTION_NONE, "mean": _C.NN_REDUCTION_MEAN,
+              "sum": _C.NN_REDUCTION_SUM}
 _FP32 = {"cpu": "fp32", "cuda": "fp32"}
 _F32 = D.float32
 

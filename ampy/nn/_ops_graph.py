@@ -13,6 +13,7 @@ compute in float32 as the fused kernels do; the engine casts the result back.
 """
 import math
 
+from .. import _C
 from .. import _dtype as D
 from .._dispatch import get_op
 from ..autograd._grad_mode import _state
@@ -74,7 +75,7 @@ def _row_weight(onehot, w):
 
 def _per_row(g, red):
     """The incoming gradient shaped to scale (M, C) rows."""
-    return O.reshape(upcast(g), (-1, 1)) if red == 0 else upcast(g)
+    return O.reshape(upcast(g), (-1, 1)) if red == _C.NN_REDUCTION_NONE else upcast(g)
 
 
 def _target_matrix(x, t, w, ignore, red, ls):
@@ -86,8 +87,8 @@ def _target_matrix(x, t, w, ignore, red, ls):
     onehot = _onehot(t, c, ignore, dt)
     wt = _row_weight(onehot, w)
     nll = O.mul(onehot, O.mul(wt, 1.0 - ls))
-    total = O.sum(wt) if red == 1 else None
-    if red == 1:
+    total = O.sum(wt) if red == _C.NN_REDUCTION_MEAN else None
+    if red == _C.NN_REDUCTION_MEAN:
         nll = O.div(nll, total)
     if ls == 0:
         return nll
@@ -95,7 +96,7 @@ def _target_matrix(x, t, w, ignore, red, ls):
     smooth = O.mul(valid, ls / c)
     if w is not None:
         smooth = O.mul(smooth, O.reshape(upcast(w), (1, -1)))
-    if red == 1:  # (without weight, total is the count of rows not ignored)
+    if red == _C.NN_REDUCTION_MEAN:  # (without weight, total: the rows not ignored)
         smooth = O.div(smooth, total)
     return O.add(nll, smooth)
 

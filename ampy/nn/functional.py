@@ -156,7 +156,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 def dropout(input, p=0.5, training=True, inplace=False, *, generator=None):
     """Zero each element with probability p and scale the rest by 1/(1-p).
-    The keep-mask is drawn by ampy's Philox generator (fill_random kind 3)."""
+    The keep-mask is drawn by ampy's Philox generator (fill_random kind RANDOM_BERNOULLI)."""
     _check_tensor(input, "dropout", "input")
     if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
@@ -169,7 +169,7 @@ def dropout(input, p=0.5, training=True, inplace=False, *, generator=None):
     mask = (_C.empty(tuple(input.shape), D.uint8) if input._device_index < 0  # CUDA: drawn there
             else _C._empty_device(tuple(input.shape), D.uint8, input._device_index))
     seed, off = g._take(mask.numel())
-    _C.fill_random(mask, 3, seed, off, 1.0 - float(p), 0.0)
+    _C.fill_random(mask, _C.RANDOM_BERNOULLI, seed, off, 1.0 - float(p), 0.0)
     scale = 0.0 if p == 1 else 1.0 / (1.0 - float(p))
     out = dispatch(_DROP, input, mask, scale)
     if inplace:
@@ -249,7 +249,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     _check_weight(weight, rows, "cross_entropy")
     saved = Saved() if _grad_wanted(input, weight) else None
     out = dispatch(_CE, rows, t, weight, int(ignore_index), red, float(label_smoothing), saved)
-    return out.reshape(*shape) if red == 0 else out
+    return out.reshape(*shape) if red == _C.NN_REDUCTION_NONE else out
 
 
 def _check_weight(weight, rows, fn):
@@ -279,10 +279,10 @@ def _cross_entropy_probs(input, target, weight, red, ls):
         shape[dim] = c
         prod = prod * weight.reshape(*shape)
     loss = -_need("sum")(prod, dim)
-    if red == 0:
+    if red == _C.NN_REDUCTION_NONE:
         return loss
     total = a.sum(loss)
-    if red == 1:
+    if red == _C.NN_REDUCTION_MEAN:
         n = input.numel() // c
         return total / n if n else total / 0.0
     return total
@@ -295,7 +295,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     rows, t, shape = _class_targets(input, target, "nll_loss")
     _check_weight(weight, rows, "nll_loss")
     out = dispatch(_NLL, rows, t, weight, int(ignore_index), red)
-    return out.reshape(*shape) if red == 0 else out
+    return out.reshape(*shape) if red == _C.NN_REDUCTION_NONE else out
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):

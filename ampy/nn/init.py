@@ -12,7 +12,7 @@ from .._tensor import Tensor
 __all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones_", "eye_",
            "kaiming_uniform_", "kaiming_normal_", "xavier_uniform_", "xavier_normal_"]
 
-_UNIFORM, _NORMAL = 0, 1
+_UNIFORM, _NORMAL = _C.RANDOM_UNIFORM, _C.RANDOM_NORMAL
 
 
 def _check(tensor, fn):

@@ -333,6 +333,17 @@ static PyObject *f_from_dlpack(PyObject *self, PyObject *cap)
     return t ? dl_finish(t, readonly) : NULL;
 }
 
+/* The DLPack device types above as _C.DLPACK_CPU, _CUDA, _CUDA_HOST, _CUDA_MANAGED. */
+int ampy_py_dlpack_add_constants(PyObject *m)
+{
+    if (PyModule_AddIntConstant(m, "DLPACK_CPU", kDLCPU) < 0 ||
+        PyModule_AddIntConstant(m, "DLPACK_CUDA", kDLCUDA) < 0 ||
+        PyModule_AddIntConstant(m, "DLPACK_CUDA_HOST", kDLCUDAHost) < 0 ||
+        PyModule_AddIntConstant(m, "DLPACK_CUDA_MANAGED", kDLCUDAManaged) < 0)
+        return -1;
+    return 0;
+}
+
 PyMethodDef ampy_py_dlpack_methods[] = {
     {"_to_dlpack", f_to_dlpack, METH_VARARGS,
      "_to_dlpack(tensor, versioned)\n--\n\nA DLPack capsule viewing the tensor (zero copy)."},

@@ -2,12 +2,13 @@
  *
  * _C.gemm(a, b, out=None, out_dtype=None, alpha=1.0, beta=0.0, bias=None) -> Tensor
  *   a: (M, K) or (batch, M, K); b: (K, N) or (batch, K, N), same ndim and
- *   dtype (float32/float16/bfloat16), any strides (a batch stride of 0 is a
+ *   dtype (float32/float16/bfloat16/float64), any strides (a batch stride of 0 is a
  *   broadcast). out: None (a new contiguous tensor of dtype out_dtype or
  *   a.dtype; beta is then ignored) or a tensor of shape (…, M, N) that is
  *   updated in place: out = alpha * a @ b + beta * out. bias: None or a 1-d
- *   CPU tensor of N (= b's columns) float32/float16/bfloat16 values, any
- *   stride, added to every row in float32 before the single rounding.
+ *   CPU tensor of N (= b's columns) float32/float16/bfloat16 values (float64
+ *   with float64 inputs), any stride, added to every row in float32 (double
+ *   for float64) before the single rounding.
  * _C.gemm_set_impl(name), _C.gemm_impl_name(dtype),
  * _C.gemm_impl_available(name): implementation selection (gemm.h).
  * Shape and broadcasting rules of matmul/addmm/linear live in ampy/_gemm.py.
@@ -76,7 +77,8 @@ static PyObject *gemm_done(PyThreadState *ts, ampy_status st, AmpyTensor *c, int
     return (PyObject *)c;
 }
 
-/* bias: a 1-d CPU float32/float16/bfloat16 tensor of n elements. */
+/* bias: a 1-d CPU float32/float16/bfloat16/float64 tensor of n elements
+ * (float64 only with float64 inputs: ampy_gemm_bias checks). */
 static int check_bias(PyObject *o, int64_t n, AmpyTensor **out)
 {
     AmpyTensor *t = ampy_py_tensor_arg(o, "gemm", "bias");
@@ -87,9 +89,10 @@ static int check_bias(PyObject *o, int64_t n, AmpyTensor **out)
                      "tensors", t->device);
         return -1;
     }
-    if (t->dtype != AMPY_FLOAT32 && t->dtype != AMPY_FLOAT16 && t->dtype != AMPY_BFLOAT16) {
-        PyErr_Format(PyExc_TypeError, "gemm: bias must be float32, float16 or bfloat16, got %s",
-                     ampy_dtype_name(t->dtype));
+    if (t->dtype != AMPY_FLOAT32 && t->dtype != AMPY_FLOAT16 && t->dtype != AMPY_BFLOAT16 &&
+        t->dtype != AMPY_FLOAT64) {
+        PyErr_Format(PyExc_TypeError, "gemm: bias must be float32, float16, bfloat16 or "
+                     "float64, got %s", ampy_dtype_name(t->dtype));
         return -1;
     }
     if (t->ndim != 1 || t->shape[0] != n) {
@@ -152,9 +155,9 @@ static PyObject *f_gemm(PyObject *self, PyObject *args, PyObject *kw)
     double work = (double)ad[0] * (double)ad[1] * (double)ad[2] * (double)bd[2];
     ampy_status st;
     PyThreadState *ts = work >= AMPY_PY_GIL_RELEASE_MIN ? PyEval_SaveThread() : NULL;
-    st = ampy_gemm_bias(ad[0], ad[1], bd[2], ad[2], (float)alpha, a->data,
+    st = ampy_gemm_bias(ad[0], ad[1], bd[2], ad[2], alpha, a->data,
                         (ampy_dtype)a->dtype, as[0], as[1], as[2], b->data, (ampy_dtype)b->dtype,
-                        bs[0], bs[1], bs[2], created ? 0.0f : (float)beta, c->data,
+                        bs[0], bs[1], bs[2], created ? 0.0 : beta, c->data,
                         (ampy_dtype)c->dtype, cs[0], cs[1], cs[2], bias ? bias->data : NULL,
                         bias ? (ampy_dtype)bias->dtype : AMPY_FLOAT32,
                         bias ? bias->strides[0] : 0);
@@ -278,9 +281,9 @@ static PyObject *f_gemm_batched(PyObject *self, PyObject *args, PyObject *kw)
     }
     PyThreadState *ts = work >= AMPY_PY_GIL_RELEASE_MIN ? PyEval_SaveThread() : NULL;
     ampy_status st = ampy_gemm_batched(
-        n, fs, M, N, K, (float)alpha, a->data, (ampy_dtype)a->dtype, fa, a->strides[an - 2],
+        n, fs, M, N, K, alpha, a->data, (ampy_dtype)a->dtype, fa, a->strides[an - 2],
         a->strides[an - 1], b->data, (ampy_dtype)b->dtype, fb, b->strides[bn - 2],
-        b->strides[bn - 1], created ? 0.0f : (float)beta, c->data, (ampy_dtype)c->dtype, fc,
+        b->strides[bn - 1], created ? 0.0 : beta, c->data, (ampy_dtype)c->dtype, fc,
         c->strides[nd], c->strides[nd + 1]);
     return gemm_done(ts, st, c, created);
 }

@@ -102,9 +102,7 @@ static int module_exec(PyObject *m)
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
         if (add_methods(m, tables[i]) < 0)
             return -1;
-    if (PyModule_AddIntConstant(m, "MAX_DIMS", AMPY_MAX_DIMS) < 0)
-        return -1;
-    return 0;
+    return ampy_py_add_enums(m);
 }
 
 static PyModuleDef_Slot module_slots[] = {

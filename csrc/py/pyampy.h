@@ -205,6 +205,9 @@ extern PyMethodDef ampy_py_runtime_methods[];
 extern PyMethodDef ampy_py_nn_methods[];
 extern PyMethodDef ampy_py_device_methods[]; /* device_py.c (CUDA tensors)   */
 extern PyMethodDef ampy_py_dlpack_methods[]; /* dlpack_py.c (DLPack, CAI)    */
+/* libampy's enums as module constants (enums_py.c; DLPack's from dlpack_py.c). */
+int ampy_py_add_enums(PyObject *m);
+int ampy_py_dlpack_add_constants(PyObject *m);
 
 /* ---- CUDA tensors (device_py.c; fail with RuntimeError until ampy._C_cuda
  * registered its entry points) ------------------------------------------- */

@@ -1,13 +1,15 @@
-/* ampy/gemm.h — batched matrix multiply with fp32 accumulation.
+/* ampy/gemm.h — batched matrix multiply with fp32 (fp64 for float64) accumulation.
  *
  *   for every b < batch:   C[b] = alpha * (A[b] @ B[b]) + beta * C[b]
  *
- * A[b] is M x K, B[b] is K x N, C[b] is M x N. Inputs are float32, float16 or
- * bfloat16 (A and B the same dtype, as torch requires). Every product is
- * formed and summed in float32 (never in half precision); alpha and beta are
- * applied in float32 and the result is rounded ONCE to C's dtype (the input
- * dtype, or float32 for an "out_dtype=float32" result), with elem.h's
- * round-to-nearest-even conversions.
+ * A[b] is M x K, B[b] is K x N, C[b] is M x N. Inputs are float32, float16,
+ * bfloat16 or float64 (A and B the same dtype, as torch requires). For the
+ * first three every product is formed and summed in float32 (never in half
+ * precision); alpha and beta are applied in float32 and the result is
+ * rounded ONCE to C's dtype (the input dtype, or float32 for an
+ * "out_dtype=float32" result), with elem.h's round-to-nearest-even
+ * conversions. float64 inputs are multiplied, summed and scaled by alpha and
+ * beta in double, then rounded once to C's dtype (float64, or float32).
  *
  * Layout: every operand is given by a base pointer and three strides in
  * ELEMENTS (not bytes): element (b, i, j) of X lives at
@@ -24,7 +26,9 @@
  *
  * Accuracy: the sum order is blocked (not left to right), so results are not
  * bit-identical to a naive loop, but each output is an fp32-accumulated sum,
- * error <= ~K * 2^-24 * sum|a*b| before the final rounding. NaN and inf
+ * error <= ~K * 2^-24 * sum|a*b| before the final rounding (float64:
+ * ~K * 2^-53 * sum|a*b|; its AVX-512 kernel fuses each multiply-add, the
+ * portable one does not). NaN and inf
  * propagate as IEEE arithmetic says. The AMX bfloat16 path and the
  * AVX512-BF16 one (vdpbf16ps) treat bfloat16 inputs below 2^-126 (subnormals)
  * as zero and flush subnormal partial sums, as the hardware does
@@ -39,7 +43,8 @@
  * AVX512-BF16 vdpbf16ps (bfloat16 inputs, on CPUs without AMX such as AMD
  * Zen 4, or below AMX by ampy_cpu_level_set(AMPY_CPU_AVX512_BF16); a product
  * with K < 16 takes the FMA path there), AVX-512 FMA, AVX2 FMA, and portable
- * C (always compiled). On the FMA paths
+ * C (always compiled); float64 runs gemm_f64.c's loop with an AVX-512 FMA or
+ * a portable micro-kernel. On the FMA paths
  * float16/bfloat16 inputs are widened to float32 while the operands are
  * packed.
  * AMPY_FORCE_PORTABLE=1 (read by cpu.h) forces the portable kernels. Large
@@ -62,7 +67,8 @@ extern "C" {
 
 /* The GEMM above.
  *   batch, M, N, K   in: sizes, each >= 0 (0 is a valid empty problem).
- *   alpha, beta      in: scalars (float32). beta == 0: C is not read.
+ *   alpha, beta      in: scalars (applied in float32, in double for float64
+ *                    inputs). beta == 0: C is not read.
  *   A, a_dtype, a_*_stride   in: M x K operand (per batch item), strides in
  *                    elements. May be NULL only when batch*M*K == 0.
  *   B, b_dtype, b_*_stride   in: K x N operand, same rules.
@@ -71,15 +77,15 @@ extern "C" {
  * Returns
  *   AMPY_OK
  *   AMPY_ERR_DTYPE   a_dtype != b_dtype, a dtype that is not float32/float16/
- *                    bfloat16, or a c_dtype other than a_dtype / float32.
+ *                    bfloat16/float64, or a c_dtype other than a_dtype / float32.
  *   AMPY_ERR_SHAPE   a negative size, or a NULL pointer for a non-empty operand.
  *   AMPY_ERR_NOMEM   workspace allocation failed or sizes overflow.
  * On error C is unchanged and ampy_last_error() names the argument. */
-ampy_status ampy_gemm(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha,
+ampy_status ampy_gemm(int64_t batch, int64_t M, int64_t N, int64_t K, double alpha,
                       const void *A, ampy_dtype a_dtype, int64_t a_batch_stride,
                       int64_t a_row_stride, int64_t a_col_stride,
                       const void *B, ampy_dtype b_dtype, int64_t b_batch_stride,
-                      int64_t b_row_stride, int64_t b_col_stride, float beta,
+                      int64_t b_row_stride, int64_t b_col_stride, double beta,
                       void *C, ampy_dtype c_dtype, int64_t c_batch_stride,
                       int64_t c_row_stride, int64_t c_col_stride);
 
@@ -89,14 +95,15 @@ ampy_status ampy_gemm(int64_t batch, int64_t M, int64_t N, int64_t K, float alph
  * included: one rounding of the float32 sum).
  *   bias         in: N elements, element j at bias + j * bias_stride (0 is a
  *                scalar broadcast); NULL for none (then this is ampy_gemm).
- *   bias_dtype   in: float32, float16 or bfloat16 (any of them, whatever A's).
+ *   bias_dtype   in: float32, float16 or bfloat16 (any of them, whatever A's),
+ *                or float64 when A is float64 (added in double then).
  * Returns as ampy_gemm, plus AMPY_ERR_DTYPE for a bias dtype that is not
- * float32/float16/bfloat16 (the message names "bias"). */
-ampy_status ampy_gemm_bias(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha,
+ * one of those (the message names "bias"). */
+ampy_status ampy_gemm_bias(int64_t batch, int64_t M, int64_t N, int64_t K, double alpha,
                            const void *A, ampy_dtype a_dtype, int64_t a_batch_stride,
                            int64_t a_row_stride, int64_t a_col_stride,
                            const void *B, ampy_dtype b_dtype, int64_t b_batch_stride,
-                           int64_t b_row_stride, int64_t b_col_stride, float beta,
+                           int64_t b_row_stride, int64_t b_col_stride, double beta,
                            void *C, ampy_dtype c_dtype, int64_t c_batch_stride,
                            int64_t c_row_stride, int64_t c_col_stride, const void *bias,
                            ampy_dtype bias_dtype, int64_t bias_stride);
@@ -118,17 +125,18 @@ ampy_status ampy_gemm_bias(int64_t batch, int64_t M, int64_t N, int64_t K, float
  * batch size or NULL shape/stride arrays with nd > 0. On error C is unchanged. */
 #define AMPY_GEMM_MAX_BATCH_DIMS 8
 ampy_status ampy_gemm_batched(int nd, const int64_t *batch_shape, int64_t M, int64_t N,
-                              int64_t K, float alpha,
+                              int64_t K, double alpha,
                               const void *A, ampy_dtype a_dtype, const int64_t *a_batch_strides,
                               int64_t a_row_stride, int64_t a_col_stride,
                               const void *B, ampy_dtype b_dtype, const int64_t *b_batch_strides,
-                              int64_t b_row_stride, int64_t b_col_stride, float beta,
+                              int64_t b_row_stride, int64_t b_col_stride, double beta,
                               void *C, ampy_dtype c_dtype, const int64_t *c_batch_strides,
                               int64_t c_row_stride, int64_t c_col_stride);
 
 /* The test oracle: the same contract and validation as ampy_gemm, computed by
  * a plain triple loop (k innermost, left to right, float32 sum; conversions
- * from elem.h). Slow; for tests only. */
+ * from elem.h). float32, float16 and bfloat16 only (AMPY_ERR_DTYPE for
+ * float64). Slow; for tests only. */
 ampy_status ampy_gemm_reference(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha,
                                 const void *A, ampy_dtype a_dtype, int64_t a_batch_stride,
                                 int64_t a_row_stride, int64_t a_col_stride,

@@ -1,7 +1,20 @@
-/* softmax_x86.inc — the AVX-512 softmax lines of reduce_softmax.c (included
- * there, inside its translation unit: it uses line_ctx, SM_LINE and the
- * scalar lines defined above the include). */
-#if defined(__x86_64__) && defined(__GNUC__)
+/* softmax_x86.c — the AVX-512 softmax lines of reduce_softmax.c (see
+ * reduce_lines.h): reduce_softmax.c hands every float32-computed line here
+ * when the CPU has AVX-512 (line_ctx.simd).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "ampy/cast.h"
+#include "ampy/cpu.h"
+#include "ampy/ewise.h"
+#include "reduce_lines.h"
+
+#ifdef AMPY_X86_SIMD
+#include <immintrin.h>
+
+#include "simd_half.h"
+
 /* ---- AVX-512 lines ------------------------------------------------------------
  * The float32-computed line written with intrinsics, 16 lanes:
  *  - max: vmaxps lanes plus an unordered-compare NaN mask (NaN sticks);
@@ -21,13 +34,6 @@
  * Converted dtypes (float16/bfloat16, strided lines) go through a float line
  * buffer, filled once by the SIMD cast kernels and rounded once on the way
  * out, as the portable path does. */
-#include <immintrin.h>
-#include "simd_half.h"
-
-#include "ampy/cast.h"
-#include "ampy/cpu.h"
-
-#define SMX_T __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")))
 
 typedef struct {
     __m512 mx;
@@ -35,9 +41,10 @@ typedef struct {
     __m512d s0, s1; /* lanes 0-7 and 8-15 of the double sum */
 } smx_acc;
 
-SMX_T static inline __mmask16 smx_mask(int64_t k) { return (__mmask16)((1u << k) - 1u); }
+AMPY_TARGET_AVX512
+static inline __mmask16 smx_mask(int64_t k) { return (__mmask16)((1u << k) - 1u); }
 
-SMX_T static void smx_max(const float *x, int64_t n, smx_acc *a)
+AMPY_TARGET_AVX512 static void smx_max(const float *x, int64_t n, smx_acc *a)
 {
     __m512 mx = a->mx;
     __mmask16 nan = a->nan;
@@ -58,7 +65,7 @@ SMX_T static void smx_max(const float *x, int64_t n, smx_acc *a)
 }
 
 /* e^(x - m), vmath's vexp_diff in 16 lanes */
-SMX_T static inline __m512 smx_expdiff(__m512 x, __m512 m)
+AMPY_TARGET_AVX512 static inline __m512 smx_expdiff(__m512 x, __m512 m)
 {
     const __m512 d = _mm512_sub_ps(x, m);
     const __m512 bv = _mm512_sub_ps(d, x);
@@ -87,7 +94,7 @@ SMX_T static inline __m512 smx_expdiff(__m512 x, __m512 m)
     return _mm512_scalef_ps(p, k);
 }
 
-SMX_T static inline void smx_add(smx_acc *a, __m512 e)
+AMPY_TARGET_AVX512 static inline void smx_add(smx_acc *a, __m512 e)
 {
     a->s0 = _mm512_add_pd(a->s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
     a->s1 = _mm512_add_pd(a->s1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(
@@ -95,7 +102,7 @@ SMX_T static inline void smx_add(smx_acc *a, __m512 e)
 }
 
 /* sum += e^(x - m) over x[0..n); y[i] = e^(x[i] - m) when y is not NULL */
-SMX_T static void smx_expsum(const float *x, int64_t n, float m, float *y, smx_acc *a)
+AMPY_TARGET_AVX512 static void smx_expsum(const float *x, int64_t n, float m, float *y, smx_acc *a)
 {
     const __m512 vm = _mm512_set1_ps(m);
     int64_t i = 0;
@@ -114,7 +121,7 @@ SMX_T static void smx_expsum(const float *x, int64_t n, float m, float *y, smx_a
     }
 }
 
-SMX_T static double smx_sum(const smx_acc *a)
+AMPY_TARGET_AVX512 static double smx_sum(const smx_acc *a)
 {
     const __m512d t = _mm512_add_pd(a->s0, a->s1);
     const __m256d u = _mm256_add_pd(_mm512_castpd512_pd256(t), _mm512_extractf64x4_pd(t, 1));
@@ -123,7 +130,7 @@ SMX_T static double smx_sum(const smx_acc *a)
 }
 
 /* y[i] = e[i] / s, correctly rounded (see above); y may equal e */
-SMX_T static void smx_div(const float *e, int64_t n, float s, float *y)
+AMPY_TARGET_AVX512 static void smx_div(const float *e, int64_t n, float s, float *y)
 {
     const __m512 vs = _mm512_set1_ps(s), vi = _mm512_set1_ps(1.0f / s);
     int64_t i = 0;
@@ -141,7 +148,7 @@ SMX_T static void smx_div(const float *e, int64_t n, float s, float *y)
 }
 
 /* y[i] = e^(x[i] - m) / s (the exponentials were not kept) */
-SMX_T static void smx_expdiv(const float *x, int64_t n, float m, float s, float *y)
+AMPY_TARGET_AVX512 static void smx_expdiv(const float *x, int64_t n, float m, float s, float *y)
 {
     const __m512 vm = _mm512_set1_ps(m), vs = _mm512_set1_ps(s), vi = _mm512_set1_ps(1.0f / s);
     int64_t i = 0;
@@ -154,7 +161,7 @@ SMX_T static void smx_expdiv(const float *x, int64_t n, float m, float s, float 
 }
 
 /* y[i] = (x[i] - m) - ls */
-SMX_T static void smx_subsub(const float *x, int64_t n, float m, float ls, float *y)
+AMPY_TARGET_AVX512 static void smx_subsub(const float *x, int64_t n, float m, float ls, float *y)
 {
     const __m512 vm = _mm512_set1_ps(m), vl = _mm512_set1_ps(ls);
     int64_t i = 0;
@@ -169,7 +176,7 @@ SMX_T static void smx_subsub(const float *x, int64_t n, float m, float ls, float
  * is exact; narrowing rounds to nearest-even (vcvtps2ph for float16, whose
  * NaN result equals elem.h's for the quiet NaNs arithmetic produces; the
  * integer rounding of cast_x86.c for bfloat16, NaN -> 0x7FC0). */
-SMX_T static inline __m512 smx_ld_half(const uint16_t *p, int bf, __mmask16 k)
+AMPY_TARGET_AVX512 static inline __m512 smx_ld_half(const uint16_t *p, int bf, __mmask16 k)
 {
     const __m256i h = _mm256_maskz_loadu_epi16(k, p);
     if (bf)
@@ -177,7 +184,8 @@ SMX_T static inline __m512 smx_ld_half(const uint16_t *p, int bf, __mmask16 k)
     return _mm512_cvtph_ps(h);
 }
 
-SMX_T static inline void smx_st_half(uint16_t *p, int bf, int bf16ok, __mmask16 k, __m512 v)
+AMPY_TARGET_AVX512
+static inline void smx_st_half(uint16_t *p, int bf, int bf16ok, __mmask16 k, __m512 v)
 {
     const __m256i h = ampy_x86_f32_to_half16(v, bf, bf16ok);
     if (k == (__mmask16)0xFFFF)
@@ -187,7 +195,8 @@ SMX_T static inline void smx_st_half(uint16_t *p, int bf, int bf16ok, __mmask16 
 }
 
 /* smx_max of n contiguous halves at p, stored as floats into buf on the way */
-SMX_T static void smx_max_half(const uint16_t *p, int bf, int64_t n, float *buf, smx_acc *a)
+AMPY_TARGET_AVX512
+static void smx_max_half(const uint16_t *p, int bf, int64_t n, float *buf, smx_acc *a)
 {
     __m512 mx = a->mx;
     __mmask16 nan = a->nan;
@@ -212,7 +221,8 @@ SMX_T static void smx_max_half(const uint16_t *p, int bf, int64_t n, float *buf,
 }
 
 /* p[i] = half(e[i] / s) (smx_div, then rounded once to the half type) */
-SMX_T static void smx_div_half(const float *e, int64_t n, float s, uint16_t *p, int bf, int bf16ok)
+AMPY_TARGET_AVX512
+static void smx_div_half(const float *e, int64_t n, float s, uint16_t *p, int bf, int bf16ok)
 {
     const __m512 vs = _mm512_set1_ps(s), vi = _mm512_set1_ps(1.0f / s);
     for (int64_t i = 0; i < n; i += 16) {
@@ -223,14 +233,14 @@ SMX_T static void smx_div_half(const float *e, int64_t n, float s, uint16_t *p, 
     }
 }
 
-SMX_T static void smx_init(smx_acc *a)
+AMPY_TARGET_AVX512 static void smx_init(smx_acc *a)
 {
     a->mx = _mm512_set1_ps(-INFINITY);
     a->nan = 0;
     a->s0 = a->s1 = _mm512_setzero_pd();
 }
 
-SMX_T static float smx_max_value(const smx_acc *a)
+AMPY_TARGET_AVX512 static float smx_max_value(const smx_acc *a)
 {
     return a->nan ? __builtin_nanf("") : _mm512_reduce_max_ps(a->mx);
 }
@@ -266,7 +276,8 @@ static void smx_out(const line_ctx *c, ampy_cast_kernel from_f32, char *out, int
  * horizontal reductions (max, sum, 1/s: a serial latency chain) overlap the
  * other's vector loops; each line's arithmetic is its own, so the bits do
  * not depend on the pairing. */
-SMX_T static void smx_short_lines(const line_ctx *c, const char *const *in, char *const *out,
+AMPY_TARGET_AVX512
+static void smx_short_lines(const line_ctx *c, const char *const *in, char *const *out,
                                   int nl, float *buf)
 {
     const int64_t L = c->len;
@@ -303,7 +314,7 @@ SMX_T static void smx_short_lines(const line_ctx *c, const char *const *in, char
     }
 }
 
-SMX_T static void softmax_line_avx512(const line_ctx *c, const char *in, char *out)
+AMPY_TARGET_AVX512 static void softmax_line_avx512(const line_ctx *c, const char *in, char *out)
 {
     _Alignas(64) float buf[SM_LINE];
     const int64_t L = c->len;
@@ -340,5 +351,28 @@ SMX_T static void softmax_line_avx512(const line_ctx *c, const char *in, char *o
         smx_out(c, from_f32, out, off, k, y);
     }
 }
-#define HAVE_SMX 1
+
+/* Lines of up to SM_LINE / 2 go in pairs through smx_short_lines, longer
+ * ones one by one through softmax_line_avx512. */
+AMPY_TARGET_AVX512
+void ampy_softmax_lines_avx512(const line_ctx *c, char **ptrs, const int64_t *s, int64_t n)
+{
+    if (c->len <= SM_LINE / 2) {
+        _Alignas(64) float buf[SM_LINE];
+        const int64_t esz = (int64_t)ampy_dtype_size(c->in_dt);
+        const int pf = c->sin == esz && c->len * esz <= 4096; /* contiguous lines */
+        for (int64_t j = 0; j < n; j += 2) {
+            if (pf && j + 3 < n) /* the next pair: too short for the hardware prefetcher */
+                for (int q = 2; q < 4; q++)
+                    for (int64_t b = 0; b < c->len * esz; b += 64)
+                        _mm_prefetch(ptrs[0] + (j + q) * s[0] + b, _MM_HINT_T0);
+            const char *in[2] = {ptrs[0] + j * s[0], ptrs[0] + (j + 1) * s[0]};
+            char *out[2] = {ptrs[1] + j * s[1], ptrs[1] + (j + 1) * s[1]};
+            smx_short_lines(c, in, out, n - j >= 2 ? 2 : 1, buf);
+        }
+        return;
+    }
+    for (int64_t j = 0; j < n; j++)
+        softmax_line_avx512(c, ptrs[0] + j * s[0], ptrs[1] + j * s[1]);
+}
 #endif

@@ -1,10 +1,20 @@
-/* gemm_amx_macro.inc — the AMX single-K-block macro-kernel of gemm_amx.c
- * (included there, inside its target pragma; it uses the packing helpers
- * and tile constants defined above the include). */
+/* gemm_amx_macro.c — the AMX bfloat16 macro-kernel: one task of a problem
+ * whose K fits in one K block, from packed B to rounded C (gemm_amx.c packs
+ * and holds the implementation table; gemm_amx.h the tile shape).
+ */
+#include <string.h>
+
+#include "gemm_amx.h"
+
+#ifdef AMPY_GEMM_AMX
+#include <immintrin.h>
+
+#pragma GCC push_options
+AMPY_GEMM_AMX_TARGET
 
 /* ---- the single-K-block macro-kernel ------------------------------------
  * For K <= T_KC the driver hands each task (rows x cols of C, B packed) to
- * macro() below instead of "pack A, kernel into a float tile, epilogue":
+ * ampy_gemm_amx_macro() below instead of "pack A, kernel into a float tile, epilogue":
  *  - with a short K (32-row A panel <= 24 KiB) tiles go row panel by row
  *    panel, and A is read by tileloadd straight from its rows when they are
  *    contiguous in k (a->cs == 1) and K is a multiple of 32 (a 16 x 32 A
@@ -172,12 +182,64 @@ static inline void tile_chain(int64_t nsteps, const char *a0, const char *a1, in
 #define AMX_FUSE 1
 #endif
 
+/* The epilogue constants of task t (a tile's bias values are loaded per tile). */
+static AMX_INL amx_epi epi_init(const gemm_task *t)
+{
+    amx_epi e;
+    memset(&e, 0, sizeof e);
+    e.alpha = _mm512_set1_ps(t->alpha);
+    e.beta = _mm512_set1_ps(t->beta);
+    e.scale = t->alpha != 1.0f;
+    e.accum = t->beta != 0.0f;
+    e.bias = t->bias != NULL;
+    e.f32 = t->cdt == AMPY_FLOAT32;
+    return e;
+}
+
+/* The first C element of tile n (in the macro-kernel's tile order) when it
+ * is a full T_MR x T_NR tile, else NULL. */
+static AMX_INL const char *next_full_tile(const gemm_task *t, int64_t n, int64_t np,
+                                          int64_t nq, int qouter, int64_t csz)
+{
+    int64_t pn = qouter ? n % np : n / nq;
+    int64_t qn = qouter ? n / np : n % nq;
+    if ((pn + 1) * T_MR <= t->rows && (qn + 1) * T_NR <= t->cols)
+        return t->c + (pn * T_MR * t->crs + qn * T_NR) * csz;
+    return NULL;
+}
+
+/* Tiles 0-3 (an h x w block of C at cq, columns from q0) stored to the
+ * scratch tile sc; a full tile with a fast C layout (pending) becomes the
+ * pending tile, rounded into C during the next tile's chain (returns 1: the
+ * next tile takes the other scratch), any other is finished now (returns 0). */
+static AMX_INL int finish_tile(const gemm_task *t, float *sc, int pending, int64_t h,
+                               int64_t w, int64_t q0, char *cq, amx_pend *pend)
+{
+    _tile_stored(0, sc, 128);
+    _tile_stored(1, sc + 16, 128);
+    _tile_stored(2, sc + 16 * T_NR, 128);
+    _tile_stored(3, sc + 16 * T_NR + 16, 128);
+    if (pending) {
+        pend->t = sc;
+        pend->c = cq;
+        pend->next = 0;
+        if (pend->e.bias) {
+            pend->e.b0 = _mm512_loadu_ps(t->bias + q0);
+            pend->e.b1 = _mm512_loadu_ps(t->bias + q0 + 16);
+        }
+        return 1;
+    }
+    ampy_gemm_epilogue_avx512(sc, T_NR, h, w, t->alpha, t->beta, t->bias ? t->bias + q0 : NULL,
+                              cq, t->cdt, t->crs, t->ccs);
+    return 0;
+}
+
 /* Tile order: with a short K the 32-row A panel (32 x K bf16) stays in L1
  * while the packed B panels stream past it (row panel outer); with a long K
  * it would not, so B's panel stays (as far as it can) and the packed A block
  * streams (column panel outer): the operand that streams is then contiguous,
  * which the L2 prefetcher follows. */
-static void macro(const gemm_task *t)
+void ampy_gemm_amx_macro(const gemm_task *t)
 {
     const gemm_operand *a = t->a;
     int64_t nsteps = t->kcp / T_KB, pbytes = (int64_t)T_MR * t->kcp * 2;
@@ -199,16 +261,9 @@ static void macro(const gemm_task *t)
     /* packed A: every panel, each just before its first tile (below), or (A
      * read in place) only a ragged last one */
     if (direct && hlast < T_MR)
-        pack_a(a, t->i0 + (np - 1) * T_MR, hlast, 0, t->K, t->kcp, t->ap);
+        ampy_gemm_amx_pack_a(a, t->i0 + (np - 1) * T_MR, hlast, 0, t->K, t->kcp, t->ap);
     float scratch[2][T_MR * T_NR] __attribute__((aligned(64)));
-    amx_epi e0;
-    memset(&e0, 0, sizeof e0);
-    e0.alpha = _mm512_set1_ps(t->alpha);
-    e0.beta = _mm512_set1_ps(t->beta);
-    e0.scale = t->alpha != 1.0f;
-    e0.accum = t->beta != 0.0f;
-    e0.bias = t->bias != NULL;
-    e0.f32 = t->cdt == AMPY_FLOAT32;
+    amx_epi e0 = epi_init(t);
     amx_pend pend = {scratch[0], NULL, T_MR, e0};
     int cur = 0;
     for (int64_t n = 0, ntiles = np * nq; n < ntiles; n++) {
@@ -229,42 +284,22 @@ static void macro(const gemm_task *t)
         } else {
             a0 = (const char *)t->ap + (direct ? 0 : p * pbytes);
             if (!direct && q == 0)
-                pack_a(a, t->i0 + p0, h, 0, t->K, t->kcp, (char *)t->ap + p * pbytes);
+                ampy_gemm_amx_pack_a(a, t->i0 + p0, h, 0, t->K, t->kcp,
+                                     (char *)t->ap + p * pbytes);
         }
         const char *bq = t->bp + q * pbytes;
         char *cq = t->c + (p0 * t->crs + q0 * t->ccs) * csz;
         /* prefetch the C rows of the next tile when it is a full one */
-        const char *pf = NULL;
-        int pf_n = 0;
-        if (fast_c && n + 1 < ntiles) {
-            int64_t pn = qouter ? (n + 1) % np : (n + 1) / nq;
-            int64_t qn = qouter ? (n + 1) / np : (n + 1) % nq;
-            if ((pn + 1) * T_MR <= t->rows && (qn + 1) * T_NR <= t->cols) {
-                pf = t->c + (pn * T_MR * t->crs + qn * T_NR) * csz;
-                pf_n = T_MR;
-            }
-        }
+        const char *pf = fast_c && n + 1 < ntiles ? next_full_tile(t, n + 1, np, nq, qouter, csz)
+                                                 : NULL;
+        int pf_n = pf ? T_MR : 0;
         tile_chain_sa(nsteps, a0, a0 + a1off, astep, lda, bq, &pend, t->crs, rps, pf,
                       t->crs * csz, pf_n, sa);
-        float *sc = scratch[cur];
-        _tile_stored(0, sc, 128);
-        _tile_stored(1, sc + 16, 128);
-        _tile_stored(2, sc + 16 * T_NR, 128);
-        _tile_stored(3, sc + 16 * T_NR + 16, 128);
-        if (fast_c && h == T_MR && w == T_NR) {
-            pend.t = sc;
-            pend.c = cq;
-            pend.next = 0;
-            if (e0.bias) {
-                pend.e.b0 = _mm512_loadu_ps(t->bias + q0);
-                pend.e.b1 = _mm512_loadu_ps(t->bias + q0 + 16);
-            }
-            cur ^= 1;
-        } else {
-            ampy_gemm_epilogue_avx512(sc, T_NR, h, w, t->alpha, t->beta,
-                                      t->bias ? t->bias + q0 : NULL, cq, t->cdt, t->crs,
-                                      t->ccs);
-        }
+        cur ^= finish_tile(t, scratch[cur], fast_c && h == T_MR && w == T_NR, h, w, q0, cq,
+                           &pend);
     }
     pend_rows(&pend, t->crs, T_MR);
 }
+
+#pragma GCC pop_options
+#endif

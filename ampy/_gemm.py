@@ -11,8 +11,10 @@ autograd see each public op exactly once.
 """
 from . import _C
 from . import _dtype as D
+from . import _math, _math_reduce
 from . import _views as V
 from ._dispatch import defop, dispatch, get_op
+from ._shape import broadcast_shapes
 from ._tensor import Tensor
 
 __all__ = ["matmul", "mm", "bmm", "addmm", "baddbmm", "linear", "dot", "mv"]
@@ -28,8 +30,7 @@ def _gemm(a, b, out=None, out_dtype=None, alpha=1.0, beta=0.0, bias=None):
         if bias is None:
             return _C.gemm(a, b, out=out, out_dtype=out_dtype, alpha=alpha, beta=beta)
         return _C.gemm(a, b, out=out, out_dtype=out_dtype, alpha=alpha, beta=beta, bias=bias)
-    from . import _math
-    prod = _math.sum(_math.mul(V.unsqueeze(a, -1), V.unsqueeze(b, -3)), -2)
+    prod = _math_reduce.sum(_math.mul(V.unsqueeze(a, -1), V.unsqueeze(b, -3)), -2)
     if alpha != 1.0:
         prod = _math.mul(prod, alpha)
     if bias is not None:
@@ -100,15 +101,14 @@ def _bmm_fwd(input, mat2, *, out_dtype=None):
 
 
 def _broadcast_batch(sa, sb):
-    n = max(len(sa), len(sb))
-    sa, sb = (1,) * (n - len(sa)) + tuple(sa), (1,) * (n - len(sb)) + tuple(sb)
-    out = []
-    for x, y in zip(sa, sb):
-        if x != y and x != 1 and y != 1:
-            raise RuntimeError(f"The size of tensor a ({x}) must match the size of tensor b ({y})"
-                               f" at non-singleton dimension")
-        out.append(max(x, y) if x != 0 and y != 0 else 0)
-    return tuple(out)
+    out = broadcast_shapes(tuple(sa), tuple(sb))
+    if out is None:
+        n = max(len(sa), len(sb))
+        sa, sb = (1,) * (n - len(sa)) + tuple(sa), (1,) * (n - len(sb)) + tuple(sb)
+        x, y = next((x, y) for x, y in zip(sa, sb) if x != y and x != 1 and y != 1)
+        raise RuntimeError(f"The size of tensor a ({x}) must match the size of tensor b ({y})"
+                           f" at non-singleton dimension")
+    return out
 
 
 @defop("matmul")
@@ -182,7 +182,6 @@ def _addmm_fwd(input, mat1, mat2, *, beta=1, alpha=1):
             V.select(input, 0, 0)
         if beta != 1:
             row = _C.cast(row, D.float32) if row.dtype is not D.float32 else row
-            from . import _math
             row = _math.mul(row, float(beta))
         return _gemm(mat1, mat2, alpha=float(alpha), bias=row)
     out = _scaled_into(input, (mat1.shape[0], N), mat1.dtype, beta)
@@ -275,16 +274,3 @@ def mv(input, vec):
     if input.ndim != 2 or vec.ndim != 1:
         raise RuntimeError("vector + matrix @ vector expected")
     return matmul(input, vec)
-
-
-def _rmatmul(self, other):
-    return matmul(other, self)
-
-
-for _name, _fn in (("matmul", matmul), ("mm", mm), ("bmm", bmm), ("__matmul__", matmul),
-                   ("__rmatmul__", _rmatmul), ("dot", dot), ("mv", mv)):
-    setattr(Tensor, _name, _fn)
-Tensor.addmm = lambda self, mat1, mat2, *, beta=1, alpha=1: addmm(self, mat1, mat2, beta=beta,
-                                                                    alpha=alpha)
-Tensor.baddbmm = lambda self, b1, b2, *, beta=1, alpha=1: baddbmm(self, b1, b2, beta=beta,
-                                                                  alpha=alpha)

@@ -9,7 +9,8 @@ import numpy as np
 
 from . import _C
 from . import _dtype as D
-from ._views import wrap_dim
+from ._convert import as_tensor_like, tensor as _tensor
+from ._shape import broadcast_shapes, wrap_dim
 
 __all__ = ["getitem", "setitem"]
 
@@ -36,8 +37,6 @@ def _is_tensor(x):
 
 
 def _normalize_key(t, key):
-    from ._creation import tensor as _tensor
-
     if not isinstance(key, tuple):
         key = (key,)
     out = []
@@ -127,8 +126,6 @@ def _basic(t, key):
 
 
 def _scalar_bool_index(t, value):
-    from ._creation import tensor as _tensor
-
     ix = _tensor([0] if value else [], dtype=D.int64)
     return ix.to(t.device) if t._device_index >= 0 else ix
 
@@ -137,10 +134,12 @@ def _prepare_advanced(view, adv):
     """Move indexed dims first and broadcast the index arrays. Returns the
     permuted view, the int64 index list, the broadcast shape and where the
     result's indexed block goes."""
-    from ._creation import _broadcast_shapes
-
     dims = [d for d, _ in adv]
-    bshape = _broadcast_shapes(*[tuple(ix.shape) for _, ix in adv])
+    shapes = [tuple(ix.shape) for _, ix in adv]
+    bshape = broadcast_shapes(*shapes)
+    if bshape is None:
+        raise IndexError(f"shape mismatch: indexing tensors could not be broadcast together "
+                         f"with shapes {', '.join(str(list(x)) for x in shapes)}")
     idx = []
     for _, ix in adv:
         ix = ix.expand(*bshape) if tuple(ix.shape) != bshape else ix
@@ -170,8 +169,6 @@ def getitem(t, key):
 
 
 def setitem(t, key, value):
-    from ._creation import as_tensor_like
-
     key = _normalize_key(t, key)
     view, adv = _basic(t, key)
     if not adv:

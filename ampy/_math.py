@@ -15,6 +15,7 @@ import numpy as _np
 
 from . import _C
 from . import _dtype as D
+from ._convert import as_tensor, check_fill
 from ._dispatch import defop, dispatch, get_op
 from ._tensor import Tensor
 
@@ -48,7 +49,6 @@ def _as_operand(x):
     if isinstance(x, (Tensor, int, float, _np.generic)):
         return x
     if isinstance(x, _np.ndarray):
-        from ._creation import as_tensor
         return as_tensor(x)
     return None
 
@@ -108,19 +108,15 @@ def _make_binary(name):
     return fns
 
 
-_METHODS = {}  # name -> function installed on Tensor
+# the functions of each family, with their in-place forms (Tensor methods
+# only, set by ampy/_methods.py), as module attributes
 for _n in _UNARY:
-    _f = _make_unary(_n)
-    globals()[_n] = _f[0]
-    _METHODS[_n] = _f[0]
-    if len(_f) > 1:
-        _METHODS[_n + "_"] = _f[1]
+    for _f in _make_unary(_n):
+        globals()[_f.__name__] = _f
 for _n in _BINARY:
-    _f = _make_binary(_n)
-    globals()[_n] = _f[0]
-    _METHODS[_n] = _f[0]
-    if len(_f) > 1:
-        _METHODS[_n + "_"] = _f[1]
+    for _f in _make_binary(_n):
+        globals()[_f.__name__] = _f
+del _n, _f
 
 
 # ---- add / sub / div / pow -----------------------------------------------------
@@ -239,8 +235,7 @@ def _scalar_in_dtype(x, v):
             x.dtype is D.bool or (not x.dtype.is_floating_point and
                                   isinstance(v, (float, _np.floating)))):
         return v
-    from ._creation import _check_fill
-    _check_fill(v, x.dtype)
+    check_fill(v, x.dtype)
     return int(v) & 0xFF if x.dtype is D.uint8 and v < 0 else v
 
 
@@ -502,11 +497,3 @@ def can_cast(from_, to):
 negative, absolute, multiply, subtract, divide, true_divide = neg, abs, mul, sub, div, div  # noqa
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne  # noqa: F821
 arctan, arctan2, arcsin, arccos, fix = atan, atan2, asin, acos, trunc  # noqa: F821
-square_ = _METHODS["square_"]
-
-from . import _math_reduce  # noqa: E402  (needs the functions above)
-from ._math_reduce import *  # noqa: E402,F401,F403
-
-__all__ += _math_reduce.__all__
-
-from . import _math_methods  # noqa: E402,F401  (installs Tensor methods and operators)

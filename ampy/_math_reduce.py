@@ -13,7 +13,9 @@ import math as _pymath
 from . import _C
 from . import _dtype as D
 from . import _views
+from ._math import abs as _abs, isnan, maximum, minimum, ne, pow as _pow, where
 from ._dispatch import defop, dispatch, get_op
+from ._shape import wrap_dim
 from ._tensor import Tensor
 
 __all__ = ["sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "var",
@@ -61,7 +63,6 @@ def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001 (torch's n
 
 def nansum(input, dim=None, keepdim=False, *, dtype=None):
     """Sum treating NaN as zero."""
-    from ._math import isnan, where
     x = where(isnan(input), 0, input) if input.dtype.is_floating_point else input
     return sum(x, dim, keepdim, dtype=dtype)
 
@@ -86,13 +87,11 @@ def any(input, dim=None, keepdim=False):  # noqa: A001
 
 
 def count_nonzero(input, dim=None):
-    from ._math import ne
     return sum(ne(input, 0), dim)
 
 
 @defop("norm")
 def _norm_fwd(input, p="fro", dim=None, keepdim=False, dtype=None):
-    from ._math import abs as _abs, pow as _pow, ne
     x = _cast_for(_tensor_arg(input, "norm"), dtype)
     if not x.dtype.is_floating_point:
         raise TypeError(f"norm: expected a floating point input, got {x.dtype}")
@@ -153,7 +152,6 @@ def max(input, dim=None, keepdim=False):  # noqa: A001
     """max(input) -> 0-d max; max(input, dim) -> (values, indices); max(input, other)
     -> maximum(input, other)."""
     if isinstance(dim, Tensor):
-        from ._math import maximum
         return maximum(input, dim)
     if dim is None:
         if keepdim:
@@ -166,7 +164,6 @@ def max(input, dim=None, keepdim=False):  # noqa: A001
 def min(input, dim=None, keepdim=False):  # noqa: A001
     """min(input), min(input, dim) -> (values, indices), or minimum(input, other)."""
     if isinstance(dim, Tensor):
-        from ._math import minimum
         return minimum(input, dim)
     if dim is None:
         if keepdim:
@@ -353,7 +350,7 @@ def _cat_fwd(tensors, dim=0):
     # torch's legacy rule: 1-d empty tensors are skipped
     parts = [t for t in ts if not (t.ndim == 1 and t.shape[0] == 0)] or ts[:1]
     ref = parts[0]
-    d = _views.wrap_dim(dim, ref.ndim)
+    d = wrap_dim(dim, ref.ndim)
     dtype = ts[0].dtype
     for t in ts[1:]:
         dtype = D.promote_types(dtype, t.dtype)
@@ -399,7 +396,7 @@ def _stack_fwd(tensors, dim=0):
         if tuple(t.shape) != s0:
             raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(s0)} "
                                f"at entry 0 and {list(t.shape)} at entry {i}")
-    d = _views.wrap_dim(dim, len(s0) + 1)
+    d = wrap_dim(dim, len(s0) + 1)
     return _cat_fwd([_views.unsqueeze(t, d) for t in ts], d)
 
 

@@ -9,8 +9,12 @@ import numpy as np
 
 from . import _C
 from . import _dtype as D
-from . import _indexing, _views
+from . import _devices, _indexing, _views
+from ._convert import as_tensor_like, from_numpy, tensor
+from ._devices import device
 from ._dispatch import defop, dispatch, get_op
+from ._format import format_tensor
+from ._shape import wrap_dim
 
 __all__ = ["Tensor", "Size", "device"]
 
@@ -28,44 +32,6 @@ class Size(tuple):
         for s in self:
             n *= s
         return n
-
-
-class device:
-    """A device: device("cpu"), device("cuda"), device("cuda:1"), device("cuda", 0)."""
-
-    __slots__ = ("type", "index")
-
-    def __init__(self, type, index=None):  # noqa: A002 (torch's name)
-        if isinstance(type, device):
-            type, index = type.type, type.index
-        elif isinstance(type, str) and ":" in type:
-            if index is not None:
-                raise ValueError(f"device(): type string {type!r} already has an index")
-            type, _, idx = type.partition(":")
-            if not idx.isdigit():
-                raise RuntimeError(f"Invalid device string: '{type}:{idx}'")
-            index = int(idx)
-        if type not in ("cpu", "cuda"):
-            raise RuntimeError(f"Expected one of cpu, cuda device type at start of device "
-                               f"string: {type}")
-        if index is not None and (not isinstance(index, int) or index < 0):
-            raise RuntimeError(f"Device index must not be negative, got {index}")
-        self.type, self.index = type, index
-
-    def __repr__(self):
-        return f"device(type='{self.type}'" + (f", index={self.index})" if self.index is not
-                                                 None else ")")
-
-    def __str__(self):
-        return self.type if self.index is None else f"{self.type}:{self.index}"
-
-    def __eq__(self, other):
-        if isinstance(other, str):
-            other = device(other)
-        return isinstance(other, device) and (self.type, self.index) == (other.type, other.index)
-
-    def __hash__(self):
-        return hash((self.type, self.index))
 
 
 _CPU = device("cpu")
@@ -205,7 +171,6 @@ class Tensor(_C.TensorBase):
         return (_rebuild, (self.detach().numpy().copy(), self.dtype.name, self.requires_grad))
 
     def __repr__(self):
-        from ._format import format_tensor
         return format_tensor(self)
 
     __str__ = __repr__
@@ -249,9 +214,9 @@ class Tensor(_C.TensorBase):
         if dev is not None and dev != out.device and not (dev.type == "cuda" and dev.index is None
                                                          and out.is_cuda):
             if dev.type == "cuda" and not out.is_cuda:
-                from . import cuda as _cuda
-                if not _cuda.is_available():  # raised here: a short traceback
-                    raise _cuda._unavailable() from None
+                cuda = _devices.cuda()
+                if not cuda.is_available():  # raised here: a short traceback
+                    raise cuda._unavailable() from None
             out = dispatch(_TO_DEVICE, out, dev)
         return out
 
@@ -307,35 +272,10 @@ class Tensor(_C.TensorBase):
         return self
 
     def copy_(self, src, non_blocking=False):
-        from ._creation import as_tensor_like
         return dispatch(_COPY_, self, as_tensor_like(src, self))
 
     def new_tensor(self, data, dtype=None):
-        from ._creation import tensor
         return tensor(data, dtype=dtype or self.dtype)
-
-    def new_zeros(self, *size, dtype=None):
-        from ._creation import zeros
-        return zeros(*size, dtype=dtype or self.dtype)
-
-    def new_ones(self, *size, dtype=None):
-        from ._creation import ones
-        return ones(*size, dtype=dtype or self.dtype)
-
-    def new_empty(self, *size, dtype=None):
-        from ._creation import empty
-        return empty(*size, dtype=dtype or self.dtype)
-
-    def new_full(self, size, fill_value, dtype=None):
-        from ._creation import full
-        return full(size, fill_value, dtype=dtype or self.dtype)
-
-    def fill_(self, value):
-        from ._creation import as_tensor_like
-        if self._requires_grad:
-            _fill_grad_check(self)
-        _C.copy_(self, as_tensor_like(value, self, fill=True), False)  # one value: overlap is harmless
-        return self
 
     def zero_(self):
         return self.fill_(0)
@@ -394,7 +334,7 @@ class Tensor(_C.TensorBase):
         return dispatch(_FLATTEN, self, start_dim, end_dim)
 
     def unflatten(self, dim, sizes):
-        dim = _views.wrap_dim(dim, self.ndim)
+        dim = wrap_dim(dim, self.ndim)
         shape = list(self.shape)
         return self.reshape(*(shape[:dim] + list(sizes) + shape[dim + 1:]))
 
@@ -405,11 +345,11 @@ class Tensor(_C.TensorBase):
         return dispatch(_SELECT, self, dim, index)
 
     def unbind(self, dim=0):
-        return tuple(self.select(dim, i) for i in range(self.shape[_views.wrap_dim(dim,
+        return tuple(self.select(dim, i) for i in range(self.shape[wrap_dim(dim,
                                                                                     self.ndim)]))
 
     def split(self, split_size, dim=0):
-        dim = _views.wrap_dim(dim, self.ndim)
+        dim = wrap_dim(dim, self.ndim)
         n = self.shape[dim]
         if isinstance(split_size, int):
             if split_size <= 0 and n > 0:
@@ -428,7 +368,7 @@ class Tensor(_C.TensorBase):
         return tuple(out)
 
     def chunk(self, chunks, dim=0):
-        n = self.shape[_views.wrap_dim(dim, self.ndim)]
+        n = self.shape[wrap_dim(dim, self.ndim)]
         size = -(-n // chunks) if n else 1
         return self.split(max(size, 1), dim)
 
@@ -443,22 +383,7 @@ class Tensor(_C.TensorBase):
         dispatch(_SETITEM, self, key, value)
 
 
-def _fill_grad_check(t):
-    """fill_/zero_ write outside autograd: refuse them on a tensor that
-    requires grad while grad mode is on (torch raises for a leaf; a non-leaf
-    would keep a history its new values no longer have)."""
-    from .autograd import is_grad_enabled
-    if not is_grad_enabled():
-        return
-    if t.grad_fn is None:
-        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
-                           "operation.")
-    raise NotImplementedError("fill_/zero_ on a tensor that requires grad is not recorded by "
-                              "ampy's autograd; fill a clone() or a detach()ed tensor instead")
-
-
 def _rebuild(arr, dtype_name, requires_grad):
-    from ._creation import from_numpy
     t = from_numpy(arr.view(D._ALIASES[dtype_name]._np))
     if requires_grad:
         t.requires_grad_(True)
@@ -471,8 +396,7 @@ def _fwd_to_dtype(x, dt):
 
 
 def _fwd_to_device(x, dev):
-    from . import cuda as _cuda
-    return _cuda._to_device(x, dev)
+    return _devices.cuda()._to_device(x, dev)
 
 
 def _fwd_clone(x):

@@ -15,6 +15,8 @@ import itertools
 import re
 import weakref
 
+from .._devices import device
+
 
 __all__ = ["Node", "AccumulateGrad", "node_class", "Meta", "RemovableHandle"]
 
@@ -56,7 +58,6 @@ class Meta:
 
     @property
     def device(self):
-        from .._tensor import device
         i = self._device_index
         return device("cpu") if i < 0 else device("cuda", i)
 

@@ -13,7 +13,7 @@ from . import _C
 from . import _dtype as D
 from . import _math, _math_reduce
 from . import _views as V
-from ._dispatch import defop, dispatch, get_op
+from ._dispatch import CPU_CUDA, defop, dispatch, get_op
 from ._shape import broadcast_shapes
 from ._tensor import Tensor
 
@@ -82,13 +82,13 @@ def _mm(a, b, out_dtype=None):
     return _gemm(a, b, out_dtype=out_dtype)
 
 
-@defop("mm")
+@defop("mm", devices=CPU_CUDA)
 def _mm_fwd(input, mat2, *, out_dtype=None):
     _check(input, mat2, "mm")
     return _mm(input, mat2, _out_dtype(out_dtype, input.dtype))
 
 
-@defop("bmm")
+@defop("bmm", devices=CPU_CUDA)
 def _bmm_fwd(input, mat2, *, out_dtype=None):
     _check(input, mat2, "bmm")
     if input.ndim != 3 or mat2.ndim != 3:
@@ -111,7 +111,7 @@ def _broadcast_batch(sa, sb):
     return out
 
 
-@defop("matmul")
+@defop("matmul", devices=CPU_CUDA)
 def _matmul_fwd(input, other, *, out_dtype=None):
     _check(input, other, "matmul")
     a, b, od = input, other, _out_dtype(out_dtype, input.dtype)
@@ -165,7 +165,7 @@ def _scaled_into(input, shape, dtype, beta):
     return out
 
 
-@defop("addmm")
+@defop("addmm", devices=CPU_CUDA)
 def _addmm_fwd(input, mat1, mat2, *, beta=1, alpha=1):
     _check(mat1, mat2, "addmm")
     if mat1.ndim != 2 or mat2.ndim != 2 or mat1.shape[1] != mat2.shape[0]:
@@ -188,7 +188,7 @@ def _addmm_fwd(input, mat1, mat2, *, beta=1, alpha=1):
     return _gemm(mat1, mat2, out=out, alpha=float(alpha), beta=float(beta))
 
 
-@defop("baddbmm")
+@defop("baddbmm", devices=CPU_CUDA)
 def _baddbmm_fwd(input, batch1, batch2, *, beta=1, alpha=1):
     _check(batch1, batch2, "baddbmm")
     if batch1.ndim != 3 or batch2.ndim != 3 or batch1.shape[0] != batch2.shape[0] or \
@@ -200,7 +200,7 @@ def _baddbmm_fwd(input, batch1, batch2, *, beta=1, alpha=1):
     return _gemm(batch1, batch2, out=out, alpha=float(alpha), beta=float(beta))
 
 
-@defop("linear")
+@defop("linear", devices=CPU_CUDA, names=("ampy.linear", "ampy.nn.functional.linear"))
 def _linear_fwd(input, weight, bias=None):
     _check(input, weight, "linear")
     if weight.ndim != 2:

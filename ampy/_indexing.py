@@ -12,17 +12,30 @@ from . import _dtype as D
 from ._convert import as_tensor_like, tensor as _tensor
 from ._shape import broadcast_shapes, wrap_dim
 
-__all__ = ["getitem", "setitem"]
+__all__ = ["getitem", "setitem", "index_plan", "set_backend", "backend_for"]
 
-# ampy/cuda/_advindex.py once CUDA is usable: gather/scatter/nonzero of CUDA tensors
-_cuda = None
+# device type -> the module that runs advanced indexing of its tensors:
+# gather(perm, idx), scatter(perm, idx, v) and index_put_accumulate(z, key, g)
+# (ampy/cuda registers its own when a GPU is usable; the CPU is _C's)
+_BACKENDS = {}
+
+
+def set_backend(device_type, module):
+    """Run advanced indexing of `device_type` tensors through `module`."""
+    _BACKENDS[device_type] = module
+
+
+def backend_for(t):
+    """The registered backend module for tensor t's device, or None (CPU)."""
+    return _BACKENDS.get("cuda") if t._device_index >= 0 else None
 
 
 def _dev(t, idx=(), values=None):
-    """The CUDA module for a CUDA tensor t, else None (a CPU t then takes CPU
-    index arrays and values only, as torch)."""
-    if _cuda is not None and t._device_index >= 0:
-        return _cuda
+    """The backend module for a CUDA tensor t, else None (a CPU t then takes
+    CPU index arrays and values only, as torch)."""
+    be = backend_for(t)
+    if be is not None:
+        return be
     if any(ix._device_index >= 0 for ix in idx):
         raise RuntimeError("indices should be either on cpu or on the same device as the "
                            "indexed tensor (cpu)")
@@ -149,6 +162,15 @@ def _prepare_advanced(view, adv):
     adjacent = dims == list(range(dims[0], dims[0] + len(dims)))
     place = dims[0] if adjacent else 0
     return perm, idx, bshape, place
+
+
+def index_plan(t, key):
+    """An advanced key reduced to index.h's form: (perm, idx, bshape, place)
+    with perm the view of t whose indexed dims come first, idx the int64
+    index tensors (broadcast, flattened), bshape their broadcast shape and
+    place where the result's indexed block goes. None for a basic key."""
+    view, adv = _basic(t, _normalize_key(t, key))
+    return _prepare_advanced(view, adv) if adv else None
 
 
 def getitem(t, key):

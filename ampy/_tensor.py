@@ -1,9 +1,10 @@
 """ampy.Tensor: the Python face of _C.TensorBase.
 
 This file holds the core of the class: attributes, conversions, views and
-indexing. Math methods and operators are installed by ampy/_math.py, autograd
-methods (backward, register_hook, ...) by ampy/autograd; they all go through
-the op table in ampy/_dispatch.py.
+indexing, and the op declarations of the views, casts and copies. The other
+methods and operators (math, GEMM, creation, autograd, DLPack) are set on
+the class in one place, ampy/_methods.py; they all go through the op table
+in ampy/_dispatch.py.
 """
 import numpy as np
 
@@ -12,7 +13,7 @@ from . import _dtype as D
 from . import _devices, _indexing, _views
 from ._convert import as_tensor_like, from_numpy, tensor
 from ._devices import device
-from ._dispatch import defop, dispatch, get_op
+from ._dispatch import CPU_CUDA, defop, dispatch, get_op
 from ._format import format_tensor
 from ._shape import wrap_dim
 
@@ -390,7 +391,7 @@ def _rebuild(arr, dtype_name, requires_grad):
     return t
 
 
-# ---- the ops of this file, as op-table entries ------------------------------
+# ---- the forwards of the ops below -------------------------------------------
 def _fwd_to_dtype(x, dt):
     return _C.cast(x, dt)
 
@@ -457,22 +458,30 @@ def _fwd_setitem(x, key, value):
     return x
 
 
-defop("to_dtype")(_fwd_to_dtype)
-defop("to_device")(_fwd_to_device)
-defop("clone")(_fwd_clone)
-defop("copy_")(_fwd_copy_)
-defop("view")(lambda x, shape: _views.view(x, *shape))
-defop("reshape")(_fwd_reshape)
-defop("transpose")(_views.transpose)
-defop("permute")(lambda x, dims: _views.permute(x, *dims))
-defop("unsqueeze")(_views.unsqueeze)
-defop("squeeze")(_views.squeeze)
-defop("expand")(lambda x, sizes: _views.expand(x, *sizes))
-defop("flatten")(_views.flatten)
-defop("narrow")(_views.narrow)
-defop("select")(_views.select)
-defop("getitem")(_fwd_getitem)
-defop("setitem")(_fwd_setitem)
+# The ops of this file: views (metadata only), casts and copies, which _C
+# runs on the tensor's own device; each is exposed as the Tensor methods named.
+_DEV = CPU_CUDA
+defop("to_dtype", devices=_DEV, names=(
+    "Tensor.to", "Tensor.type", "Tensor.half", "Tensor.bfloat16", "Tensor.float",
+    "Tensor.double", "Tensor.long", "Tensor.int", "Tensor.byte", "Tensor.bool"))(_fwd_to_dtype)
+defop("to_device", devices=_DEV, names=("Tensor.to", "Tensor.cpu", "Tensor.cuda"))(
+    _fwd_to_device)
+defop("clone", devices=_DEV, names=("Tensor.clone", "Tensor.contiguous"))(_fwd_clone)
+defop("copy_", devices=_DEV, names=("Tensor.copy_",))(_fwd_copy_)
+defop("view", devices=_DEV, names=("Tensor.view",))(lambda x, shape: _views.view(x, *shape))
+defop("reshape", devices=_DEV, names=("Tensor.reshape",))(_fwd_reshape)
+defop("transpose", devices=_DEV, names=("Tensor.transpose",))(_views.transpose)
+defop("permute", devices=_DEV, names=("Tensor.permute",))(
+    lambda x, dims: _views.permute(x, *dims))
+defop("unsqueeze", devices=_DEV, names=("Tensor.unsqueeze",))(_views.unsqueeze)
+defop("squeeze", devices=_DEV, names=("Tensor.squeeze",))(_views.squeeze)
+defop("expand", devices=_DEV, names=("Tensor.expand",))(
+    lambda x, sizes: _views.expand(x, *sizes))
+defop("flatten", devices=_DEV, names=("Tensor.flatten",))(_views.flatten)
+defop("narrow", devices=_DEV, names=("Tensor.narrow",))(_views.narrow)
+defop("select", devices=_DEV, names=("Tensor.select",))(_views.select)
+defop("getitem", devices=_DEV, names=("Tensor.__getitem__",))(_fwd_getitem)
+defop("setitem", devices=_DEV, names=("Tensor.__setitem__",))(_fwd_setitem)
 
 _TO_DTYPE, _TO_DEVICE, _CLONE, _COPY_ = (get_op(n) for n in ("to_dtype", "to_device", "clone",
                                                               "copy_"))

@@ -6,7 +6,7 @@ TensorBase._view(shape, strides, offset); autograd wraps them in ampy/_tensor.
 import math
 
 from . import _C
-from ._dispatch import defop, dispatch, get_op
+from ._dispatch import CPU_CUDA, defop, dispatch, get_op
 from ._shape import contiguous_strides, wrap_dim
 
 __all__ = ["view", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "expand",
@@ -253,7 +253,7 @@ def _as_strided_view(input, size, stride, storage_offset=None, input_geometry=No
     return input._view(size, stride, off - base)
 
 
-defop("as_strided")(_as_strided_view)
+defop("as_strided", devices=CPU_CUDA, names=("Tensor.as_strided",))(_as_strided_view)
 _AS_STRIDED = get_op("as_strided")
 
 

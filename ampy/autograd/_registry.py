@@ -21,6 +21,5 @@ NAMES = {
     "to_dtype": "ToCopyBackward0", "to_device": "ToCopyBackward0", "copy_": "CopyBackwards",
     "reshape": "ViewBackward0", "flatten": "ViewBackward0", "getitem": "IndexBackward0",
     "setitem": "IndexPutBackward0", "matmul": "MmBackward0", "linear": "AddmmBackward0",
-    "true_divide": "DivBackward0",
     "amax": "AmaxBackward0", "max_dim": "MaxBackward0", "min_dim": "MinBackward0",
 }

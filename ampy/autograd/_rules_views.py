@@ -160,9 +160,7 @@ def accumulate_plan(z, key, g):
         raise NotImplementedError("create_graph=True through advanced indexing is not "
                                   "supported by ampy's autograd (no differentiable "
                                   "index_put with accumulate)")
-    nkey = _indexing._normalize_key(z, key)
-    view, adv = _indexing._basic(z, nkey)
-    perm, idx, bshape, place = _indexing._prepare_advanced(view, adv)
+    perm, idx, bshape, place = _indexing.index_plan(z, key)
     nb = len(bshape)
     k = len(idx)
     rest = list(perm.shape[k:])
@@ -179,7 +177,11 @@ def accumulate_plan(z, key, g):
 
 
 def index_put_accumulate(z, key, g):
-    """z[key] += g, summing rows whose index tuples repeat. Returns z."""
+    """z[key] += g, summing rows whose index tuples repeat. Returns z. A
+    tensor on a device with its own indexing backend takes that backend's."""
+    be = _indexing.backend_for(z)
+    if be is not None:
+        return be.index_put_accumulate(z, key, g)
     if not _is_advanced(key):
         cur = O.getitem(z, key)
         return O.setitem(z, key, O.add(cur, g))

@@ -14,20 +14,23 @@ from ._shape import broadcast_shapes, wrap_dim
 
 __all__ = ["getitem", "setitem", "index_plan", "set_backend", "backend_for"]
 
-# device type -> the module that runs advanced indexing of its tensors:
-# gather(perm, idx), scatter(perm, idx, v) and index_put_accumulate(z, key, g)
-# (ampy/cuda registers its own when a GPU is usable; the CPU is _C's)
-_BACKENDS = {}
+# The module that runs advanced indexing of CUDA tensors: gather(perm, idx),
+# scatter(perm, idx, v) and index_put_accumulate(z, key, g) (ampy/cuda
+# registers its own when a GPU is usable; CPU tensors take _C's kernels).
+_cuda = None
 
 
 def set_backend(device_type, module):
-    """Run advanced indexing of `device_type` tensors through `module`."""
-    _BACKENDS[device_type] = module
+    """Run advanced indexing of `device_type` ("cuda") tensors through `module`."""
+    global _cuda
+    if device_type != "cuda":
+        raise ValueError(f"set_backend: device_type must be 'cuda', not {device_type!r}")
+    _cuda = module
 
 
 def backend_for(t):
     """The registered backend module for tensor t's device, or None (CPU)."""
-    return _BACKENDS.get("cuda") if t._device_index >= 0 else None
+    return _cuda if t._device_index >= 0 else None
 
 
 def _dev(t, idx=(), values=None):

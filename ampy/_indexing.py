@@ -10,7 +10,7 @@ import numpy as np
 from . import _C
 from . import _dtype as D
 from ._convert import as_tensor_like, tensor as _tensor
-from ._shape import broadcast_shapes, wrap_dim
+from ._shape import broadcast_shapes
 
 __all__ = ["getitem", "setitem", "index_plan", "set_backend", "backend_for"]
 

@@ -15,7 +15,7 @@ from ._convert import as_tensor_like, from_numpy, tensor
 from ._devices import device
 from ._dispatch import CPU_CUDA, defop, dispatch, get_op
 from ._format import format_tensor
-from ._shape import wrap_dim
+from ._shape import contiguous_strides, numel, wrap_dim
 
 __all__ = ["Tensor", "Size", "device"]
 
@@ -29,10 +29,7 @@ class Size(tuple):
         return f"ampy.Size({list(self)})"
 
     def numel(self):
-        n = 1
-        for s in self:
-            n *= s
-        return n
+        return numel(self)
 
 
 _CPU = device("cpu")
@@ -444,12 +441,7 @@ def _fwd_reshape(x, shape):
             prod *= s
         else:
             if prod == n:
-                st, strides = 1, []
-                for s in reversed(shape):
-                    strides.append(st)
-                    st *= s
-                strides.reverse()
-                return x._view(shape, strides, 0)
+                return x._view(shape, contiguous_strides(shape), 0)
     return _views.reshape(x, *shape)
 
 

@@ -160,3 +160,10 @@ def test_print_policy_lists_the_table():
     assert rows["linear"] == ["lower_precision_fp", "lower_precision_fp"]
     assert rows["exp"] == ["-", "fp32"]
     assert "add" not in rows
+
+
+def test_a_mark_under_a_name_that_is_no_op_raises(monkeypatch):
+    from ampy.autograd import _registry
+    monkeypatch.setattr(_registry, "NON_DIFFERENTIABLE", NON_DIFFERENTIABLE | {"equal"})
+    with pytest.raises(LookupError, match="'equal'"):
+        _registry.check_names()

@@ -1,7 +1,7 @@
 """ampy.autocast: regions in which ops run in the dtype their policy picks.
 
 Follows torch.amp.autocast (torch/amp/autocast_mode.py and
-aten/src/ATen/autocast_mode.{h,cpp}; amp-anchors §2), with three deliberate
+aten/src/ATen/autocast_mode.{h,cpp}), with three deliberate
 differences, each for a known torch bug:
 
 - The state lives in a ContextVar chain (ampy/amp/_autocast_state.py), not in

@@ -20,7 +20,7 @@ from . import _rules_gemm, _rules_math, _rules_more, _rules_views  # noqa: F401 
 from ._engine import autograd_hook, edge_of, run_backward
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from ._node import Node, add_hook
-from ._registry import NON_DIFFERENTIABLE
+from ._registry import NON_DIFFERENTIABLE, check_names
 from .function import Function, FunctionCtx, once_differentiable
 
 __all__ = ["backward", "grad", "Function", "FunctionCtx", "no_grad", "enable_grad",
@@ -223,4 +223,5 @@ def _output_nr(self):
     return getattr(self, "_output_nr", 0)
 
 
+check_names()
 _dispatch.set_hooks(autograd=autograd_hook)

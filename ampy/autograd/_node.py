@@ -16,6 +16,7 @@ import re
 import weakref
 
 from .._devices import device
+from .._shape import numel
 
 
 __all__ = ["Node", "AccumulateGrad", "node_class", "Meta", "RemovableHandle"]
@@ -51,10 +52,7 @@ class Meta:
         return self.shape if d is None else self.shape[d]
 
     def numel(self):
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return numel(self.shape)
 
     @property
     def device(self):

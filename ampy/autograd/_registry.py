@@ -1,11 +1,13 @@
 """Autograd's tables keyed by op name: the ops whose outputs are never
 differentiable, and torch's grad_fn class names where they are not
 CamelCase(op) + "Backward0". Backward rules themselves are attached to their
-op by `ampy._dispatch.backward`; tests/test_op_table.py checks that every
-name here is a declared op.
+op by `ampy._dispatch.backward`. `check_names()` (run when ampy.autograd
+loads, after every op it names is declared) raises for a name that is not an
+op.
 """
+from .._dispatch import ops
 
-__all__ = ["NON_DIFFERENTIABLE", "NAMES"]
+__all__ = ["NON_DIFFERENTIABLE", "NAMES", "check_names"]
 
 # ops whose outputs are never differentiable (integer or bool results), so
 # they need no rule: the hook records nothing for them
@@ -23,3 +25,11 @@ NAMES = {
     "setitem": "IndexPutBackward0", "matmul": "MmBackward0", "linear": "AddmmBackward0",
     "amax": "AmaxBackward0", "max_dim": "MaxBackward0", "min_dim": "MinBackward0",
 }
+
+
+def check_names():
+    """LookupError naming the entries of the tables above that are not ops."""
+    table = ops()
+    unknown = sorted((NON_DIFFERENTIABLE | set(NAMES)) - set(table))
+    if unknown:
+        raise LookupError(f"ampy.autograd names ops that do not exist: {unknown}")

@@ -133,7 +133,7 @@ except ImportError:
     _cuda_build = None
 if os.environ.get("AMPY_SKIP_EXT") == "1":
     ext_modules = []
-elif _cuda_build is not None and hasattr(_cuda_build, "cuda_extension"):
+elif _cuda_build is not None:
     _ext = _cuda_build.cuda_extension(HERE)
     if _ext is not None:
         ext_modules.append(_ext)

@@ -8,8 +8,6 @@ fp32 accumulation, inf/nan checks and unscaling, loss-scale updates and fused
 optimizer steps with fp32 master weights. This package gives them the API of
 torch.amp users: tensors, autograd, nn, optim, autocast and GradScaler.
 """
-import importlib as _importlib
-
 
 def _missing_extension(err):
     """ImportError that says why ampy._C is missing (None: it is not missing,
@@ -43,6 +41,10 @@ except ImportError as _err:
     if _why is None:
         raise
     raise _why from None
+# The modules are imported bottom-up, in their layer order (docs/ARCHITECTURE.md):
+# the op forwards first, then autograd (which attaches the backward rules to
+# them), nn (its fused ops with their rules), amp and optim, the one module
+# that sets Tensor methods, and last the CUDA package.
 from . import _dtype
 from ._dtype import (bfloat16, bool, double, dtype, finfo, float, float16, float32, float64,
                      get_default_dtype, half, iinfo, int, int32, int64, long, promote_types,
@@ -52,11 +54,32 @@ from ._creation import (Generator, arange, as_tensor, default_generator, empty, 
                         from_numpy, full, full_like, get_rng_state, initial_seed, linspace,
                         manual_seed, ones, ones_like, rand, rand_like, randint, randn, randn_like,
                         seed, set_rng_state, tensor, zeros, zeros_like)
-from ._dispatch import ops as _ops_table
-
-__version__ = "0.1.0"
 
 _C._init(Tensor, _dtype._BY_CODE, tuple(d._np for d in _dtype._BY_CODE), Size)
+
+from . import _math, _math_reduce, _gemm  # noqa: E402  (the op forwards)
+from ._math import *  # noqa: E402,F401,F403
+from ._math_reduce import *  # noqa: E402,F401,F403
+from ._gemm import *  # noqa: E402,F401,F403
+from . import autograd  # noqa: E402  (the backward rules and the recording hook)
+from .autograd import (enable_grad, inference_mode, is_grad_enabled, no_grad,  # noqa: E402
+                       set_grad_enabled)
+from . import nn  # noqa: E402
+from . import amp  # noqa: E402
+from .amp import (autocast, clear_autocast_cache, get_autocast_dtype,  # noqa: E402
+                  is_autocast_cache_enabled, is_autocast_enabled, set_autocast_cache_enabled,
+                  set_autocast_dtype, set_autocast_enabled)
+from . import optim, serialization, _memory  # noqa: E402
+from .serialization import *  # noqa: E402,F401,F403
+from ._memory import *  # noqa: E402,F401,F403
+from ._dlpack import from_dlpack  # noqa: E402
+from . import _methods  # noqa: E402,F401  (sets the Tensor methods)
+from . import cuda  # noqa: E402
+from . import _devices  # noqa: E402
+
+_devices.register_cuda(cuda)
+
+__version__ = "0.1.0"
 
 
 def set_num_threads(n):
@@ -89,35 +112,9 @@ __all__ = [
     "rand_like", "randn_like", "manual_seed", "seed", "initial_seed", "get_rng_state",
     "set_rng_state", "Generator", "default_generator", "set_num_threads", "get_num_threads",
     "is_tensor", "is_floating_point", "numel",
-]
-
-
-def _reexport(modname):
-    """Import ampy.<modname> and re-export its __all__ (skipped while the
-    module does not exist yet in this checkout)."""
-    try:
-        mod = _importlib.import_module("." + modname, __name__)
-    except ModuleNotFoundError as e:
-        if e.name == f"{__name__}.{modname}":
-            return None
-        raise
-    for name in getattr(mod, "__all__", ()):
-        globals()[name] = getattr(mod, name)
-        __all__.append(name)
-    return mod
-
-
-# math (element-wise, reductions, cat/stack), GEMM, and the subpackages
-for _m in ("_math", "_gemm", "serialization", "_memory"):
-    _reexport(_m)
-for _m in ("autograd", "amp", "nn", "optim", "cuda"):
-    try:
-        globals()[_m] = _importlib.import_module("." + _m, __name__)
-    except ModuleNotFoundError as _e:
-        if _e.name != f"{__name__}.{_m}":
-            raise
-del _m
-
-if "autograd" in globals():
-    from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
-    __all__ += ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode"]
+    "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode",
+    "autocast", "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled",
+    "set_autocast_dtype", "is_autocast_cache_enabled", "set_autocast_cache_enabled",
+    "clear_autocast_cache", "from_dlpack",
+] + _math.__all__ + _math_reduce.__all__ + _gemm.__all__ + serialization.__all__ + \
+    _memory.__all__

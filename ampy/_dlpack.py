@@ -4,8 +4,8 @@
 API standard (DLPack 1.0 capsules when the consumer passes ``max_version``,
 legacy ones otherwise), and ``ampy.from_dlpack(x)`` takes any object with
 ``__dlpack__`` (torch, NumPy, CuPy, JAX) or a raw capsule. The C side is
-csrc/py/dlpack_py.c. These functions are installed onto ``ampy.Tensor`` and
-``ampy`` by :func:`install` (called from ``ampy.cuda``'s import).
+csrc/py/dlpack_py.c. The Tensor methods are set on the class by
+ampy/_methods.py.
 
 Streams (CUDA): ampy runs its work on one stream per device. On export, a
 consumer that names a stream gets ampy's pending work finished first (a
@@ -13,6 +13,7 @@ synchronise: simple and always correct); on import, ampy passes its own
 stream so the producer orders its work before ampy's.
 """
 from . import _C
+from . import _devices
 
 __all__ = ["from_dlpack"]
 
@@ -41,8 +42,7 @@ def _dlpack(self, *, stream=None, max_version=None, dl_device=None, copy=None):
     elif copy:
         t = t.clone()
     if t.is_cuda and stream is not None and stream != -1:
-        from . import cuda
-        cuda.synchronize(t._device_index)
+        _devices.cuda().synchronize(t._device_index)
     versioned = max_version is not None and tuple(max_version)[0] >= 1
     return _C._to_dlpack(t.detach(), versioned)
 
@@ -58,8 +58,7 @@ def from_dlpack(ext_tensor):
     kind, idx = ext_tensor.__dlpack_device__()
     kwargs = {}
     if int(kind) == _KDLCUDA:
-        from . import cuda
-        kwargs["stream"] = cuda._stream_handle(int(idx))
+        kwargs["stream"] = _devices.cuda()._stream_handle(int(idx))
     try:
         cap = ext_tensor.__dlpack__(max_version=(1, 0), **kwargs)
     except TypeError:  # a producer that predates DLPack 1.0's keywords
@@ -86,18 +85,7 @@ def _cuda_array_interface(self):
         raise TypeError(f"dtype {self.dtype} has no __cuda_array_interface__ type string")
     isz = self.element_size()
     strides = None if self.is_contiguous() else tuple(s * isz for s in self.stride())
-    from . import cuda
     return {"shape": tuple(self.shape), "typestr": typestr,
             "data": (self.data_ptr() if self.numel() else 0, self._readonly), "version": 3,
-            "strides": strides, "stream": cuda._stream_handle(self._device_index)}
-
-
-def install():
-    from . import _tensor
-    import ampy
-    _tensor.Tensor.__dlpack__ = _dlpack
-    _tensor.Tensor.__dlpack_device__ = _dlpack_device
-    _tensor.Tensor.__cuda_array_interface__ = property(_cuda_array_interface)
-    ampy.from_dlpack = from_dlpack
-    if "from_dlpack" not in ampy.__all__:
-        ampy.__all__.append("from_dlpack")
+            "strides": strides,
+            "stream": _devices.cuda()._stream_handle(self._device_index)}

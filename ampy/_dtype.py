@@ -1,6 +1,8 @@
 """ampy dtypes: objects, conversions from strings/NumPy, promotion rules, finfo."""
-import numpy as np
 import ml_dtypes
+import numpy as np
+
+from . import _C
 
 __all__ = ["dtype", "float32", "float16", "bfloat16", "float64", "int64", "int32", "uint8",
            "bool", "half", "float", "double", "long", "int", "finfo", "iinfo",
@@ -12,16 +14,15 @@ _builtin_bool, _builtin_float, _builtin_int = bool, float, int
 class dtype:
     """An element type (ampy.float16, ...). Singletons: compare with `is` or `==`."""
 
-    __slots__ = ("name", "itemsize", "is_floating_point", "is_signed", "_code", "_np", "_rank")
+    __slots__ = ("name", "itemsize", "is_floating_point", "is_signed", "_code", "_np")
 
-    def __init__(self, name, code, itemsize, is_float, is_signed, np_dtype, rank):
+    def __init__(self, name, code, itemsize, is_float, is_signed, np_dtype):
         self.name = name
         self._code = code
         self.itemsize = itemsize
         self.is_floating_point = is_float
         self.is_signed = is_signed
         self._np = np.dtype(np_dtype)
-        self._rank = rank
 
     is_complex = False
 
@@ -36,14 +37,14 @@ class dtype:
 
 
 # code order is the C enum ampy_dtype (csrc/include/ampy/dtype.h)
-float32 = dtype("float32", 0, 4, True, True, np.float32, 12)
-float16 = dtype("float16", 1, 2, True, True, np.float16, 10)
-bfloat16 = dtype("bfloat16", 2, 2, True, True, ml_dtypes.bfloat16, 11)
-float64 = dtype("float64", 3, 8, True, True, np.float64, 13)
-int64 = dtype("int64", 4, 8, False, True, np.int64, 4)
-int32 = dtype("int32", 5, 4, False, True, np.int32, 3)
-uint8 = dtype("uint8", 6, 1, False, False, np.uint8, 1)
-bool = dtype("bool", 7, 1, False, False, np.bool_, 0)  # noqa: A001 (torch's name)
+float32 = dtype("float32", 0, 4, True, True, np.float32)
+float16 = dtype("float16", 1, 2, True, True, np.float16)
+bfloat16 = dtype("bfloat16", 2, 2, True, True, ml_dtypes.bfloat16)
+float64 = dtype("float64", 3, 8, True, True, np.float64)
+int64 = dtype("int64", 4, 8, False, True, np.int64)
+int32 = dtype("int32", 5, 4, False, True, np.int32)
+uint8 = dtype("uint8", 6, 1, False, False, np.uint8)
+bool = dtype("bool", 7, 1, False, False, np.bool_)  # noqa: A001 (torch's name)
 half, float, double, long, int = float16, float32, float64, int64, int32  # noqa: A001
 
 _BY_CODE = (float32, float16, bfloat16, float64, int64, int32, uint8, bool)
@@ -105,19 +106,9 @@ def set_default_dtype(d):
 
 def promote_types(a, b):
     """torch.promote_types: the smallest dtype both convert to without loss of
-    category (bool < integer < floating); float16 with bfloat16 gives float32."""
-    a, b = to_dtype(a), to_dtype(b)
-    if a is b:
-        return a
-    if {a, b} == {float16, bfloat16}:
-        return float32
-    if a.is_floating_point != b.is_floating_point:
-        return a if a.is_floating_point else b
-    if a is bool or b is bool:
-        return b if a is bool else a
-    if {a, b} == {uint8, int32} or {a, b} == {uint8, int64}:
-        return a if a is not uint8 else b
-    return a if a._rank > b._rank else b
+    category (bool < integer < floating); float16 with bfloat16 gives float32.
+    The rule is the C library's (ampy_promote_types), the one every op uses."""
+    return _C.promote_types(to_dtype(a), to_dtype(b))
 
 
 class finfo:

@@ -12,8 +12,10 @@ autograd see each public op exactly once.
 """
 from . import _C
 from . import _dtype as D
+from . import _math
 from . import _views as V
-from ._dispatch import defop, dispatch, get_op
+from ._dispatch import CPU_CUDA, defop, dispatch, get_op
+from ._shape import broadcast_shapes
 from ._tensor import Tensor
 
 __all__ = ["matmul", "mm", "bmm", "addmm", "baddbmm", "linear", "dot", "mv"]
@@ -68,13 +70,13 @@ def _mm(a, b, out_dtype=None):
     return _gemm(a, b, out_dtype=out_dtype)
 
 
-@defop("mm")
+@defop("mm", devices=CPU_CUDA)
 def _mm_fwd(input, mat2, *, out_dtype=None):
     _check(input, mat2, "mm")
     return _mm(input, mat2, _out_dtype(out_dtype, input.dtype))
 
 
-@defop("bmm")
+@defop("bmm", devices=CPU_CUDA)
 def _bmm_fwd(input, mat2, *, out_dtype=None):
     _check(input, mat2, "bmm")
     if input.ndim != 3 or mat2.ndim != 3:
@@ -87,18 +89,17 @@ def _bmm_fwd(input, mat2, *, out_dtype=None):
 
 
 def _broadcast_batch(sa, sb):
-    n = max(len(sa), len(sb))
-    sa, sb = (1,) * (n - len(sa)) + tuple(sa), (1,) * (n - len(sb)) + tuple(sb)
-    out = []
-    for x, y in zip(sa, sb):
-        if x != y and x != 1 and y != 1:
-            raise RuntimeError(f"The size of tensor a ({x}) must match the size of tensor b ({y})"
-                               f" at non-singleton dimension")
-        out.append(max(x, y) if x != 0 and y != 0 else 0)
-    return tuple(out)
+    out = broadcast_shapes(tuple(sa), tuple(sb))
+    if out is None:
+        n = max(len(sa), len(sb))
+        sa, sb = (1,) * (n - len(sa)) + tuple(sa), (1,) * (n - len(sb)) + tuple(sb)
+        x, y = next((x, y) for x, y in zip(sa, sb) if x != y and x != 1 and y != 1)
+        raise RuntimeError(f"The size of tensor a ({x}) must match the size of tensor b ({y})"
+                           f" at non-singleton dimension")
+    return out
 
 
-@defop("matmul")
+@defop("matmul", devices=CPU_CUDA)
 def _matmul_fwd(input, other, *, out_dtype=None):
     _check(input, other, "matmul")
     a, b, od = input, other, _out_dtype(out_dtype, input.dtype)
@@ -144,7 +145,7 @@ def _scaled_into(input, shape, dtype, beta):
     return out
 
 
-@defop("addmm")
+@defop("addmm", devices=CPU_CUDA)
 def _addmm_fwd(input, mat1, mat2, *, beta=1, alpha=1):
     _check(mat1, mat2, "addmm")
     if mat1.ndim != 2 or mat2.ndim != 2 or mat1.shape[1] != mat2.shape[0]:
@@ -161,14 +162,13 @@ def _addmm_fwd(input, mat1, mat2, *, beta=1, alpha=1):
             V.select(input, 0, 0)
         if beta != 1:
             row = _C.cast(row, D.float32) if row.dtype is not D.float32 else row
-            from . import _math
             row = _math.mul(row, float(beta))
         return _gemm(mat1, mat2, alpha=float(alpha), bias=row)
     out = _scaled_into(input, (mat1.shape[0], N), mat1.dtype, beta)
     return _gemm(mat1, mat2, out=out, alpha=float(alpha), beta=float(beta))
 
 
-@defop("baddbmm")
+@defop("baddbmm", devices=CPU_CUDA)
 def _baddbmm_fwd(input, batch1, batch2, *, beta=1, alpha=1):
     _check(batch1, batch2, "baddbmm")
     if batch1.ndim != 3 or batch2.ndim != 3 or batch1.shape[0] != batch2.shape[0] or \
@@ -180,7 +180,7 @@ def _baddbmm_fwd(input, batch1, batch2, *, beta=1, alpha=1):
     return _gemm(batch1, batch2, out=out, alpha=float(alpha), beta=float(beta))
 
 
-@defop("linear")
+@defop("linear", devices=CPU_CUDA, names=("ampy.linear", "ampy.nn.functional.linear"))
 def _linear_fwd(input, weight, bias=None):
     _check(input, weight, "linear")
     if weight.ndim != 2:
@@ -254,16 +254,3 @@ def mv(input, vec):
     if input.ndim != 2 or vec.ndim != 1:
         raise RuntimeError("vector + matrix @ vector expected")
     return matmul(input, vec)
-
-
-def _rmatmul(self, other):
-    return matmul(other, self)
-
-
-for _name, _fn in (("matmul", matmul), ("mm", mm), ("bmm", bmm), ("__matmul__", matmul),
-                   ("__rmatmul__", _rmatmul), ("dot", dot), ("mv", mv)):
-    setattr(Tensor, _name, _fn)
-Tensor.addmm = lambda self, mat1, mat2, *, beta=1, alpha=1: addmm(self, mat1, mat2, beta=beta,
-                                                                    alpha=alpha)
-Tensor.baddbmm = lambda self, b1, b2, *, beta=1, alpha=1: baddbmm(self, b1, b2, beta=beta,
-                                                                  alpha=alpha)

@@ -9,19 +9,36 @@ import numpy as np
 
 from . import _C
 from . import _dtype as D
-from ._views import wrap_dim
+from ._convert import as_tensor_like, tensor as _tensor
+from ._shape import broadcast_shapes
 
-__all__ = ["getitem", "setitem"]
+__all__ = ["getitem", "setitem", "index_plan", "set_backend", "backend_for"]
 
-# ampy/cuda/_advindex.py once CUDA is usable: gather/scatter/nonzero of CUDA tensors
+# The module that runs advanced indexing of CUDA tensors: gather(perm, idx),
+# scatter(perm, idx, v) and index_put_accumulate(z, key, g) (ampy/cuda
+# registers its own when a GPU is usable; CPU tensors take _C's kernels).
 _cuda = None
 
 
+def set_backend(device_type, module):
+    """Run advanced indexing of `device_type` ("cuda") tensors through `module`."""
+    global _cuda
+    if device_type != "cuda":
+        raise ValueError(f"set_backend: device_type must be 'cuda', not {device_type!r}")
+    _cuda = module
+
+
+def backend_for(t):
+    """The registered backend module for tensor t's device, or None (CPU)."""
+    return _cuda if t._device_index >= 0 else None
+
+
 def _dev(t, idx=(), values=None):
-    """The CUDA module for a CUDA tensor t, else None (a CPU t then takes CPU
-    index arrays and values only, as torch)."""
-    if _cuda is not None and t._device_index >= 0:
-        return _cuda
+    """The backend module for a CUDA tensor t, else None (a CPU t then takes
+    CPU index arrays and values only, as torch)."""
+    be = backend_for(t)
+    if be is not None:
+        return be
     if any(ix._device_index >= 0 for ix in idx):
         raise RuntimeError("indices should be either on cpu or on the same device as the "
                            "indexed tensor (cpu)")
@@ -36,8 +53,6 @@ def _is_tensor(x):
 
 
 def _normalize_key(t, key):
-    from ._creation import tensor as _tensor
-
     if not isinstance(key, tuple):
         key = (key,)
     out = []
@@ -127,8 +142,6 @@ def _basic(t, key):
 
 
 def _scalar_bool_index(t, value):
-    from ._creation import tensor as _tensor
-
     ix = _tensor([0] if value else [], dtype=D.int64)
     return ix.to(t.device) if t._device_index >= 0 else ix
 
@@ -137,10 +150,12 @@ def _prepare_advanced(view, adv):
     """Move indexed dims first and broadcast the index arrays. Returns the
     permuted view, the int64 index list, the broadcast shape and where the
     result's indexed block goes."""
-    from ._creation import _broadcast_shapes
-
     dims = [d for d, _ in adv]
-    bshape = _broadcast_shapes(*[tuple(ix.shape) for _, ix in adv])
+    shapes = [tuple(ix.shape) for _, ix in adv]
+    bshape = broadcast_shapes(*shapes)
+    if bshape is None:
+        raise IndexError(f"shape mismatch: indexing tensors could not be broadcast together "
+                         f"with shapes {', '.join(str(list(x)) for x in shapes)}")
     idx = []
     for _, ix in adv:
         ix = ix.expand(*bshape) if tuple(ix.shape) != bshape else ix
@@ -150,6 +165,15 @@ def _prepare_advanced(view, adv):
     adjacent = dims == list(range(dims[0], dims[0] + len(dims)))
     place = dims[0] if adjacent else 0
     return perm, idx, bshape, place
+
+
+def index_plan(t, key):
+    """An advanced key reduced to index.h's form: (perm, idx, bshape, place)
+    with perm the view of t whose indexed dims come first, idx the int64
+    index tensors (broadcast, flattened), bshape their broadcast shape and
+    place where the result's indexed block goes. None for a basic key."""
+    view, adv = _basic(t, _normalize_key(t, key))
+    return _prepare_advanced(view, adv) if adv else None
 
 
 def getitem(t, key):
@@ -170,8 +194,6 @@ def getitem(t, key):
 
 
 def setitem(t, key, value):
-    from ._creation import as_tensor_like
-
     key = _normalize_key(t, key)
     view, adv = _basic(t, key)
     if not adv:

@@ -1,12 +1,14 @@
-"""Element-wise math: torch's functions, Tensor methods and operators.
+"""Element-wise math: torch's functions and the op declarations behind them
+(and behind the Tensor methods and operators ampy/_methods.py sets).
 
-Every function here registers its forward in the op table (`defop("<torch
-name>")`) and calls `dispatch(op, ...)`, so autocast and autograd hook them by
-name. The forwards are thin: `_C.ewise(op, out, alpha, beta, *inputs)` does
+Every op here is declared once with `_ewise_op("<torch name>")` (its
+forward, devices and Python names; ampy/_dispatch.py `defop`) and every
+public function calls `dispatch(op, ...)`, so autocast and autograd hook
+them. The forwards are thin: `_C.ewise(op, out, alpha, beta, *inputs)` does
 torch's type promotion (result_type with its dim / zero-dim / wrapped-number
-categories), broadcasting, allocation, the in-place castability check and the
-loop (csrc/ewise.c). Reductions, softmax, cat and stack live in
-ampy/_math_reduce.py; both modules' names are re-exported from here.
+categories), broadcasting, allocation, the in-place castability check, the
+CUDA routing and the loop (csrc/ewise.c). Reductions, softmax, cat and
+stack live in ampy/_math_reduce.py.
 """
 import builtins as _b
 import math as _pymath
@@ -15,7 +17,8 @@ import numpy as _np
 
 from . import _C
 from . import _dtype as D
-from ._dispatch import defop, dispatch, get_op
+from ._convert import as_tensor, check_fill
+from ._dispatch import CPU_CUDA, defop, dispatch, get_op
 from ._tensor import Tensor
 
 _C._math_init(D._default_dtype)
@@ -48,7 +51,6 @@ def _as_operand(x):
     if isinstance(x, (Tensor, int, float, _np.generic)):
         return x
     if isinstance(x, _np.ndarray):
-        from ._creation import as_tensor
         return as_tensor(x)
     return None
 
@@ -59,12 +61,41 @@ def _square_in(x):
     return x.to(D.int64) if isinstance(x, Tensor) and x.dtype is D.bool else x
 
 
+# the Python operators of ampy.Tensor (ampy/_methods.py) that run an op
+_OPERATOR_NAMES = {
+    "add": ("__add__", "__radd__"), "add_": ("__iadd__",), "sub": ("__sub__", "__rsub__"),
+    "sub_": ("__isub__",), "mul": ("__mul__", "__rmul__"), "mul_": ("__imul__",),
+    "div": ("__truediv__", "__rtruediv__"), "div_": ("__itruediv__",),
+    "floor_divide": ("__floordiv__", "__rfloordiv__"), "floor_divide_": ("__ifloordiv__",),
+    "remainder": ("__mod__", "__rmod__"), "remainder_": ("__imod__",),
+    "pow": ("__pow__", "__rpow__"), "pow_": ("__ipow__",),
+    "bitwise_and": ("__and__", "__rand__"), "bitwise_and_": ("__iand__",),
+    "bitwise_or": ("__or__", "__ror__"), "bitwise_or_": ("__ior__",),
+    "bitwise_xor": ("__xor__", "__rxor__"), "bitwise_xor_": ("__ixor__",),
+    "eq": ("__eq__",), "ne": ("__ne__",), "lt": ("__lt__",), "le": ("__le__",),
+    "gt": ("__gt__",), "ge": ("__ge__",), "neg": ("__neg__",), "abs": ("__abs__",),
+    "bitwise_not": ("__invert__",),
+}
+
+
+def _ewise_op(name, also=(), method=True):
+    """defop for an element-wise op: routed to CUDA by _C.ewise, exposed as
+    ampy.<name> and Tensor.<name> (an in-place op: Tensor.<name> only), its
+    Python operators and the aliases `also`."""
+    if name.endswith("_"):
+        base = ("Tensor." + name,)
+    else:
+        base = ("ampy." + name,) + (("Tensor." + name,) if method else ())
+    ops = tuple("Tensor." + o for o in _OPERATOR_NAMES.get(name, ()))
+    return defop(name, devices=CPU_CUDA, names=base + ops + tuple(also))
+
+
 def _make_unary(name):
     code = _CODE[name]
     if name == "square":
-        defop(name)(lambda input, out=None: _ew(code, out, None, None, _square_in(input)))
+        _ewise_op(name)(lambda input, out=None: _ew(code, out, None, None, _square_in(input)))
     else:
-        defop(name)(lambda input, out=None: _ew(code, out, None, None, input))
+        _ewise_op(name)(lambda input, out=None: _ew(code, out, None, None, input))
     op = get_op(name)
 
     def fn(input, *, out=None):
@@ -74,7 +105,7 @@ def _make_unary(name):
     fn.__doc__ = f"{name}(input, *, out=None) -> Tensor (element-wise, like torch.{name})"
     fns = [fn]
     if name not in _NO_INPLACE:
-        defop(name + "_")(lambda self: _ew(code, self, None, None, self))
+        _ewise_op(name + "_")(lambda self: _ew(code, self, None, None, self))
         iop = get_op(name + "_")
 
         def ifn(self):
@@ -87,7 +118,7 @@ def _make_unary(name):
 
 def _make_binary(name):
     code = _CODE[name]
-    defop(name)(lambda input, other, out=None: _ew(code, out, None, None, input, other))
+    _ewise_op(name)(lambda input, other, out=None: _ew(code, out, None, None, input, other))
     op = get_op(name)
 
     def fn(input, other, *, out=None):
@@ -97,7 +128,7 @@ def _make_binary(name):
     fn.__doc__ = f"{name}(input, other, *, out=None) -> Tensor (broadcasting, like torch.{name})"
     fns = [fn]
     if name not in _NO_INPLACE_BIN:
-        defop(name + "_")(lambda self, other: _ew(code, self, None, None, self, other))
+        _ewise_op(name + "_")(lambda self, other: _ew(code, self, None, None, self, other))
         iop = get_op(name + "_")
 
         def ifn(self, other):
@@ -108,19 +139,15 @@ def _make_binary(name):
     return fns
 
 
-_METHODS = {}  # name -> function installed on Tensor
+# the functions of each family, with their in-place forms (Tensor methods
+# only, set by ampy/_methods.py), as module attributes
 for _n in _UNARY:
-    _f = _make_unary(_n)
-    globals()[_n] = _f[0]
-    _METHODS[_n] = _f[0]
-    if len(_f) > 1:
-        _METHODS[_n + "_"] = _f[1]
+    for _f in _make_unary(_n):
+        globals()[_f.__name__] = _f
 for _n in _BINARY:
-    _f = _make_binary(_n)
-    globals()[_n] = _f[0]
-    _METHODS[_n] = _f[0]
-    if len(_f) > 1:
-        _METHODS[_n + "_"] = _f[1]
+    for _f in _make_binary(_n):
+        globals()[_f.__name__] = _f
+del _n, _f
 
 
 # ---- add / sub / div / pow -----------------------------------------------------
@@ -130,26 +157,26 @@ def _check_alpha(name, input, other, alpha):
                         f"floating point number")
 
 
-@defop("add")
+@_ewise_op("add")
 def _add_fwd(input, other, alpha=1, out=None):
     if alpha != 1:
         _check_alpha("add", input, other, alpha)
     return _ew(_CODE["add"], out, None if alpha == 1 else alpha, None, input, other)
 
 
-@defop("sub")
+@_ewise_op("sub")
 def _sub_fwd(input, other, alpha=1, out=None):
     if alpha != 1:
         _check_alpha("sub", input, other, alpha)
     return _ew(_CODE["sub"], out, None if alpha == 1 else alpha, None, input, other)
 
 
-@defop("add_")
+@_ewise_op("add_")
 def _add_ifwd(self, other, alpha=1):
     return _add_fwd(self, other, alpha, self)
 
 
-@defop("sub_")
+@_ewise_op("sub_")
 def _sub_ifwd(self, other, alpha=1):
     return _sub_fwd(self, other, alpha, self)
 
@@ -184,7 +211,7 @@ def _sub_(self, other, *, alpha=1):
 _DIV_MODES = (None, "trunc", "floor")
 
 
-@defop("div")
+@_ewise_op("div", also=("ampy.divide", "ampy.true_divide", "Tensor.divide", "Tensor.true_divide"))
 def _div_fwd(input, other, rounding_mode=None, out=None):
     if rounding_mode is None:
         return _ew(_CODE["div"], out, None, None, input, other)
@@ -203,7 +230,7 @@ def _div_fwd(input, other, rounding_mode=None, out=None):
                      f"found {rounding_mode!r}")
 
 
-@defop("div_")
+@_ewise_op("div_")
 def _div_ifwd(self, other, rounding_mode=None):
     return _div_fwd(self, other, rounding_mode, self)
 
@@ -239,12 +266,11 @@ def _scalar_in_dtype(x, v):
             x.dtype is D.bool or (not x.dtype.is_floating_point and
                                   isinstance(v, (float, _np.floating)))):
         return v
-    from ._creation import _check_fill
-    _check_fill(v, x.dtype)
+    check_fill(v, x.dtype)
     return int(v) & 0xFF if x.dtype is D.uint8 and v < 0 else v
 
 
-@defop("pow")
+@_ewise_op("pow")
 def _pow_fwd(input, exponent, out=None):
     if (isinstance(exponent, (int, _np.integer)) and not isinstance(exponent, bool)
             and exponent < 0 and _is_int_like(input)):
@@ -258,7 +284,7 @@ def _pow_fwd(input, exponent, out=None):
     return _ew(_CODE["pow"], out, None, None, input, exponent)
 
 
-@defop("pow_")
+@_ewise_op("pow_")
 def _pow_ifwd(self, exponent):
     return _pow_fwd(self, exponent, self)
 
@@ -284,7 +310,7 @@ def _pow_(self, exponent):
 
 
 # ---- ternary: where, lerp, addcmul, addcdiv, clamp -----------------------------
-@defop("where")
+@_ewise_op("where")
 def _where_fwd(condition, input, other):
     return _ew(_CODE["where"], None, None, None, condition, input, other)
 
@@ -300,7 +326,7 @@ def where(condition, input=None, other=None):
     return dispatch(_WHERE, condition, input, other)
 
 
-@defop("lerp")
+@_ewise_op("lerp")
 def _lerp_fwd(input, end, weight, out=None):
     for name, x in (("end", end), ("weight", weight)):
         if isinstance(x, Tensor) and x.dtype is not input.dtype:
@@ -311,7 +337,7 @@ def _lerp_fwd(input, end, weight, out=None):
     return _ew(_CODE["lerp"], out, None, None, input, end, weight)
 
 
-@defop("lerp_")
+@_ewise_op("lerp_")
 def _lerp_ifwd(self, end, weight):
     return _lerp_fwd(self, end, weight, self)
 
@@ -327,9 +353,9 @@ def _addc(name):
                             f"floating point number")
         return _ew(code, out, value, None, input, tensor1, tensor2)
 
-    defop(name)(fwd)
-    defop(name + "_")(lambda self, tensor1, tensor2, value=1: fwd(self, tensor1, tensor2, value,
-                                                                  self))
+    _ewise_op(name)(fwd)
+    _ewise_op(name + "_")(lambda self, tensor1, tensor2, value=1: fwd(self, tensor1, tensor2,
+                                                                      value, self))
     return get_op(name), get_op(name + "_")
 
 
@@ -367,7 +393,8 @@ def _is_floaty(x):
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
 
-@defop("clamp")
+@_ewise_op("clamp", also=("ampy.clip", "Tensor.clip", "ampy.clamp_min", "ampy.clamp_max",
+                         "Tensor.clamp_min", "Tensor.clamp_max", "ampy.hardtanh"))
 def _clamp_fwd(input, min=None, max=None, out=None):  # noqa: A002 (torch's names)
     if min is None and max is None:
         raise RuntimeError("clamp: At least one of 'min' or 'max' must not be None")
@@ -378,7 +405,7 @@ def _clamp_fwd(input, min=None, max=None, out=None):  # noqa: A002 (torch's name
     return _ew(_CODE["clamp"], out, None, None, input, lo, hi)
 
 
-@defop("clamp_")
+@_ewise_op("clamp_", also=("Tensor.clip_", "Tensor.clamp_min_", "Tensor.clamp_max_"))
 def _clamp_ifwd(self, min=None, max=None):  # noqa: A002
     return _clamp_fwd(self, min, max, self)
 
@@ -413,7 +440,7 @@ def _clamp_(self, min=None, max=None):  # noqa: A002
 
 
 # ---- activations with parameters ----------------------------------------------
-@defop("gelu")
+@_ewise_op("gelu")
 def _gelu_fwd(input, approximate="none"):
     if approximate == "none":
         return _ew(_CODE["gelu"], None, None, None, input)
@@ -431,7 +458,7 @@ def gelu(input, approximate="none"):
         _GELU, input, approximate=approximate)
 
 
-def _param_op(name, pnames, defaults):
+def _param_op(name, pnames, defaults, method=True):
     code = _CODE[name]
 
     def fwd(input, *params):
@@ -439,13 +466,13 @@ def _param_op(name, pnames, defaults):
         vals[:len(params)] = params
         return _ew(code, None, *(list(vals) + [None] * (2 - len(vals))), input)
 
-    defop(name)(fwd)
+    _ewise_op(name, method=method)(fwd)
     return get_op(name)
 
 
 _SOFTPLUS = _param_op("softplus", ("beta", "threshold"), (1.0, 20.0))
 _LEAKY = _param_op("leaky_relu", ("negative_slope",), (0.01,))
-_ELU = _param_op("elu", ("alpha",), (1.0,))
+_ELU = _param_op("elu", ("alpha",), (1.0,), method=False)
 
 
 def softplus(input, beta=1.0, threshold=20.0):
@@ -463,7 +490,7 @@ def elu(input, alpha=1.0, inplace=False):
     return input.copy_(r) if inplace else r
 
 
-@defop("round")
+@_ewise_op("round")
 def _round_fwd(input, decimals=0):
     if decimals == 0:
         return _ew(_CODE["round"], None, None, None, input)
@@ -491,22 +518,12 @@ def result_type(tensor1, tensor2):
 
 
 def can_cast(from_, to):
-    """torch.can_cast: no float -> integer and no non-bool -> bool casts."""
-    f, t = D.to_dtype(from_), D.to_dtype(to)
-    if f.is_floating_point and not t.is_floating_point:
-        return False
-    return not (f is not D.bool and t is D.bool)
+    """torch.can_cast: no float -> integer and no non-bool -> bool casts (the C
+    library's rule, ampy_can_cast, that in-place ops check)."""
+    return _C.can_cast(D.to_dtype(from_), D.to_dtype(to))
 
 
 # ---- aliases ---------------------------------------------------------------------
 negative, absolute, multiply, subtract, divide, true_divide = neg, abs, mul, sub, div, div  # noqa
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne  # noqa: F821
 arctan, arctan2, arcsin, arccos, fix = atan, atan2, asin, acos, trunc  # noqa: F821
-square_ = _METHODS["square_"]
-
-from . import _math_reduce  # noqa: E402  (needs the functions above)
-from ._math_reduce import *  # noqa: E402,F401,F403
-
-__all__ += _math_reduce.__all__
-
-from . import _math_methods  # noqa: E402,F401  (installs Tensor methods and operators)

@@ -13,7 +13,9 @@ import math as _pymath
 from . import _C
 from . import _dtype as D
 from . import _views
-from ._dispatch import defop, dispatch, get_op
+from ._math import abs as _abs, isnan, maximum, minimum, ne, pow as _pow, where
+from ._dispatch import CPU_CUDA, defop, dispatch, get_op
+from ._shape import wrap_dim
 from ._tensor import Tensor
 
 __all__ = ["sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "var",
@@ -44,7 +46,7 @@ def _simple(name, default_dim=None):
         _tensor_arg(input, name)
         return _reduce(name, _cast_for(input, dtype), dim, keepdim, None, 0.0, False)
 
-    defop(name)(fwd)
+    defop(name, devices=CPU_CUDA)(fwd)
     return get_op(name)
 
 
@@ -61,7 +63,6 @@ def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001 (torch's n
 
 def nansum(input, dim=None, keepdim=False, *, dtype=None):
     """Sum treating NaN as zero."""
-    from ._math import isnan, where
     x = where(isnan(input), 0, input) if input.dtype.is_floating_point else input
     return sum(x, dim, keepdim, dtype=dtype)
 
@@ -86,13 +87,11 @@ def any(input, dim=None, keepdim=False):  # noqa: A001
 
 
 def count_nonzero(input, dim=None):
-    from ._math import ne
     return sum(ne(input, 0), dim)
 
 
-@defop("norm")
+@defop("norm", devices=CPU_CUDA)
 def _norm_fwd(input, p="fro", dim=None, keepdim=False, dtype=None):
-    from ._math import abs as _abs, pow as _pow, ne
     x = _cast_for(_tensor_arg(input, "norm"), dtype)
     if not x.dtype.is_floating_point:
         raise TypeError(f"norm: expected a floating point input, got {x.dtype}")
@@ -121,22 +120,22 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
 
 
 # ---- max / min / amax / amin / argmax / argmin ------------------------------------
-@defop("amax")
+@defop("amax", devices=CPU_CUDA, names=("ampy.amax", "Tensor.amax", "ampy.max", "Tensor.max"))
 def _amax_fwd(input, dim=(), keepdim=False):
     return _reduce("max", _tensor_arg(input, "amax"), dim, keepdim, None, 0.0, False)
 
 
-@defop("amin")
+@defop("amin", devices=CPU_CUDA, names=("ampy.amin", "Tensor.amin", "ampy.min", "Tensor.min"))
 def _amin_fwd(input, dim=(), keepdim=False):
     return _reduce("min", _tensor_arg(input, "amin"), dim, keepdim, None, 0.0, False)
 
 
-@defop("max_dim")
+@defop("max_dim", devices=CPU_CUDA, names=("ampy.max", "Tensor.max"))
 def _max_dim_fwd(input, dim, keepdim=False):
     return _MaxRet(*_reduce("max", _tensor_arg(input, "max"), dim, keepdim, None, 0.0, True))
 
 
-@defop("min_dim")
+@defop("min_dim", devices=CPU_CUDA, names=("ampy.min", "Tensor.min"))
 def _min_dim_fwd(input, dim, keepdim=False):
     return _MinRet(*_reduce("min", _tensor_arg(input, "min"), dim, keepdim, None, 0.0, True))
 
@@ -153,7 +152,6 @@ def max(input, dim=None, keepdim=False):  # noqa: A001
     """max(input) -> 0-d max; max(input, dim) -> (values, indices); max(input, other)
     -> maximum(input, other)."""
     if isinstance(dim, Tensor):
-        from ._math import maximum
         return maximum(input, dim)
     if dim is None:
         if keepdim:
@@ -166,7 +164,6 @@ def max(input, dim=None, keepdim=False):  # noqa: A001
 def min(input, dim=None, keepdim=False):  # noqa: A001
     """min(input), min(input, dim) -> (values, indices), or minimum(input, other)."""
     if isinstance(dim, Tensor):
-        from ._math import minimum
         return minimum(input, dim)
     if dim is None:
         if keepdim:
@@ -184,12 +181,12 @@ def amin(input, dim=(), keepdim=False):
     return dispatch(_AMIN, input, dim, keepdim)
 
 
-@defop("argmax")
+@defop("argmax", devices=CPU_CUDA)
 def _argmax_fwd(input, dim=None, keepdim=False):
     return _reduce("argmax", _tensor_arg(input, "argmax"), dim, keepdim, None, 0.0, False)
 
 
-@defop("argmin")
+@defop("argmin", devices=CPU_CUDA)
 def _argmin_fwd(input, dim=None, keepdim=False):
     return _reduce("argmin", _tensor_arg(input, "argmin"), dim, keepdim, None, 0.0, False)
 
@@ -222,7 +219,7 @@ def _correction(name, dim, unbiased, correction):
 
 
 def _varstd(name):
-    @defop(name)
+    @defop(name, devices=CPU_CUDA)
     def fwd(input, dim=None, correction=1.0, keepdim=False):
         return _reduce(name, _tensor_arg(input, name), dim, keepdim, None, float(correction),
                        False)
@@ -255,7 +252,7 @@ def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 
 # ---- logsumexp / softmax / scans ----------------------------------------------------
-@defop("logsumexp")
+@defop("logsumexp", devices=CPU_CUDA)
 def _lse_fwd(input, dim, keepdim=False):
     x = _tensor_arg(input, "logsumexp")
     if not x.dtype.is_floating_point:
@@ -272,7 +269,7 @@ def logsumexp(input, dim, keepdim=False):
 
 
 def _softmax_op(name, log):
-    @defop(name)
+    @defop(name, devices=CPU_CUDA)
     def fwd(input, dim, dtype=None):
         x = _cast_for(_tensor_arg(input, name), dtype)
         if not x.dtype.is_floating_point:
@@ -308,7 +305,7 @@ def log_softmax(input, dim, dtype=None):
 
 
 def _scan_op(name, code):
-    @defop(name)
+    @defop(name, devices=CPU_CUDA)
     def fwd(input, dim, dtype=None):
         x = _tensor_arg(input, name)
         _check_int_dim(dim, name)
@@ -343,7 +340,7 @@ def _tensor_list(tensors, fn):
     return ts
 
 
-@defop("cat")
+@defop("cat", devices=CPU_CUDA, names=("ampy.cat", "ampy.concat", "ampy.concatenate"))
 def _cat_fwd(tensors, dim=0):
     ts = _tensor_list(tensors, "cat")
     for i, t in enumerate(ts):
@@ -353,7 +350,7 @@ def _cat_fwd(tensors, dim=0):
     # torch's legacy rule: 1-d empty tensors are skipped
     parts = [t for t in ts if not (t.ndim == 1 and t.shape[0] == 0)] or ts[:1]
     ref = parts[0]
-    d = _views.wrap_dim(dim, ref.ndim)
+    d = wrap_dim(dim, ref.ndim)
     dtype = ts[0].dtype
     for t in ts[1:]:
         dtype = D.promote_types(dtype, t.dtype)
@@ -391,7 +388,7 @@ def cat(tensors, dim=0):
 concat = concatenate = cat
 
 
-@defop("stack")
+@defop("stack", devices=CPU_CUDA, names=("ampy.stack",))
 def _stack_fwd(tensors, dim=0):
     ts = _tensor_list(tensors, "stack")
     s0 = tuple(ts[0].shape)
@@ -399,7 +396,7 @@ def _stack_fwd(tensors, dim=0):
         if tuple(t.shape) != s0:
             raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(s0)} "
                                f"at entry 0 and {list(t.shape)} at entry {i}")
-    d = _views.wrap_dim(dim, len(s0) + 1)
+    d = wrap_dim(dim, len(s0) + 1)
     return _cat_fwd([_views.unsqueeze(t, d) for t in ts], d)
 
 

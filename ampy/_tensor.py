@@ -1,16 +1,21 @@
 """ampy.Tensor: the Python face of _C.TensorBase.
 
 This file holds the core of the class: attributes, conversions, views and
-indexing. Math methods and operators are installed by ampy/_math.py, autograd
-methods (backward, register_hook, ...) by ampy/autograd; they all go through
-the op table in ampy/_dispatch.py.
+indexing, and the op declarations of the views, casts and copies. The other
+methods and operators (math, GEMM, creation, autograd, DLPack) are set on
+the class in one place, ampy/_methods.py; they all go through the op table
+in ampy/_dispatch.py.
 """
 import numpy as np
 
 from . import _C
 from . import _dtype as D
-from . import _indexing, _views
-from ._dispatch import defop, dispatch, get_op
+from . import _devices, _indexing, _views
+from ._convert import as_tensor_like, from_numpy, tensor
+from ._devices import device
+from ._dispatch import CPU_CUDA, defop, dispatch, get_op
+from ._format import format_tensor
+from ._shape import contiguous_strides, numel, wrap_dim
 
 __all__ = ["Tensor", "Size", "device"]
 
@@ -24,48 +29,7 @@ class Size(tuple):
         return f"ampy.Size({list(self)})"
 
     def numel(self):
-        n = 1
-        for s in self:
-            n *= s
-        return n
-
-
-class device:
-    """A device: device("cpu"), device("cuda"), device("cuda:1"), device("cuda", 0)."""
-
-    __slots__ = ("type", "index")
-
-    def __init__(self, type, index=None):  # noqa: A002 (torch's name)
-        if isinstance(type, device):
-            type, index = type.type, type.index
-        elif isinstance(type, str) and ":" in type:
-            if index is not None:
-                raise ValueError(f"device(): type string {type!r} already has an index")
-            type, _, idx = type.partition(":")
-            if not idx.isdigit():
-                raise RuntimeError(f"Invalid device string: '{type}:{idx}'")
-            index = int(idx)
-        if type not in ("cpu", "cuda"):
-            raise RuntimeError(f"Expected one of cpu, cuda device type at start of device "
-                               f"string: {type}")
-        if index is not None and (not isinstance(index, int) or index < 0):
-            raise RuntimeError(f"Device index must not be negative, got {index}")
-        self.type, self.index = type, index
-
-    def __repr__(self):
-        return f"device(type='{self.type}'" + (f", index={self.index})" if self.index is not
-                                                 None else ")")
-
-    def __str__(self):
-        return self.type if self.index is None else f"{self.type}:{self.index}"
-
-    def __eq__(self, other):
-        if isinstance(other, str):
-            other = device(other)
-        return isinstance(other, device) and (self.type, self.index) == (other.type, other.index)
-
-    def __hash__(self):
-        return hash((self.type, self.index))
+        return numel(self)
 
 
 _CPU = device("cpu")
@@ -205,7 +169,6 @@ class Tensor(_C.TensorBase):
         return (_rebuild, (self.detach().numpy().copy(), self.dtype.name, self.requires_grad))
 
     def __repr__(self):
-        from ._format import format_tensor
         return format_tensor(self)
 
     __str__ = __repr__
@@ -249,9 +212,9 @@ class Tensor(_C.TensorBase):
         if dev is not None and dev != out.device and not (dev.type == "cuda" and dev.index is None
                                                          and out.is_cuda):
             if dev.type == "cuda" and not out.is_cuda:
-                from . import cuda as _cuda
-                if not _cuda.is_available():  # raised here: a short traceback
-                    raise _cuda._unavailable() from None
+                cuda = _devices.cuda()
+                if not cuda.is_available():  # raised here: a short traceback
+                    raise cuda._unavailable() from None
             out = dispatch(_TO_DEVICE, out, dev)
         return out
 
@@ -307,35 +270,10 @@ class Tensor(_C.TensorBase):
         return self
 
     def copy_(self, src, non_blocking=False):
-        from ._creation import as_tensor_like
         return dispatch(_COPY_, self, as_tensor_like(src, self))
 
     def new_tensor(self, data, dtype=None):
-        from ._creation import tensor
         return tensor(data, dtype=dtype or self.dtype)
-
-    def new_zeros(self, *size, dtype=None):
-        from ._creation import zeros
-        return zeros(*size, dtype=dtype or self.dtype)
-
-    def new_ones(self, *size, dtype=None):
-        from ._creation import ones
-        return ones(*size, dtype=dtype or self.dtype)
-
-    def new_empty(self, *size, dtype=None):
-        from ._creation import empty
-        return empty(*size, dtype=dtype or self.dtype)
-
-    def new_full(self, size, fill_value, dtype=None):
-        from ._creation import full
-        return full(size, fill_value, dtype=dtype or self.dtype)
-
-    def fill_(self, value):
-        from ._creation import as_tensor_like
-        if self._requires_grad:
-            _fill_grad_check(self)
-        _C.copy_(self, as_tensor_like(value, self, fill=True), False)  # one value: overlap is harmless
-        return self
 
     def zero_(self):
         return self.fill_(0)
@@ -394,7 +332,7 @@ class Tensor(_C.TensorBase):
         return dispatch(_FLATTEN, self, start_dim, end_dim)
 
     def unflatten(self, dim, sizes):
-        dim = _views.wrap_dim(dim, self.ndim)
+        dim = wrap_dim(dim, self.ndim)
         shape = list(self.shape)
         return self.reshape(*(shape[:dim] + list(sizes) + shape[dim + 1:]))
 
@@ -405,11 +343,11 @@ class Tensor(_C.TensorBase):
         return dispatch(_SELECT, self, dim, index)
 
     def unbind(self, dim=0):
-        return tuple(self.select(dim, i) for i in range(self.shape[_views.wrap_dim(dim,
+        return tuple(self.select(dim, i) for i in range(self.shape[wrap_dim(dim,
                                                                                     self.ndim)]))
 
     def split(self, split_size, dim=0):
-        dim = _views.wrap_dim(dim, self.ndim)
+        dim = wrap_dim(dim, self.ndim)
         n = self.shape[dim]
         if isinstance(split_size, int):
             if split_size <= 0 and n > 0:
@@ -428,7 +366,7 @@ class Tensor(_C.TensorBase):
         return tuple(out)
 
     def chunk(self, chunks, dim=0):
-        n = self.shape[_views.wrap_dim(dim, self.ndim)]
+        n = self.shape[wrap_dim(dim, self.ndim)]
         size = -(-n // chunks) if n else 1
         return self.split(max(size, 1), dim)
 
@@ -443,36 +381,20 @@ class Tensor(_C.TensorBase):
         dispatch(_SETITEM, self, key, value)
 
 
-def _fill_grad_check(t):
-    """fill_/zero_ write outside autograd: refuse them on a tensor that
-    requires grad while grad mode is on (torch raises for a leaf; a non-leaf
-    would keep a history its new values no longer have)."""
-    from .autograd import is_grad_enabled
-    if not is_grad_enabled():
-        return
-    if t.grad_fn is None:
-        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
-                           "operation.")
-    raise NotImplementedError("fill_/zero_ on a tensor that requires grad is not recorded by "
-                              "ampy's autograd; fill a clone() or a detach()ed tensor instead")
-
-
 def _rebuild(arr, dtype_name, requires_grad):
-    from ._creation import from_numpy
     t = from_numpy(arr.view(D._ALIASES[dtype_name]._np))
     if requires_grad:
         t.requires_grad_(True)
     return t
 
 
-# ---- the ops of this file, as op-table entries ------------------------------
+# ---- the forwards of the ops below -------------------------------------------
 def _fwd_to_dtype(x, dt):
     return _C.cast(x, dt)
 
 
 def _fwd_to_device(x, dev):
-    from . import cuda as _cuda
-    return _cuda._to_device(x, dev)
+    return _devices.cuda()._to_device(x, dev)
 
 
 def _fwd_clone(x):
@@ -519,12 +441,7 @@ def _fwd_reshape(x, shape):
             prod *= s
         else:
             if prod == n:
-                st, strides = 1, []
-                for s in reversed(shape):
-                    strides.append(st)
-                    st *= s
-                strides.reverse()
-                return x._view(shape, strides, 0)
+                return x._view(shape, contiguous_strides(shape), 0)
     return _views.reshape(x, *shape)
 
 
@@ -533,22 +450,30 @@ def _fwd_setitem(x, key, value):
     return x
 
 
-defop("to_dtype")(_fwd_to_dtype)
-defop("to_device")(_fwd_to_device)
-defop("clone")(_fwd_clone)
-defop("copy_")(_fwd_copy_)
-defop("view")(lambda x, shape: _views.view(x, *shape))
-defop("reshape")(_fwd_reshape)
-defop("transpose")(_views.transpose)
-defop("permute")(lambda x, dims: _views.permute(x, *dims))
-defop("unsqueeze")(_views.unsqueeze)
-defop("squeeze")(_views.squeeze)
-defop("expand")(lambda x, sizes: _views.expand(x, *sizes))
-defop("flatten")(_views.flatten)
-defop("narrow")(_views.narrow)
-defop("select")(_views.select)
-defop("getitem")(_fwd_getitem)
-defop("setitem")(_fwd_setitem)
+# The ops of this file: views (metadata only), casts and copies, which _C
+# runs on the tensor's own device; each is exposed as the Tensor methods named.
+_DEV = CPU_CUDA
+defop("to_dtype", devices=_DEV, names=(
+    "Tensor.to", "Tensor.type", "Tensor.half", "Tensor.bfloat16", "Tensor.float",
+    "Tensor.double", "Tensor.long", "Tensor.int", "Tensor.byte", "Tensor.bool"))(_fwd_to_dtype)
+defop("to_device", devices=_DEV, names=("Tensor.to", "Tensor.cpu", "Tensor.cuda"))(
+    _fwd_to_device)
+defop("clone", devices=_DEV, names=("Tensor.clone", "Tensor.contiguous"))(_fwd_clone)
+defop("copy_", devices=_DEV, names=("Tensor.copy_",))(_fwd_copy_)
+defop("view", devices=_DEV, names=("Tensor.view",))(lambda x, shape: _views.view(x, *shape))
+defop("reshape", devices=_DEV, names=("Tensor.reshape",))(_fwd_reshape)
+defop("transpose", devices=_DEV, names=("Tensor.transpose",))(_views.transpose)
+defop("permute", devices=_DEV, names=("Tensor.permute",))(
+    lambda x, dims: _views.permute(x, *dims))
+defop("unsqueeze", devices=_DEV, names=("Tensor.unsqueeze",))(_views.unsqueeze)
+defop("squeeze", devices=_DEV, names=("Tensor.squeeze",))(_views.squeeze)
+defop("expand", devices=_DEV, names=("Tensor.expand",))(
+    lambda x, sizes: _views.expand(x, *sizes))
+defop("flatten", devices=_DEV, names=("Tensor.flatten",))(_views.flatten)
+defop("narrow", devices=_DEV, names=("Tensor.narrow",))(_views.narrow)
+defop("select", devices=_DEV, names=("Tensor.select",))(_views.select)
+defop("getitem", devices=_DEV, names=("Tensor.__getitem__",))(_fwd_getitem)
+defop("setitem", devices=_DEV, names=("Tensor.__setitem__",))(_fwd_setitem)
 
 _TO_DTYPE, _TO_DEVICE, _CLONE, _COPY_ = (get_op(n) for n in ("to_dtype", "to_device", "clone",
                                                               "copy_"))

@@ -6,20 +6,11 @@ TensorBase._view(shape, strides, offset); autograd wraps them in ampy/_tensor.
 import math
 
 from . import _C
-from ._dispatch import defop, dispatch, get_op
+from ._dispatch import CPU_CUDA, defop, dispatch, get_op
+from ._shape import contiguous_strides, wrap_dim
 
 __all__ = ["view", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "expand",
-           "flatten", "narrow", "select", "as_strided", "infer_size", "wrap_dim"]
-
-
-def wrap_dim(d, ndim, name="dim"):
-    n = ndim if ndim > 0 else 1
-    if not isinstance(d, int):
-        d = d.__index__()
-    if d < -n or d >= n:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
-                         f"but got {d})")
-    return d + n if d < 0 else d
+           "flatten", "narrow", "select", "as_strided", "infer_size"]
 
 
 def check_int64_sizes(sizes, fn, arg="size"):
@@ -72,7 +63,7 @@ def _view_strides(old_shape, old_strides, new_shape):
     if numel == 0:
         if tuple(old_shape) == tuple(new_shape):
             return tuple(old_strides)
-        return _contig_strides(new_shape)
+        return contiguous_strides(new_shape)
     new_strides = [0] * len(new_shape)
     view_d = len(new_shape) - 1
     chunk_base_stride = old_strides[-1] if old_strides else 1
@@ -112,18 +103,8 @@ def reshape(t, *shape):
     strides = _view_strides(tuple(t.shape), t.stride(), shape)
     if strides is None:
         c = _C.cast(t, t.dtype)  # contiguous copy
-        return c._view(shape, _contig_strides(shape), 0)
+        return c._view(shape, contiguous_strides(shape), 0)
     return t._view(shape, strides, 0)
-
-
-def _contig_strides(shape):
-    st, out = 1, []
-    for s in reversed(shape):
-        if st >= 1 << 63:  # as ampy_shape_nbytes and torch
-            raise RuntimeError("Stride calculation overflowed")
-        out.append(st)
-        st *= max(s, 1)
-    return tuple(reversed(out))
 
 
 def transpose(t, d0, d1):
@@ -272,7 +253,7 @@ def _as_strided_view(input, size, stride, storage_offset=None, input_geometry=No
     return input._view(size, stride, off - base)
 
 
-defop("as_strided")(_as_strided_view)
+defop("as_strided", devices=CPU_CUDA, names=("Tensor.as_strided",))(_as_strided_view)
 _AS_STRIDED = get_op("as_strided")
 
 

@@ -30,6 +30,8 @@ import time
 
 import numpy as np
 
+import ampy
+
 from . import _demo_data, _demo_report, _demo_train
 from ._demo_digits import DATA, initial_state, load_digits, make_model, train  # noqa: F401
 from ._demo_report import Progress  # noqa: F401
@@ -100,7 +102,6 @@ def compare_torch(results, data, cfg, steps):
     except ImportError:
         print("--compare-torch: torch is not installed (pip install torch); skipped")
         return None
-    import ampy
     torch.set_num_threads(ampy.get_num_threads())  # the same cores for both
     tcfg = _demo_train.Config(**{**cfg.__dict__, "steps": steps, "probes": 0})
     print(f"\ntorch {torch.__version__}, {_threads(torch.get_num_threads())}, the first {steps} "
@@ -149,7 +150,6 @@ def main(argv=None):
     if (args.steps is not None and args.steps < 1) or args.batch < 1 or args.torch_steps < 1 \
             or (args.threads is not None and args.threads < 1):
         ap.error("--steps, --batch, --threads and --torch-steps must be >= 1")
-    import ampy
     if args.threads is not None:
         ampy.set_num_threads(args.threads)
     cfg = config(args)

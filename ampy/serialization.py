@@ -41,7 +41,9 @@ import numpy as np
 
 from . import _C
 from . import _dtype as D
+from . import _devices
 from ._tensor import Tensor
+from .nn.parameter import Parameter
 
 __all__ = ["save", "load"]
 
@@ -121,7 +123,6 @@ class _Writer:
         out = {"T": name}
         if t.requires_grad:
             out["g"] = 1
-        from .nn.parameter import Parameter
         if isinstance(t, Parameter):
             out["p"] = 1
         if t.is_cuda:
@@ -458,7 +459,7 @@ def _device_fn(map_location):
             raise ValueError(f"ampy.load: map_location {map_location!r} is not 'cpu' or a "
                              f"'cuda' device")
         if target.startswith("cuda"):
-            from . import cuda
+            cuda = _devices.cuda()
             if not cuda.is_available():  # (before reading anything; a short traceback)
                 raise cuda._unavailable(f"ampy.load: map_location={target!r}",
                                         "map_location='cpu'") from None
@@ -470,8 +471,7 @@ def _device_fn(map_location):
         dev = target if target is not None else saved
         if dev is None or dev == "cpu":
             return t
-        from . import cuda
-        if not cuda.is_available():
+        if not _devices.cuda().is_available():
             raise RuntimeError(f"ampy.load: attempting to load a tensor onto {dev!r}, but CUDA "
                                f"is not available; pass map_location='cpu' to load it on the "
                                f"CPU")
@@ -597,7 +597,6 @@ class _Reader:
                                  f"gradients)")
         t = self.place(t, dev)
         if param:
-            from .nn.parameter import Parameter
             t = Parameter(t, requires_grad=bool(grad))
         elif grad:
             t.requires_grad_(True)

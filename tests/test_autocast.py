@@ -198,7 +198,6 @@ def test_ops():
     yield make
     for n in made:
         _dispatch._TABLE.pop(n, None)
-    P.apply_policies(force=True)
 
 
 def dts(seq):

@@ -15,7 +15,6 @@ import pytest
 import ampy
 from ampy import _dispatch
 from ampy.autograd import NON_DIFFERENTIABLE
-from ampy.autograd._registry import RULES
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -308,7 +307,8 @@ def test_every_op_has_a_rule():
         if base in NON_DIFFERENTIABLE:
             continue
         assert op.backward is not None, f"op {name!r} has no backward rule"
-        mine = getattr(op.backward, "base", op.backward) in RULES.values()
+        rule = getattr(op.backward, "base", op.backward)
+        mine = rule.__module__.startswith("ampy.autograd.")
         if not mine:  # a rule its module brought (nn's fused losses): tested there
             continue
         assert base in cased or base in no_case_needed, f"op {name!r} has no gradient test"

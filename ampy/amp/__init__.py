@@ -2,7 +2,8 @@
 
     from ampy.amp import autocast, GradScaler
 
-- ``autocast`` (also ``ampy.autocast``): regions in which ops run in float16 /
+- ``autocast`` (also ``ampy.autocast``, with the other names torch has on
+  its package: ``ampy.is_autocast_enabled``, ...): regions in which ops run in float16 /
   bfloat16 or float32 according to the policy table (``print_policy()``);
 - ``GradScaler``: dynamic loss scaling (torch.amp.GradScaler's behaviour);
 - ``custom_fwd`` / ``custom_bwd`` for ``ampy.autograd.Function``, and
@@ -23,18 +24,3 @@ __all__ = ["autocast", "GradScaler", "OptState", "custom_fwd", "custom_bwd", "re
            "set_autocast_cache_enabled", "clear_autocast_cache", "print_policy",
            "format_policy", "policy_table", "POLICIES", "functional"]
 
-
-# torch spells these torch.autocast, torch.is_autocast_enabled, ...: the same
-# names on the ampy package (until ampy/__init__.py re-exports them itself).
-def _export_to_ampy():
-    import sys
-    pkg = sys.modules[__name__.rpartition(".")[0]]
-    for name in ("autocast", "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled",
-                 "set_autocast_dtype", "is_autocast_cache_enabled", "set_autocast_cache_enabled",
-                 "clear_autocast_cache"):
-        if not hasattr(pkg, name):
-            setattr(pkg, name, globals()[name])
-
-
-_export_to_ampy()
-del _export_to_ampy

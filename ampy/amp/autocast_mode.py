@@ -1,7 +1,7 @@
 """ampy.autocast: regions in which ops run in the dtype their policy picks.
 
 Follows torch.amp.autocast (torch/amp/autocast_mode.py and
-aten/src/ATen/autocast_mode.{h,cpp}; amp-anchors §2), with three deliberate
+aten/src/ATen/autocast_mode.{h,cpp}), with three deliberate
 differences, each for a known torch bug:
 
 - The state lives in a ContextVar chain (ampy/amp/_autocast_state.py), not in
@@ -128,7 +128,6 @@ def set_autocast_enabled(device_type, enabled):
     _check_device_type(device_type)
     S.push_setting(enabled={device_type: bool(enabled)})
     if enabled:
-        P.apply_policies()  # (as a region's __enter__ does: ops get their rules)
         with _open_lock:
             _sticky[0] = True
             _dispatch._hooks.autocast = _hook
@@ -199,7 +198,6 @@ class autocast:
                         f"ampy.float16 or ampy.bfloat16, not {dtype!r}")
 
     def __enter__(self):
-        P.apply_policies()
         dtype = self.fast_dtype
         if not (isinstance(dtype, D.dtype) and dtype.is_floating_point):
             dtype = None  # (a disabled region with a non-float dtype keeps the current one)
@@ -474,7 +472,6 @@ def register_autocast(op, device_type, cast_inputs):
     else:
         raise TypeError(f"register_autocast(): 'op' must be an op name, an OpDef or a "
                         f"function, not {type(op).__name__}")
-    P.apply_policies()
     opdef.policy[device_type] = rule
     return opdef
 
@@ -488,7 +485,6 @@ def _register_function(fn, device_type, rule):
         if opdef is None:
             opdef = _dispatch.OpDef(name, fn, doc=fn.__doc__ or "")
             _dispatch._TABLE[name] = opdef
-            P.apply_policies()
     opdef.policy[device_type] = rule
 
     @functools.wraps(fn)

@@ -1,6 +1,6 @@
 """ampy.amp.GradScaler: dynamic loss scaling, torch.amp.GradScaler's behaviour.
 
-Follows torch/amp/grad_scaler.py (amp-anchors §1): lazy scale creation, the
+Follows torch/amp/grad_scaler.py: lazy scale creation, the
 per-optimizer READY -> UNSCALED -> STEPPED state machine with torch's error
 messages, state_dict keys, pickling rules, the fused-optimizer protocol
 (``_step_supports_amp_scaling``: ``optimizer.grad_scale`` / ``found_inf`` are

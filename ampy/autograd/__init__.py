@@ -1,9 +1,10 @@
 """ampy.autograd: reverse-mode automatic differentiation, as torch.autograd.
 
 Importing this package installs the recording hook into the op table
-(ampy/_dispatch.py), gives every op its backward rule (ampy/autograd/_rules_*)
-and adds the autograd methods to ampy.Tensor: backward, register_hook,
-retain_grad, retains_grad, register_post_accumulate_grad_hook.
+(ampy/_dispatch.py) and attaches the backward rules of ampy/autograd/_rules_*
+to their ops. The autograd methods of ampy.Tensor (backward, register_hook,
+retain_grad, retains_grad, register_post_accumulate_grad_hook) are defined
+here and set on the class by ampy/_methods.py.
 
     x = ampy.randn(3, requires_grad=True)
     y = (x.half() * 2).sum()          # casts are differentiable
@@ -13,12 +14,13 @@ import weakref
 
 from .. import _C
 from .. import _dispatch
+from .._creation import ones_like, zeros_like
 from .._tensor import Tensor
 from . import _rules_gemm, _rules_math, _rules_more, _rules_views  # noqa: F401 (rules)
 from ._engine import autograd_hook, edge_of, run_backward
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from ._node import Node, add_hook
-from ._registry import NON_DIFFERENTIABLE, install_all
+from ._registry import NON_DIFFERENTIABLE, check_names
 from .function import Function, FunctionCtx, once_differentiable
 
 __all__ = ["backward", "grad", "Function", "FunctionCtx", "no_grad", "enable_grad",
@@ -45,7 +47,6 @@ def _as_tuple(x):
 
 
 def _make_grads(outputs, grads):
-    from .._creation import ones_like
     out = []
     if grads is None:
         grads = (None,) * len(outputs)
@@ -133,7 +134,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     roots = [edge_of(t) for t in outputs]
     res = _grad_impl(roots, grads, inputs, retain_graph, create_graph, allow_unused)
     if materialize_grads:
-        from .._creation import zeros_like
         res = tuple(zeros_like(t) if g is None else g for t, g in zip(inputs, res))
     return res
 
@@ -223,12 +223,5 @@ def _output_nr(self):
     return getattr(self, "_output_nr", 0)
 
 
-Tensor.backward = _tensor_backward
-Tensor.register_hook = _register_hook
-Tensor.retain_grad = _retain_grad
-Tensor.retains_grad = property(_retains_grad)
-Tensor.register_post_accumulate_grad_hook = _register_post_accumulate_grad_hook
-Tensor.output_nr = property(_output_nr)
-
-install_all()
+check_names()
 _dispatch.set_hooks(autograd=autograd_hook)

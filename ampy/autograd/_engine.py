@@ -13,9 +13,11 @@ from here, where the rest of ampy imports them.
 import heapq
 import sys
 
+from .. import _views as V
+
 from ._grad_mode import _set, _state
 from ._node import AccumulateGrad, Meta, Node, _type_str
-from ._ops import O, cast, is_expandable_to, sum_to, wrap_dim
+from ._ops import O, cast, is_expandable_to, sum_to, wrap_dim, zeros
 from ._recording import _SEQ_TYPES, _is_tensor, autograd_hook, edge_of
 
 __all__ = ["autograd_hook", "run_backward", "edge_of"]
@@ -189,7 +191,6 @@ def _n_out(node):
 
 def _materialize(node, grads):
     """Zeros for the missing grads of a node that has several outputs."""
-    from ._ops import zeros
     out = []
     for g, meta in zip(grads, node._out_meta):
         if g is None and meta is not None and meta[1].is_floating_point:
@@ -334,7 +335,6 @@ def _into_owned(node, grads, buffers, owned):
     if g.dtype is not old.dtype or x.dtype is not old.dtype or \
             tuple(x.shape) != tuple(old.shape):
         return False
-    from .. import _views as V
     if node._op_name == "getitem":
         part = O.getitem(old, node.args[1])
     elif node._op_name == "select":

@@ -15,6 +15,9 @@ import itertools
 import re
 import weakref
 
+from .._devices import device
+from .._shape import numel
+
 
 __all__ = ["Node", "AccumulateGrad", "node_class", "Meta", "RemovableHandle"]
 
@@ -49,14 +52,10 @@ class Meta:
         return self.shape if d is None else self.shape[d]
 
     def numel(self):
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return numel(self.shape)
 
     @property
     def device(self):
-        from .._tensor import device
         i = self._device_index
         return device("cpu") if i < 0 else device("cuda", i)
 

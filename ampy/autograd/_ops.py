@@ -8,6 +8,7 @@ backward computation is itself recorded and can be differentiated again.
 from .. import _C
 from .. import _dtype as D
 from .._dispatch import dispatch, forward_for, get_op
+from .._shape import wrap_dim
 from ._grad_mode import _state
 
 __all__ = ["O", "sum_to", "zeros", "cast", "upcast", "is_expandable_to", "wrap_dim"]
@@ -41,11 +42,6 @@ class _Ops:
 O = _Ops()
 
 
-def wrap_dim(d, ndim):
-    n = ndim if ndim > 0 else 1
-    return d + n if d < 0 else d
-
-
 def is_expandable_to(shape, desired):
     """True when a tensor of `shape` broadcasts to `desired`."""
     if len(shape) > len(desired):
@@ -71,11 +67,9 @@ def sum_to(g, shape):
 
 
 def zeros(shape, dtype, like=None):
-    if like is None or like._device_index < 0:
-        # one memset (same bits as filling with +0.0 for every dtype)
-        return _C.fused_zeros(tuple(shape), dtype)
-    from .._creation import zeros as _zeros
-    z = _zeros(tuple(shape), dtype=dtype)
+    """Zeros of `shape` and `dtype` on the device of `like` (one memset: the
+    same bits as filling with +0.0 for every dtype)."""
+    z = _C.fused_zeros(tuple(shape), dtype)
     if like is not None and like._device_index >= 0:
         z = O.to_device(z, like.device)
     return z

@@ -23,7 +23,7 @@ from .. import _C
 from .._dispatch import _hooks, dispatch_below_autocast, get_op
 from ._grad_mode import _OFF_LIST, _state
 from ._node import _SEQ, Meta, accumulator, node_class
-from ._registry import NAMES, install_one
+from ._registry import NAMES
 from ._ops import O
 
 __all__ = ["autograd_hook", "edge_of", "op_info"]
@@ -145,10 +145,8 @@ def op_info(op):
     info = op._ag
     if info is not None and info.rule is rule and rule is not None:
         return info
-    if rule is None:
-        rule = install_one(op)
-        if rule is None:  # not cached: a rule may be registered later
-            return _OpInfo(op, _missing_rule(op), None)
+    if rule is None:  # not cached: a rule may be attached later
+        return _OpInfo(op, _missing_rule(op), None)
     info = op._ag = _OpInfo(op, rule, rule)
     return info
 

@@ -7,9 +7,9 @@ dims are summed back to each operand's shape.
 """
 from .. import _C
 from .. import _dtype as D
+from .._dispatch import backward
 from ._grad_mode import _state
 from ._ops import O, sum_to
-from ._registry import rule
 
 _COLSUM_DTYPES = (D.float32, D.float16, D.bfloat16)
 
@@ -56,21 +56,21 @@ def _to_shape(g, shape2, shape):
     return g if tuple(g.shape) == shape else O.reshape(g, shape)
 
 
-@rule("matmul", save=(0, 1))
+@backward("matmul", save=(0, 1))
 def _matmul(ctx, g):
     a, b = ctx.args[:2]
     n = ctx.needs_input_grad
     return _matmul_grads(a, b, g, n[0], n[1])
 
 
-@rule("mm", save=(0, 1))
+@backward("mm", save=(0, 1))
 def _mm(ctx, g):
     a, b = ctx.args[:2]
     n = ctx.needs_input_grad
     return (O.mm(g, _mt(b)) if n[0] else None), (O.mm(_mt(a), g) if n[1] else None)
 
 
-@rule("bmm", save=(0, 1))
+@backward("bmm", save=(0, 1))
 def _bmm(ctx, g):
     a, b = ctx.args[:2]
     n = ctx.needs_input_grad
@@ -86,7 +86,7 @@ def _beta_alpha(ctx):
     return kw.get("beta", 1), kw.get("alpha", 1)
 
 
-@rule("addmm", save=(1, 2))
+@backward("addmm", save=(1, 2))
 def _addmm(ctx, g):
     _, m1, m2 = ctx.args[:3]
     beta, alpha = _beta_alpha(ctx)
@@ -97,7 +97,7 @@ def _addmm(ctx, g):
     return gi, g1, g2
 
 
-@rule("baddbmm", save=(1, 2))
+@backward("baddbmm", save=(1, 2))
 def _baddbmm(ctx, g):
     _, b1, b2 = ctx.args[:3]
     beta, alpha = _beta_alpha(ctx)
@@ -119,7 +119,7 @@ def _nrows(t, cols):
     return rows
 
 
-@rule("linear", save=(0, 1))
+@backward("linear", save=(0, 1))
 def _linear(ctx, g):
     """y = x @ W^T + b: dx = g @ W, dW = g2^T @ x2 over all batch rows, db =
     sum of g over them."""

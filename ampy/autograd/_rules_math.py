@@ -11,9 +11,10 @@ import math
 
 from .. import _C
 from .. import _dtype as D
+from .._creation import arange
+from .._dispatch import backward
 from ._grad_mode import _state
 from ._ops import O, upcast, wrap_dim, zeros
-from ._registry import rule
 
 
 def _arg(ctx, i, name, default=None):
@@ -39,26 +40,26 @@ def _is_t(x):
 
 
 # ------------------------------------------------------------- arithmetic
-@rule("add", save=())
+@backward("add", save=())
 def _add(ctx, g):
     alpha = _arg(ctx, 2, "alpha", 1)
     return g, (g if alpha == 1 else O.mul(g, alpha))
 
 
-@rule("sub", save=())
+@backward("sub", save=())
 def _sub(ctx, g):
     alpha = _arg(ctx, 2, "alpha", 1)
     return g, (O.neg(g) if alpha == 1 else O.mul(g, -alpha))
 
 
-@rule("mul", save=(0, 1))
+@backward("mul", save=(0, 1))
 def _mul(ctx, g):
     a, b = ctx.args[:2]
     n = ctx.needs_input_grad
     return (O.mul(g, b) if n[0] else None), (O.mul(g, a) if n[1] else None)
 
 
-@rule("div", save=(0, 1))
+@backward("div", save=(0, 1))
 def _div(ctx, g):
     a, b = ctx.args[:2]
     if _arg(ctx, 2, "rounding_mode") is not None:
@@ -70,7 +71,7 @@ def _div(ctx, g):
     return ga, gb
 
 
-@rule("pow", save=(0, 1), save_out=True)
+@backward("pow", save=(0, 1), save_out=True)
 def _pow(ctx, g):
     a, e = ctx.args[:2]
     n = ctx.needs_input_grad
@@ -99,12 +100,12 @@ def _pow(ctx, g):
     return ga, gb
 
 
-@rule("neg", save=())
+@backward("neg", save=())
 def _neg(ctx, g):
     return (O.neg(g),)
 
 
-@rule("abs", save=(0,))
+@backward("abs", save=(0,))
 def _abs(ctx, g):
     x = ctx.args[0]
     sgn = O.sub(O.to_dtype(O.gt(x, 0), g.dtype), O.to_dtype(O.lt(x, 0), g.dtype))
@@ -112,49 +113,49 @@ def _abs(ctx, g):
 
 
 # ------------------------------------------------------------ unary math
-@rule("exp", save=(), save_out=True)
+@backward("exp", save=(), save_out=True)
 def _exp(ctx, g):
     return (O.mul(g, ctx.out[0]),)
 
 
-@rule("log", save=(0,))
+@backward("log", save=(0,))
 def _log(ctx, g):
     return (O.div(g, ctx.args[0]),)
 
 
-@rule("log1p", save=(0,))
+@backward("log1p", save=(0,))
 def _log1p(ctx, g):
     return (O.div(g, O.add(ctx.args[0], 1)),)
 
 
-@rule("sqrt", save=(), save_out=True)
+@backward("sqrt", save=(), save_out=True)
 def _sqrt(ctx, g):
     return (O.div(g, O.mul(ctx.out[0], 2)),)
 
 
-@rule("rsqrt", save=(), save_out=True)
+@backward("rsqrt", save=(), save_out=True)
 def _rsqrt(ctx, g):
     r = ctx.out[0]
     return (O.mul(O.mul(g, -0.5), O.pow(r, 3)),)
 
 
-@rule("sin", save=(0,))
+@backward("sin", save=(0,))
 def _sin(ctx, g):
     return (O.mul(g, O.cos(ctx.args[0])),)
 
 
-@rule("cos", save=(0,))
+@backward("cos", save=(0,))
 def _cos(ctx, g):
     return (O.mul(g, O.neg(O.sin(ctx.args[0]))),)
 
 
-@rule("tanh", save=(), save_out=True)
+@backward("tanh", save=(), save_out=True)
 def _tanh(ctx, g):
     y = upcast(ctx.out[0])
     return (O.mul(upcast(g), O.sub(1, O.mul(y, y))),)
 
 
-@rule("sigmoid", save=(), save_out=True)
+@backward("sigmoid", save=(), save_out=True)
 def _sigmoid(ctx, g):
     y = upcast(ctx.out[0])
     return (O.mul(O.mul(upcast(g), O.sub(1, y)), y),)
@@ -172,7 +173,7 @@ def _fusable(a, g):
             a.is_contiguous() and g.is_contiguous())
 
 
-@rule("relu", save=(), save_out=True)
+@backward("relu", save=(), save_out=True)
 def _relu(ctx, g):
     y = ctx.out[0]
     if _fusable(y, g):  # same bits as the where() below, one pass
@@ -184,7 +185,7 @@ _SQRT1_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
-@rule("gelu", save=(0,))
+@backward("gelu", save=(0,))
 def _gelu(ctx, g):
     approximate = _arg(ctx, 1, "approximate", "none")
     if approximate != "tanh" and _fusable(ctx.args[0], g):
@@ -206,19 +207,10 @@ def _gelu(ctx, g):
 
 
 def _normal_cdf(x):
-    from .._dispatch import ops
-    if "erf" in ops():
-        return O.mul(O.add(O.erf(O.mul(x, _SQRT1_2)), 1), 0.5)
-    # without erf: Phi(x) = gelu(x) / x (exact gelu is x * Phi(x)), Phi(0) = 1/2
-    return O.where(O.eq(x, 0), _half(x), O.div(O.gelu(x), x))
+    return O.mul(O.add(O.erf(O.mul(x, _SQRT1_2)), 1), 0.5)
 
 
-def _half(x):
-    from .._creation import full
-    return full((), 0.5, dtype=x.dtype)
-
-
-@rule("clamp", "clip", save=(0, 1, 2))
+@backward("clamp", save=(0, 1, 2))
 def _clamp(ctx, g):
     x = ctx.args[0]
     lo, hi = _arg(ctx, 1, "min"), _arg(ctx, 2, "max")
@@ -232,7 +224,7 @@ def _clamp(ctx, g):
     return gx, glo, ghi
 
 
-@rule("where", save=(0,))
+@backward("where", save=(0,))
 def _where(ctx, g):
     cond = ctx.args[0]
     return None, _masked(cond, g), O.where(cond, _zero(g), g)
@@ -243,13 +235,13 @@ def _max_min_pair(a, b, g, a_loses):
     return O.where(a_loses(a, b), _zero(g), half), O.where(a_loses(b, a), _zero(g), half)
 
 
-@rule("maximum", save=(0, 1))
+@backward("maximum", save=(0, 1))
 def _maximum(ctx, g):
     a, b = ctx.args[:2]
     return _max_min_pair(a, b, g, O.lt)
 
 
-@rule("minimum", save=(0, 1))
+@backward("minimum", save=(0, 1))
 def _minimum(ctx, g):
     a, b = ctx.args[:2]
     return _max_min_pair(a, b, g, O.gt)
@@ -261,12 +253,12 @@ def _fmax_fmin(a, b, g, wins):
     return _masked(a_gets, g), O.where(a_gets, _zero(g), g)
 
 
-@rule("fmax", save=(0, 1))
+@backward("fmax", save=(0, 1))
 def _fmax(ctx, g):
     return _fmax_fmin(ctx.args[0], ctx.args[1], g, O.ge)
 
 
-@rule("fmin", save=(0, 1))
+@backward("fmin", save=(0, 1))
 def _fmin(ctx, g):
     return _fmax_fmin(ctx.args[0], ctx.args[1], g, O.le)
 
@@ -301,14 +293,14 @@ def _count(shape, dims):
     return n
 
 
-@rule("sum", save=())
+@backward("sum", save=())
 def _sum(ctx, g):
     x = ctx.args[0]
     dims = _dims(_arg(ctx, 1, "dim"), x.ndim)
     return (_expand_back(g, x.shape, dims),)
 
 
-@rule("mean", save=())
+@backward("mean", save=())
 def _mean(ctx, g):
     x = ctx.args[0]
     dims = _dims(_arg(ctx, 1, "dim"), x.ndim)
@@ -322,7 +314,7 @@ def _spread_evenly(x, out, g, dims):
     return O.mul(O.div(_restore(g, x.shape, dims), count), mask)
 
 
-@rule("amax", "amin", save=(0,), save_out=True)
+@backward("amax", "amin", save=(0,), save_out=True)
 def _amax(ctx, g):
     x = ctx.args[0]
     dims = _dims(_arg(ctx, 1, "dim", ()), x.ndim)
@@ -331,7 +323,6 @@ def _amax(ctx, g):
 
 def _select_reduce_back(x, indices, g, dim, keepdim):
     """Gradient of max/min along dim: g to the position of each index."""
-    from .._creation import arange
     d = wrap_dim(dim, x.ndim)
     shape = tuple(x.shape)
     kshape = _keep_shape(shape, (d,))
@@ -341,30 +332,7 @@ def _select_reduce_back(x, indices, g, dim, keepdim):
     return _masked(onehot, O.expand(O.reshape(g, kshape), shape))
 
 
-def _max_min(ctx, grads, loses):
-    x = ctx.args[0]
-    second = _arg(ctx, 1, "dim")
-    if second is None and len(ctx.args) > 1:
-        second = ctx.args[1]
-    if hasattr(second, "dtype"):  # max(a, b) == maximum
-        return _max_min_pair(x, second, grads[0], loses)
-    if second is None:  # full reduction: ties share evenly
-        return (_spread_evenly(x, ctx.out[0], grads[0], tuple(range(x.ndim))),)
-    keepdim = _arg(ctx, 2, "keepdim", False)
-    return (_select_reduce_back(x, ctx.out[1], grads[0], second, keepdim),)
-
-
-@rule("max", save=(0, 1), save_out=True)
-def _max(ctx, *grads):
-    return _max_min(ctx, grads, O.lt)
-
-
-@rule("min", save=(0, 1), save_out=True)
-def _min(ctx, *grads):
-    return _max_min(ctx, grads, O.gt)
-
-
-@rule("max_dim", "min_dim", save=(), save_out=True)
+@backward("max_dim", "min_dim", save=(), save_out=True)
 def _max_dim(ctx, *grads):
     """(values, indices) along dim: the gradient goes to each index."""
     x = ctx.args[0]
@@ -388,14 +356,14 @@ def _var_grad(x, gk, dims, corr):
                  O.sub(x, mean))
 
 
-@rule("var", save=(0,))
+@backward("var", save=(0,))
 def _var(ctx, g):
     x = ctx.args[0]
     dims, corr = _correction(ctx)
     return (_var_grad(x, _restore(g, x.shape, dims), dims, corr),)
 
 
-@rule("std", save=(0,), save_out=True)
+@backward("std", save=(0,), save_out=True)
 def _std(ctx, g):
     x = ctx.args[0]
     dims, corr = _correction(ctx)
@@ -404,7 +372,7 @@ def _std(ctx, g):
     return (_var_grad(x, _restore(gvar, x.shape, dims), dims, corr),)
 
 
-@rule("prod", save=(0,), save_out=True)
+@backward("prod", save=(0,), save_out=True)
 def _prod(ctx, g):
     """Exact with zeros: where a slice has one zero, that element's gradient
     is the product of the others; with two or more, all are zero."""
@@ -434,7 +402,6 @@ def _prod_pairwise(x, gk, dims):
     of the other elements of its slice, taken directly (an n x n matrix per
     slice, ones on the diagonal), so that its own derivative is exact too
     (the formula above has constant zeros and 0/0 there)."""
-    from .._creation import arange
     keep = [d for d in range(x.ndim) if d not in dims]
     perm = tuple(keep + list(dims))
     kshape = [x.shape[d] for d in keep]
@@ -456,7 +423,7 @@ def _prod_pairwise(x, gk, dims):
     return O.permute(O.reshape(res, tuple(x.shape[d] for d in perm)), tuple(inv))
 
 
-@rule("softmax", save=(), save_out=True)
+@backward("softmax", save=(), save_out=True)
 def _softmax(ctx, g):
     d = _arg(ctx, 1, "dim")
     y = ctx.out[0]
@@ -467,7 +434,7 @@ def _softmax(ctx, g):
     return O.mul(y, O.sub(gu, O.sum(O.mul(gu, y), d, keepdim=True))), None
 
 
-@rule("log_softmax", save=(), save_out=True)
+@backward("log_softmax", save=(), save_out=True)
 def _log_softmax(ctx, g):
     y = upcast(ctx.out[0])
     gu = upcast(g)
@@ -475,7 +442,7 @@ def _log_softmax(ctx, g):
     return O.sub(gu, O.mul(O.exp(y), O.sum(gu, d, keepdim=True))), None
 
 
-@rule("logsumexp", save=(0,), save_out=True)
+@backward("logsumexp", save=(0,), save_out=True)
 def _logsumexp(ctx, g):
     x = ctx.args[0]
     dims = _dims(_arg(ctx, 1, "dim"), x.ndim)
@@ -483,10 +450,9 @@ def _logsumexp(ctx, g):
     return (O.mul(_restore(g, x.shape, dims), O.exp(O.sub(x, outk))),)
 
 
-@rule("cumsum", save=())
+@backward("cumsum", save=())
 def _cumsum(ctx, g):
     """Reverse cumulative sum: flip, cumsum, flip (flips by index arrays)."""
-    from .._creation import arange
     x = ctx.args[0]
     d = wrap_dim(_arg(ctx, 1, "dim"), x.ndim)
     if x.ndim == 0:
@@ -497,7 +463,7 @@ def _cumsum(ctx, g):
     return (O.getitem(O.cumsum(O.getitem(g, key), d), key),)
 
 
-@rule("cat", "concat", "concatenate", save=())
+@backward("cat", save=())
 def _cat(ctx, g):
     tensors = ctx.args[0]
     d = _arg(ctx, 1, "dim", 0)
@@ -514,7 +480,7 @@ def _cat(ctx, g):
     return (out,)
 
 
-@rule("stack", save=())
+@backward("stack", save=())
 def _stack(ctx, g):
     tensors = ctx.args[0]
     d = wrap_dim(_arg(ctx, 1, "dim", 0), g.ndim)
@@ -522,24 +488,24 @@ def _stack(ctx, g):
 
 
 # -------------------------------------------- a few more torch-named ops
-@rule("square", save=(0,))
+@backward("square", save=(0,))
 def _square(ctx, g):
     return (O.mul(g, O.mul(ctx.args[0], 2)),)
 
 
-@rule("reciprocal", save=(), save_out=True)
+@backward("reciprocal", save=(), save_out=True)
 def _reciprocal(ctx, g):
     y = ctx.out[0]
     return (O.mul(O.neg(g), O.mul(y, y)),)
 
 
-@rule("erf", save=(0,))
+@backward("erf", save=(0,))
 def _erf(ctx, g):
     x = ctx.args[0]
     return (O.mul(g, O.mul(O.exp(O.neg(O.mul(x, x))), 2.0 / math.sqrt(math.pi))),)
 
 
-@rule("silu", save=(0,))
+@backward("silu", save=(0,))
 def _silu(ctx, g):
     x = upcast(ctx.args[0])
     s = O.sigmoid(x)

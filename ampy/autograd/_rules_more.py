@@ -2,12 +2,15 @@
 functions, exp2/expm1/log2/log10, the parametrised activations, lerp,
 addcmul/addcdiv, fmod/remainder, cumprod, norm, and the piecewise-constant
 ops (floor, ceil, round, trunc, sign), whose gradient is zero as in torch
-(floor_divide has none in torch either: backward through it raises). Formulas follow torch's derivatives.yaml.
+(floor_divide has none in torch either: backward through it raises). Formulas
+follow torch's derivatives.yaml.
 """
 import math
 
+from .. import _dtype as D
+from .._creation import arange
+from .._dispatch import backward
 from ._ops import O, upcast, wrap_dim, zeros
-from ._registry import rule
 from ._rules_math import _PAIRWISE_MAX, _arg, _dims, _expand_back, _masked, _restore
 
 
@@ -15,99 +18,99 @@ def _is_t(x):
     return hasattr(x, "shape") and hasattr(x, "dtype")
 
 
-@rule("floor", "ceil", "round", "trunc", "sign", save=())
+@backward("floor", "ceil", "round", "trunc", "sign", save=())
 def _zero_grad(ctx, g):
     return (zeros(ctx.args[0].shape, g.dtype, g),)
 
 
-@rule("frac", save=())
+@backward("frac", save=())
 def _frac(ctx, g):
     return (g,)
 
 
-@rule("tan", save=(), save_out=True)
+@backward("tan", save=(), save_out=True)
 def _tan(ctx, g):
     y = ctx.out[0]
     return (O.mul(g, O.add(O.mul(y, y), 1)),)
 
 
-@rule("sinh", save=(0,))
+@backward("sinh", save=(0,))
 def _sinh(ctx, g):
     return (O.mul(g, O.cosh(ctx.args[0])),)
 
 
-@rule("cosh", save=(0,))
+@backward("cosh", save=(0,))
 def _cosh(ctx, g):
     return (O.mul(g, O.sinh(ctx.args[0])),)
 
 
-@rule("asin", save=(0,))
+@backward("asin", save=(0,))
 def _asin(ctx, g):
     x = ctx.args[0]
     return (O.div(g, O.sqrt(O.sub(1, O.mul(x, x)))),)
 
 
-@rule("acos", save=(0,))
+@backward("acos", save=(0,))
 def _acos(ctx, g):
     x = ctx.args[0]
     return (O.neg(O.div(g, O.sqrt(O.sub(1, O.mul(x, x))))),)
 
 
-@rule("atan", save=(0,))
+@backward("atan", save=(0,))
 def _atan(ctx, g):
     x = ctx.args[0]
     return (O.div(g, O.add(O.mul(x, x), 1)),)
 
 
-@rule("atan2", save=(0, 1))
+@backward("atan2", save=(0, 1))
 def _atan2(ctx, g):
     a, b = ctx.args[:2]
     r = O.add(O.mul(a, a), O.mul(b, b))
     return O.mul(g, O.div(b, r)), O.mul(g, O.div(O.neg(a), r))
 
 
-@rule("exp2", save=(), save_out=True)
+@backward("exp2", save=(), save_out=True)
 def _exp2(ctx, g):
     return (O.mul(g, O.mul(ctx.out[0], math.log(2.0))),)
 
 
-@rule("expm1", save=(), save_out=True)
+@backward("expm1", save=(), save_out=True)
 def _expm1(ctx, g):
     return (O.mul(g, O.add(ctx.out[0], 1)),)
 
 
-@rule("log2", save=(0,))
+@backward("log2", save=(0,))
 def _log2(ctx, g):
     return (O.div(g, O.mul(ctx.args[0], math.log(2.0))),)
 
 
-@rule("log10", save=(0,))
+@backward("log10", save=(0,))
 def _log10(ctx, g):
     return (O.div(g, O.mul(ctx.args[0], math.log(10.0))),)
 
 
-@rule("fmod", save=(0, 1))
+@backward("fmod", save=(0, 1))
 def _fmod(ctx, g):
     a, b = ctx.args[:2]
     gb = O.mul(O.neg(g), O.div(a, b, rounding_mode="trunc")) if _is_t(b) else None  # (one rounding)
     return g, gb
 
 
-@rule("remainder", save=(0, 1))
+@backward("remainder", save=(0, 1))
 def _remainder(ctx, g):
     a, b = ctx.args[:2]
     gb = O.mul(O.neg(g), O.div(a, b, rounding_mode="floor")) if _is_t(b) else None  # (one rounding)
     return g, gb
 
 
-@rule("leaky_relu", save=(0,))
+@backward("leaky_relu", save=(0,))
 def _leaky_relu(ctx, g):
     x = ctx.args[0]
     slope = _arg(ctx, 1, "negative_slope", 0.01)
     return O.where(O.gt(x, 0), g, O.mul(g, slope)), None
 
 
-@rule("elu", save=(0,))
+@backward("elu", save=(0,))
 def _elu(ctx, g):
     x = ctx.args[0]
     alpha = _arg(ctx, 1, "alpha", 1.0)
@@ -116,7 +119,7 @@ def _elu(ctx, g):
     return O.where(O.gt(x, 0), g, O.mul(g, O.mul(O.exp(x), alpha))), None
 
 
-@rule("softplus", save=(0,))
+@backward("softplus", save=(0,))
 def _softplus(ctx, g):
     x = upcast(ctx.args[0])
     beta = _arg(ctx, 1, "beta", 1.0)
@@ -126,13 +129,13 @@ def _softplus(ctx, g):
     return O.where(O.gt(O.mul(x, beta), threshold), gu, O.mul(gu, s)), None, None
 
 
-@rule("logsigmoid", save=(0,))
+@backward("logsigmoid", save=(0,))
 def _logsigmoid(ctx, g):
     x = upcast(ctx.args[0])
     return (O.mul(upcast(g), O.sigmoid(O.neg(x))),)
 
 
-@rule("mish", save=(0,))
+@backward("mish", save=(0,))
 def _mish(ctx, g):
     """d/dx x*tanh(softplus(x)) = tanh(sp) + x*sigmoid(x)*(1 - tanh(sp)^2)."""
     x = upcast(ctx.args[0])
@@ -141,7 +144,7 @@ def _mish(ctx, g):
     return (O.mul(upcast(g), d),)
 
 
-@rule("lerp", save=(0, 1, 2))
+@backward("lerp", save=(0, 1, 2))
 def _lerp(ctx, g):
     a, b, w = ctx.args[:3]
     if _is_t(w):
@@ -149,7 +152,7 @@ def _lerp(ctx, g):
     return O.mul(g, 1 - w), O.mul(g, w), None
 
 
-@rule("addcmul", save=(1, 2))
+@backward("addcmul", save=(1, 2))
 def _addcmul(ctx, g):
     _, t1, t2 = ctx.args[:3]
     value = _arg(ctx, 3, "value", 1)
@@ -157,7 +160,7 @@ def _addcmul(ctx, g):
     return g, O.mul(gv, t2), O.mul(gv, t1)
 
 
-@rule("addcdiv", save=(1, 2))
+@backward("addcdiv", save=(1, 2))
 def _addcdiv(ctx, g):
     _, t1, t2 = ctx.args[:3]
     value = _arg(ctx, 3, "value", 1)
@@ -165,25 +168,11 @@ def _addcdiv(ctx, g):
     return g, O.div(gv, t2), O.mul(O.neg(gv), O.div(O.div(t1, t2), t2))
 
 
-@rule("clamp_min", save=(0, 1))
-def _clamp_min(ctx, g):
-    x, lo = ctx.args[:2]
-    return _masked(O.ge(x, lo), g), (_masked(O.lt(x, lo), g) if _is_t(lo) else None)
-
-
-@rule("clamp_max", save=(0, 1))
-def _clamp_max(ctx, g):
-    x, hi = ctx.args[:2]
-    return _masked(O.le(x, hi), g), (_masked(O.gt(x, hi), g) if _is_t(hi) else None)
-
-
-@rule("cumprod", save=(0,), save_out=True)
+@backward("cumprod", save=(0,), save_out=True)
 def _cumprod(ctx, g):
     """sum_{j>=i} g_j * out_j / x_i: a reverse cumulative sum (flip, cumsum,
     flip). Inputs containing zeros take the products directly instead
     (_cumprod_with_zeros), as torch's cumprod_backward does."""
-    from .._creation import arange
-    from .. import _dtype as D
     x = ctx.args[0]
     d = wrap_dim(_arg(ctx, 1, "dim"), x.ndim)
     if x.ndim == 0:
@@ -201,8 +190,6 @@ def _cumprod_with_zeros(x, g, d):
     """grad_i = sum_{j>=i} g_j * prod_{k<=j, k!=i} x_k, from the cumulative
     products of x with x_i set to 1 (an n x n matrix per slice): exact with
     zeros, and differentiable again."""
-    from .._creation import arange
-    from .. import _dtype as D
     n = x.shape[d]
     numel = 1
     for s in x.shape:
@@ -227,7 +214,7 @@ def _cumprod_with_zeros(x, g, d):
     return O.permute(O.sum(terms, -1), tuple(inv))
 
 
-@rule("norm", save=(0,), save_out=True)
+@backward("norm", save=(0,), save_out=True)
 def _norm(ctx, g):
     x = ctx.args[0]
     p = _arg(ctx, 1, "p", "fro")
@@ -255,7 +242,7 @@ def _norm(ctx, g):
     return (_masked(O.ne(out, 0), val),) + (None,) * 4
 
 
-@rule("eq_", "ne_", "lt_", "le_", "gt_", "ge_", save=(), inplace=True)
+@backward("eq_", "ne_", "lt_", "le_", "gt_", "ge_", save=(), inplace=True)
 def _compare_inplace(ctx, g):
     """A floating tensor overwritten with 0/1 in place: torch's derivative
     is zero for self and for a tensor `other`."""
@@ -264,7 +251,7 @@ def _compare_inplace(ctx, g):
                                                    if _is_t(other) else None)
 
 
-@rule("logical_and_", "logical_or_", "logical_xor_", "logical_not_", save=(), inplace=True)
+@backward("logical_and_", "logical_or_", "logical_xor_", "logical_not_", save=(), inplace=True)
 def _logical_inplace(ctx, g):
     """torch does not record these on a floating tensor: it keeps the
     history it had, so the gradient reaches that history unchanged."""

@@ -16,22 +16,24 @@ would do it in one pass).
 from .. import _C
 from .. import _dtype as D
 from .. import _indexing
-from ._ops import O, sum_to, wrap_dim, zeros
-from ._registry import rule
+from .._creation import arange
+from .._dispatch import backward
+from ._ops import O, detached, sum_to, wrap_dim, zeros
+from .function import Function
 
 
-@rule("view", "reshape", "flatten", "unsqueeze", "squeeze", save=(), is_view=True)
+@backward("view", "reshape", "flatten", "unsqueeze", "squeeze", save=(), is_view=True)
 def _reshape_back(ctx, g):
     return (O.reshape(g, tuple(ctx.args[0].shape)),)
 
 
-@rule("transpose", save=(), is_view=True)
+@backward("transpose", save=(), is_view=True)
 def _transpose_back(ctx, g):
     _, d0, d1 = ctx.args
     return (O.transpose(g, d0, d1),)
 
 
-@rule("permute", save=(), is_view=True)
+@backward("permute", save=(), is_view=True)
 def _permute_back(ctx, g):
     x, dims = ctx.args
     if len(dims) == 1 and not isinstance(dims[0], int):
@@ -43,12 +45,12 @@ def _permute_back(ctx, g):
     return (O.permute(g, tuple(inv)),)
 
 
-@rule("expand", save=(), is_view=True)
+@backward("expand", save=(), is_view=True)
 def _expand_back(ctx, g):
     return (sum_to(g, ctx.args[0].shape),)
 
 
-@rule("narrow", save=(), is_view=True)
+@backward("narrow", save=(), is_view=True)
 def _narrow_back(ctx, g):
     x, dim, start, length = ctx.args
     d = wrap_dim(dim, x.ndim)
@@ -59,14 +61,14 @@ def _narrow_back(ctx, g):
     return (_scatter_into_zeros(x, key, g),)
 
 
-@rule("select", save=(), is_view=True)
+@backward("select", save=(), is_view=True)
 def _select_back(ctx, g):
     x, dim, index = ctx.args
     d = wrap_dim(dim, x.ndim)
     return (_scatter_into_zeros(x, (slice(None),) * d + (index,), g),)
 
 
-@rule("getitem", save=(1,), is_view=True)  # (index tensors: version-checked)
+@backward("getitem", save=(1,), is_view=True)  # (index tensors: version-checked)
 def _getitem_back(ctx, g):
     x, key = ctx.args
     if g._requires_grad and _is_advanced(key):  # create_graph=True: a recorded scatter
@@ -82,9 +84,6 @@ def _index_put_graph():
     backward through advanced indexing can be differentiated again: its own
     gradient is gg[key]."""
     if not _INDEX_PUT:
-        from .function import Function
-        from ._ops import detached
-
         class IndexPutAccumulate(Function):
             @staticmethod
             def forward(ctx, g, shape, key):
@@ -104,7 +103,7 @@ def _scatter_into_zeros(x, key, g):
     return O.setitem(z, key, g)
 
 
-@rule("setitem", save=(1,), inplace=True)
+@backward("setitem", save=(1,), inplace=True)
 def _setitem_back(ctx, g):
     x, key, value = ctx.args
     gx = O.setitem(O.clone(g), key, 0) if ctx.needs_input_grad[0] else None
@@ -118,23 +117,23 @@ def _setitem_back(ctx, g):
     return gx, None, gv
 
 
-@rule("to_dtype", save=())
+@backward("to_dtype", save=())
 def _to_dtype_back(ctx, g):
     x = ctx.args[0]
     return (O.to_dtype(g, x.dtype) if g.dtype is not x.dtype else g, None)
 
 
-@rule("to_device", save=())
+@backward("to_device", save=())
 def _to_device_back(ctx, g):
     return (O.to_device(g, ctx.args[0].device), None)
 
 
-@rule("clone", save=())
+@backward("clone", save=())
 def _clone_back(ctx, g):
     return (g,)
 
 
-@rule("copy_", save=(), inplace=True)
+@backward("copy_", save=(), inplace=True)
 def _copy_back(ctx, g):
     dst, src = ctx.args
     gdst = zeros(dst.shape, dst.dtype, g) if ctx.needs_input_grad[0] else None
@@ -161,9 +160,7 @@ def accumulate_plan(z, key, g):
         raise NotImplementedError("create_graph=True through advanced indexing is not "
                                   "supported by ampy's autograd (no differentiable "
                                   "index_put with accumulate)")
-    nkey = _indexing._normalize_key(z, key)
-    view, adv = _indexing._basic(z, nkey)
-    perm, idx, bshape, place = _indexing._prepare_advanced(view, adv)
+    perm, idx, bshape, place = _indexing.index_plan(z, key)
     nb = len(bshape)
     k = len(idx)
     rest = list(perm.shape[k:])
@@ -180,7 +177,11 @@ def accumulate_plan(z, key, g):
 
 
 def index_put_accumulate(z, key, g):
-    """z[key] += g, summing rows whose index tuples repeat. Returns z."""
+    """z[key] += g, summing rows whose index tuples repeat. Returns z. A
+    tensor on a device with its own indexing backend takes that backend's."""
+    be = _indexing.backend_for(z)
+    if be is not None:
+        return be.index_put_accumulate(z, key, g)
     if not _is_advanced(key):
         cur = O.getitem(z, key)
         return O.setitem(z, key, O.add(cur, g))
@@ -213,7 +214,6 @@ def index_put_accumulate(z, key, g):
 
 
 def _arange(n):
-    from .._creation import arange
     return arange(n, dtype=D.int64)
 
 
@@ -249,7 +249,6 @@ def _may_overlap(size, stride):
 def _positions(size, stride, offset, n, like):
     """The storage position of each element of a geometry, as int64 on
     like's device."""
-    from .._creation import arange
     pos = arange(n, dtype=D.int64)._view(tuple(size), tuple(stride), offset)
     return pos if like._device_index < 0 else O.to_device(pos, like.device)
 
@@ -263,7 +262,7 @@ def _scatter_flat(n, pos, g):
     return index_put_accumulate(zeros((n,), g.dtype, g), key, g)
 
 
-@rule("as_strided", save=(), is_view=True)
+@backward("as_strided", save=(), is_view=True)
 def _as_strided_back(ctx, g):
     """torch's as_strided_backward: sum the gradient into the storage
     positions the view reads; an input that itself overlaps (expanded)

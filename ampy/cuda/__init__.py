@@ -13,7 +13,6 @@ on it asynchronously; ``item()``, ``tolist()``, ``numpy()``, printing and
 (:func:`memory_allocated`, :func:`memory_reserved`, :func:`empty_cache`).
 """
 from .. import _C
-from .. import _dlpack
 
 __all__ = ["is_available", "device_count", "current_device", "set_device", "synchronize",
            "get_device_name", "get_device_capability", "is_bf16_supported",
@@ -38,7 +37,6 @@ else:
         _IMPORT_ERROR = str(_e)
         _w.warn(f"ampy: CUDA disabled, ampy._C_cuda failed to load: {_e}", RuntimeWarning)
 
-_dlpack.install()
 
 _count = None
 _reason = ""

@@ -10,19 +10,22 @@ holder passed as a plain (non-tensor) argument: the forward fills it, the
 node keeps it, and the output tensor itself is not saved (so an in-place op
 on the output does not invalidate the graph, as in torch).
 
-Autocast policies are torch's (amp-anchors 2.6): cross_entropy, nll_loss and
-mse_loss run in float32 on CPU and CUDA, layer_norm in float32 on CUDA only
-(torch's CPU list leaves it out), embedding and dropout run as they come.
+Autocast policies are torch's lists, applied by `defop`: cross_entropy,
+nll_loss and mse_loss run in float32 on CPU and CUDA, layer_norm in float32
+on CUDA only (torch's CPU list leaves it out), embedding and dropout run as
+they come. Each fused rule switches to its composite of ampy/nn/_ops_graph.py
+while a create_graph=True backward is being recorded.
 """
 from .. import _C
 from .. import _dtype as D
-from .._dispatch import defop, get_op
+from .._dispatch import CPU_CUDA, backward, defop
+from .._shape import contiguous_strides, numel
+from . import _ops_graph as G
 
 __all__ = ["Saved", "REDUCTIONS"]
 
 REDUCTIONS = {"none": _C.NN_REDUCTION_NONE, "mean": _C.NN_REDUCTION_MEAN,
               "sum": _C.NN_REDUCTION_SUM}
-_FP32 = {"cpu": "fp32", "cuda": "fp32"}
 _F32 = D.float32
 
 
@@ -43,33 +46,16 @@ def _c(t):
     return t if t is None or t.is_contiguous() else t.contiguous()
 
 
-def _numel(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
-
 def _as(g, dtype):
     g = g if g.dtype is dtype else _C.cast(g, dtype)
     return g if g.is_contiguous() else g.contiguous()
 
 
-def _rule(save=None):
-    def wrap(fn):
-        fn.save = save
-        fn.save_out = False
-        fn.is_view = False
-        fn.inplace = False
-        return fn
-    return wrap
-
-
 # ---------------------------------------------------------------- layer_norm
-@defop("layer_norm", policy={"cuda": "fp32"})
+@defop("layer_norm", devices=CPU_CUDA, names=("ampy.nn.functional.layer_norm",))
 def layer_norm_fwd(input, normalized_shape, weight=None, bias=None, eps=1e-5, saved=None):
     """y = (x - mean) / sqrt(var + eps) * weight + bias over the last dims."""
-    n = _numel(normalized_shape)
+    n = numel(normalized_shape)
     x = _c(input)
     y, mean, rstd = _C.nn_layer_norm_fwd(x, n, _c(weight), _c(bias),
                                          float(eps), saved is not None)
@@ -78,31 +64,24 @@ def layer_norm_fwd(input, normalized_shape, weight=None, bias=None, eps=1e-5, sa
     return y
 
 
-@_rule(save=(0, 2, 3))  # (bias: not read, but version-checked as torch does)
+@backward("layer_norm", save=(0, 2, 3))  # (bias: not read, but version-checked as torch does)
+@G.with_graph(G.layer_norm)
 def layer_norm_bwd(ctx, g):
     x, shape, w, b, eps, saved = (tuple(ctx.args) + (None,) * 6)[:6]
     need = tuple(ctx.needs_input_grad) + (False,) * 4
-    n = _numel(shape)
+    n = numel(shape)
     x = _c(x)
     mean, rstd = (saved.a, saved.b) if saved is not None else (None, None)
     dx, dw, db = _C.nn_layer_norm_bwd(x, n, _c(w), _as(g, x.dtype), mean, rstd, float(eps),
                                       bool(need[0]), bool(need[2]) and w is not None,
                                       bool(need[3]) and b is not None)
     shp = tuple(shape)
-    return (dx, None, None if dw is None else dw._view(shp, _strides(shp), 0),
-            None if db is None else db._view(shp, _strides(shp), 0), None, None)
-
-
-def _strides(shape):
-    st, acc = [], 1
-    for s in reversed(shape):
-        st.append(acc)
-        acc *= s
-    return tuple(reversed(st))
+    return (dx, None, None if dw is None else dw._view(shp, contiguous_strides(shp), 0),
+            None if db is None else db._view(shp, contiguous_strides(shp), 0), None, None)
 
 
 # ------------------------------------------------- cross_entropy / nll_loss
-@defop("cross_entropy", policy=_FP32)
+@defop("cross_entropy", devices=CPU_CUDA, names=("ampy.nn.functional.cross_entropy",))
 def cross_entropy_fwd(input, target, weight=None, ignore_index=-100, reduction=1,
                       label_smoothing=0.0, saved=None):
     """Fused log_softmax + nll_loss over rows (M, C); class-index targets."""
@@ -114,7 +93,8 @@ def cross_entropy_fwd(input, target, weight=None, ignore_index=-100, reduction=1
     return out
 
 
-@_rule(save=(0, 1, 2))
+@backward("cross_entropy", save=(0, 1, 2))
+@G.with_graph(G.cross_entropy)
 def cross_entropy_bwd(ctx, g):
     x, t, w, ignore, red, ls, saved = ctx.args
     x = _c(x)
@@ -123,14 +103,15 @@ def cross_entropy_bwd(ctx, g):
     return dx, None, None, None, None, None, None
 
 
-@defop("nll_loss", policy=_FP32)
+@defop("nll_loss", devices=CPU_CUDA, names=("ampy.nn.functional.nll_loss",))
 def nll_loss_fwd(input, target, weight=None, ignore_index=-100, reduction=1):
     """loss = -weight[t] * input[i, t] over rows (M, C) of log-probabilities."""
     return _C.nn_nll_loss_fwd(_c(input), target, _c(weight),
                               int(ignore_index), int(reduction))
 
 
-@_rule(save=(0, 1, 2))  # (input: not read, but version-checked as torch does)
+@backward("nll_loss", save=(0, 1, 2))  # (input: not read, but version-checked as torch does)
+@G.with_graph(G.nll_loss)
 def nll_loss_bwd(ctx, g):
     x, t, w, ignore, red = ctx.args
     probe = (_C.empty(tuple(x.shape), x.dtype) if x._device_index < 0  # shape/dtype carrier
@@ -140,13 +121,14 @@ def nll_loss_bwd(ctx, g):
 
 
 # ----------------------------------------------------------------- embedding
-@defop("embedding")
+@defop("embedding", devices=CPU_CUDA, names=("ampy.nn.functional.embedding",))
 def embedding_fwd(weight, indices, padding_idx=None):
     """Rows of weight picked by int64 indices (any shape)."""
     return _C.nn_embedding_fwd(_c(indices), _c(weight))
 
 
-@_rule(save=(1,))
+@backward("embedding", save=(1,))
+@G.with_graph(G.embedding)
 def embedding_bwd(ctx, g):
     w, idx, pad = ctx.args
     num = w.shape[0]
@@ -155,21 +137,22 @@ def embedding_bwd(ctx, g):
 
 
 # ------------------------------------------------------------------- dropout
-@defop("dropout")
+@defop("dropout", devices=CPU_CUDA, names=("ampy.nn.functional.dropout",))
 def dropout_fwd(input, mask, scale):
     """input * mask * scale with a precomputed uint8 keep-mask (see
     ampy.nn.functional.dropout, which draws it with Philox)."""
     return _C.nn_mask_scale(_c(input), mask, float(scale))
 
 
-@_rule(save=(1,))
+@backward("dropout", save=(1,))
+@G.with_graph(G.dropout)
 def dropout_bwd(ctx, g):
     _, mask, scale = ctx.args
     return _C.nn_mask_scale(_c(g), mask, float(scale)), None, None
 
 
 # ------------------------------------------------------------------ mse_loss
-@defop("mse_loss", policy=_FP32)
+@defop("mse_loss", devices=CPU_CUDA, names=("ampy.nn.functional.mse_loss",))
 def mse_loss_fwd(input, target, reduction=1):
     """(input - target)^2, reduced; input and target of one shape and dtype."""
     x, y = _c(input), _c(target)
@@ -178,7 +161,8 @@ def mse_loss_fwd(input, target, reduction=1):
     return _C.nn_mse_fwd(x, y, int(reduction))
 
 
-@_rule(save=(0, 1))
+@backward("mse_loss", save=(0, 1))
+@G.with_graph(G.mse_loss)
 def mse_loss_bwd(ctx, g):
     x, y, red = ctx.args
     need = ctx.needs_input_grad
@@ -186,12 +170,3 @@ def mse_loss_bwd(ctx, g):
     fn = _C.fused_mse_bwd if x.dtype is _F32 and x._device_index < 0 else _C.nn_mse_bwd
     dx, dy = fn(x, y, int(red), _as(g, x.dtype), bool(need[0]), bool(need[1]))
     return dx, dy, None
-
-
-for _name, _bwd in (("layer_norm", layer_norm_bwd), ("cross_entropy", cross_entropy_bwd),
-                    ("nll_loss", nll_loss_bwd), ("embedding", embedding_bwd),
-                    ("dropout", dropout_bwd), ("mse_loss", mse_loss_bwd)):
-    get_op(_name).backward = _bwd
-del _name, _bwd
-
-from . import _ops_graph  # noqa: E402,F401  (their create_graph=True rules)

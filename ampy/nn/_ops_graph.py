@@ -15,11 +15,13 @@ import math
 
 from .. import _C
 from .. import _dtype as D
-from .._dispatch import get_op
+from .. import _C
+from .._creation import arange
 from ..autograd._grad_mode import _state
 from ..autograd._ops import O, upcast
+from ..autograd.function import Function
 
-__all__ = []
+__all__ = ["with_graph"]
 
 _ROW = (1,)
 
@@ -30,7 +32,7 @@ def _need(ctx, k):
 
 
 # ---------------------------------------------------------------- layer_norm
-def _layer_norm(ctx, g):
+def layer_norm(ctx, g):
     x, shape, w, b = (tuple(ctx.args) + (None,) * 6)[:4]
     eps = ctx.args[4] if len(ctx.args) > 4 else 1e-5
     shp = tuple(shape)
@@ -57,7 +59,6 @@ def _layer_norm(ctx, g):
 # ------------------------------------------------- cross_entropy / nll_loss
 def _onehot(t, c, ignore, dtype):
     """(M, C) float: 1 at each row's target class, rows of ignore_index 0."""
-    from .._creation import arange
     cls = arange(c, dtype=D.int64)
     if t._device_index >= 0:
         cls = O.to_device(cls, t.device)
@@ -101,7 +102,7 @@ def _target_matrix(x, t, w, ignore, red, ls):
     return O.add(nll, smooth)
 
 
-def _cross_entropy(ctx, g):
+def cross_entropy(ctx, g):
     x, t, w, ignore, red, ls = ctx.args[:6]
     if not _need(ctx, 0):
         return (None,) * 7
@@ -111,7 +112,7 @@ def _cross_entropy(ctx, g):
     return dx, None, None, None, None, None, None
 
 
-def _nll_loss(ctx, g):
+def nll_loss(ctx, g):
     x, t, w, ignore, red = ctx.args[:5]
     if not _need(ctx, 0):
         return (None,) * 5
@@ -124,7 +125,7 @@ def _nll_loss(ctx, g):
 
 
 # ----------------------------------------------------------------- embedding
-def _embedding(ctx, g):
+def embedding(ctx, g):
     w, idx, pad = ctx.args
     if not _need(ctx, 0):
         return None, None, None
@@ -132,9 +133,6 @@ def _embedding(ctx, g):
 
 
 def _embedding_grad_class():
-    from ..autograd.function import Function
-    from .. import _C
-
     class EmbeddingGrad(Function):
         """dW = rows of g summed into their index (padding row zero); its
         own gradient is the lookup of the incoming rows."""
@@ -160,12 +158,12 @@ _EmbeddingGrad = _embedding_grad_class()
 
 
 # ---------------------------------------------------------- dropout, mse_loss
-def _dropout(ctx, g):
+def dropout(ctx, g):
     _, mask, scale = ctx.args
     return O.dropout(g, mask, scale), None, None  # recorded: its own rule again
 
 
-def _mse_loss(ctx, g):
+def mse_loss(ctx, g):
     x, y, red = ctx.args
     diff = O.sub(x, y)
     coef = 2.0 / math.prod(x.shape) if int(red) == 1 else 2.0
@@ -173,25 +171,19 @@ def _mse_loss(ctx, g):
     return (dx if _need(ctx, 0) else None), (O.neg(dx) if _need(ctx, 1) else None), None
 
 
-# ------------------------------------------------------------- installation
-def _with_graph(fused, composite):
-    """The op's rule: the fused kernel, or the composite while the backward
-    is being recorded."""
-    def rule(ctx, g):
-        if _state.create_graph:
-            return composite(ctx, g)
-        return fused(ctx, g)
+# ------------------------------------------------------------- the switch
+def with_graph(composite):
+    """Decorator for a fused rule of ampy/nn/_ops.py: the rule runs the fused
+    kernel, or `composite` while the backward is being recorded."""
+    def wrap(fused):
+        def rule(ctx, g):
+            if _state.create_graph:
+                return composite(ctx, g)
+            return fused(ctx, g)
 
-    for attr in ("save", "save_out", "is_view", "inplace"):
-        setattr(rule, attr, getattr(fused, attr, None))
-    rule.__name__ = getattr(fused, "__name__", "rule")
-    rule.__doc__ = fused.__doc__
-    return rule
+        rule.__name__ = rule.__qualname__ = fused.__name__
+        rule.__doc__ = fused.__doc__
+        rule.__wrapped__ = fused
+        return rule
 
-
-for _name, _composite in (("layer_norm", _layer_norm), ("cross_entropy", _cross_entropy),
-                          ("nll_loss", _nll_loss), ("embedding", _embedding),
-                          ("dropout", _dropout), ("mse_loss", _mse_loss)):
-    _op = get_op(_name)
-    _op.backward = _with_graph(_op.backward, _composite)
-del _name, _composite, _op
+    return wrap

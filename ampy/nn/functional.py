@@ -11,8 +11,12 @@ import warnings
 
 from .. import _C
 from .. import _dtype as D
+from .. import _gemm, _math, _math_reduce
+from .._creation import default_generator
 from .._dispatch import dispatch, get_op
+from .._shape import broadcast_shapes
 from .._tensor import Tensor
+from ..autograd import is_grad_enabled
 from ._ops import REDUCTIONS, Saved
 
 __all__ = ["linear", "relu", "relu_", "gelu", "silu", "tanh", "sigmoid", "softmax",
@@ -23,26 +27,7 @@ _LN, _CE, _NLL, _EMB, _DROP, _MSE = (get_op(n) for n in (
     "layer_norm", "cross_entropy", "nll_loss", "embedding", "dropout", "mse_loss"))
 
 
-def _ampy():
-    import ampy
-    return ampy
-
-
-def _need(name):
-    """ampy.<name> from the math/GEMM modules, with a clear error while they
-    are missing from this build."""
-    fn = getattr(_ampy(), name, None)
-    if fn is None:
-        raise NotImplementedError(f"ampy.nn.functional needs ampy.{name} (ampy/_math.py or "
-                                  f"ampy/_gemm.py), which this build does not have")
-    return fn
-
-
 def _grad_wanted(*ts):
-    try:
-        from ..autograd import is_grad_enabled
-    except ImportError:
-        return False
     return is_grad_enabled() and any(t is not None and t.requires_grad for t in ts)
 
 
@@ -67,39 +52,27 @@ def _reduction(size_average, reduce, reduction):
 # ----------------------------------------------------------- composed ops
 def linear(input, weight, bias=None):
     """input @ weight.T + bias (ampy's GEMM: fp32 accumulation)."""
-    a = _ampy()
-    fn = getattr(getattr(a, "_gemm", None), "linear", None) or getattr(a, "linear", None)
-    if fn is None:
-        raise NotImplementedError("ampy.nn.functional.linear needs ampy/_gemm.py, which this "
-                                  "build does not have")
-    return fn(input, weight, bias)
+    return _gemm.linear(input, weight, bias)
 
 
 def relu(input, inplace=False):
     if inplace:
         return relu_(input)
-    return _need("relu")(input)
+    return _math.relu(input)
 
 
 def relu_(input):
-    a = _ampy()
-    if hasattr(a, "relu_"):
-        return a.relu_(input)
-    return input.relu_()
+    return _math.relu_(input)
 
 
 def gelu(input, approximate="none"):
     if approximate not in ("none", "tanh"):
         raise RuntimeError(f"approximate argument must be either none or tanh.")
-    return _need("gelu")(input, approximate=approximate)
+    return _math.gelu(input, approximate=approximate)
 
 
 def silu(input, inplace=False):
-    a = _ampy()
-    if hasattr(a, "silu"):
-        out = a.silu(input)
-    else:
-        out = _need("mul")(input, _need("sigmoid")(input))
+    out = _math.silu(input)
     if inplace:
         input.copy_(out)
         return input
@@ -107,11 +80,11 @@ def silu(input, inplace=False):
 
 
 def tanh(input):
-    return _need("tanh")(input)
+    return _math.tanh(input)
 
 
 def sigmoid(input):
-    return _need("sigmoid")(input)
+    return _math.sigmoid(input)
 
 
 def softmax(input, dim=None, _stacklevel=3, dtype=None):
@@ -119,7 +92,7 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):
         dim = 0 if input.ndim in (0, 1, 3) else 1
         warnings.warn("Implicit dimension choice for softmax has been deprecated. Change the call "
                       "to include dim=X as an argument.", stacklevel=_stacklevel)
-    return _need("softmax")(input, dim, dtype=dtype)
+    return _math_reduce.softmax(input, dim, dtype=dtype)
 
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
@@ -127,7 +100,7 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
         dim = 0 if input.ndim in (0, 1, 3) else 1
         warnings.warn("Implicit dimension choice for log_softmax has been deprecated. Change the "
                       "call to include dim=X as an argument.", stacklevel=_stacklevel)
-    return _need("log_softmax")(input, dim, dtype=dtype)
+    return _math_reduce.log_softmax(input, dim, dtype=dtype)
 
 
 # ------------------------------------------------------------- fused ops
@@ -164,7 +137,6 @@ def dropout(input, p=0.5, training=True, inplace=False, *, generator=None):
         raise RuntimeError("dropout: expected a floating-point input")
     if not training or p == 0 or input.numel() == 0:
         return input
-    from .._creation import default_generator
     g = generator or default_generator
     mask = (_C.empty(tuple(input.shape), D.uint8) if input._device_index < 0  # CUDA: drawn there
             else _C._empty_device(tuple(input.shape), D.uint8, input._device_index))
@@ -267,7 +239,6 @@ def _cross_entropy_probs(input, target, weight, red, ls):
     if tuple(target.shape) != tuple(input.shape):
         raise RuntimeError(f"Expected target size {list(input.shape)}, got "
                            f"{list(target.shape)}")
-    a = _ampy()
     dim = 0 if input.ndim == 1 else 1
     c = input.shape[dim]
     logp = log_softmax(input, dim)
@@ -278,10 +249,10 @@ def _cross_entropy_probs(input, target, weight, red, ls):
         shape = [1] * input.ndim
         shape[dim] = c
         prod = prod * weight.reshape(*shape)
-    loss = -_need("sum")(prod, dim)
+    loss = -_math_reduce.sum(prod, dim)
     if red == _C.NN_REDUCTION_NONE:
         return loss
-    total = a.sum(loss)
+    total = _math_reduce.sum(loss)
     if red == _C.NN_REDUCTION_MEAN:
         n = input.numel() // c
         return total / n if n else total / 0.0
@@ -309,12 +280,10 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
         warnings.warn(f"Using a target size ({target.shape}) that is different to the input size "
                       f"({input.shape}). This will likely lead to incorrect results due to "
                       f"broadcasting. Please ensure they have the same size.", stacklevel=2)
-        from .._creation import _broadcast_shapes
-        try:
-            shape = _broadcast_shapes(tuple(input.shape), tuple(target.shape))
-        except IndexError:
+        shape = broadcast_shapes(tuple(input.shape), tuple(target.shape))
+        if shape is None:
             raise RuntimeError(f"The size of tensor a ({input.shape[-1]}) must match the size "
-                               f"of tensor b ({target.shape[-1]})") from None
+                               f"of tensor b ({target.shape[-1]})")
         input, target = input.expand(*shape), target.expand(*shape)
     if input.dtype is not target.dtype:
         dt = D.promote_types(input.dtype, target.dtype)

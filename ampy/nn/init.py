@@ -6,7 +6,7 @@ import numbers
 import warnings
 
 from .. import _C
-from .._creation import default_generator
+from .._creation import default_generator, eye
 from .._tensor import Tensor
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones_", "eye_",
@@ -105,7 +105,6 @@ def ones_(tensor):
 def eye_(tensor):
     if tensor.ndim != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
-    from .._creation import eye
     _C.copy_(tensor, eye(tensor.shape[0], tensor.shape[1], dtype=tensor.dtype))
     return tensor
 

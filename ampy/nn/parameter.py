@@ -1,5 +1,6 @@
 """ampy.nn.Parameter: a Tensor that a Module registers as a parameter."""
-from .._tensor import Tensor
+from .._creation import empty
+from .._tensor import Tensor, _rebuild
 
 __all__ = ["Parameter"]
 
@@ -10,7 +11,6 @@ class Parameter(Tensor):
 
     def __new__(cls, data=None, requires_grad=True):
         if data is None:
-            from .._creation import empty
             data = empty(0)
         if not isinstance(data, Tensor):
             raise TypeError(f"Parameter(): argument 'data' must be a Tensor, not "
@@ -41,5 +41,4 @@ class Parameter(Tensor):
 
 
 def _rebuild_parameter(arr, dtype_name, requires_grad):
-    from .._tensor import _rebuild
     return Parameter(_rebuild(arr, dtype_name, False), requires_grad)

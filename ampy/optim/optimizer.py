@@ -19,7 +19,10 @@ import warnings
 
 from .. import _C
 from .. import _dtype as D
+from .._creation import full
 from .._tensor import Tensor
+from ..autograd import enable_grad, no_grad
+from ..nn.modules.module import _to_ampy
 
 __all__ = ["Optimizer", "required"]
 
@@ -56,24 +59,6 @@ required = _RequiredParameter()
 
 def _typename(o):
     return "ampy." + type(o).__name__ if isinstance(o, Tensor) else type(o).__name__
-
-
-def _no_grad():
-    try:
-        from ..autograd import no_grad
-        return no_grad()
-    except ImportError:
-        import contextlib
-        return contextlib.nullcontext()
-
-
-def _enable_grad():
-    try:
-        from ..autograd import enable_grad
-        return enable_grad()
-    except ImportError:
-        import contextlib
-        return contextlib.nullcontext()
 
 
 class Optimizer:
@@ -229,7 +214,6 @@ class Optimizer:
         if key == "step" and isinstance(value, (list, tuple, str, bytes)):
             raise TypeError(f"loaded state 'step' must be a number or a tensor, not "
                             f"{type(value).__name__}")
-        from ..nn.modules.module import _to_ampy
         t = _to_ampy(value)
         if key == "step" and t.numel() != 1:
             raise ValueError(f"loaded state 'step' must hold one value, got {t.numel()}")
@@ -249,7 +233,6 @@ class Optimizer:
             if hasattr(gs, "reciprocal"):  # device-side, no sync: fp64 reciprocal, as torch
                 inv = gs.double().reciprocal().float()
             else:
-                from .._creation import full
                 inv = full((), 1.0 / float(gs.item()), dtype=D.float32)
             inv = inv.reshape(()).contiguous()
         if fi is not None and (fi.dtype is not D.float32 or not fi.is_contiguous()):
@@ -406,14 +389,14 @@ class Optimizer:
 
     def _fused_step(self, closure):
         loss = self._closure(closure)
-        with _no_grad():
+        with no_grad():
             self._run_groups([self._plan(group) for group in self.param_groups])
         return loss
 
     def _closure(self, closure):
         if closure is None:
             return None
-        with _enable_grad():
+        with enable_grad():
             return closure()
 
     def step(self, closure=None):

@@ -6,6 +6,8 @@ import itertools
 import numpy as np
 
 from ... import _C
+from ... import _devices
+from ..._convert import from_numpy
 from ... import _dtype as D
 from ..._tensor import Tensor, _parse_to_args
 from ..parameter import Parameter
@@ -25,7 +27,7 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
 def _cuda_missing():
     """The plain error for Module.to("cuda") / .cuda() without a usable GPU
     (None with one); the caller raises it before any parameter moves."""
-    from ... import cuda
+    cuda = _devices.cuda()
     return None if cuda.is_available() else cuda._unavailable()
 
 
@@ -50,7 +52,6 @@ def _to_ampy(v):
     bfloat16 ones through .float()) as a CPU tensor."""
     if isinstance(v, Tensor):
         return v
-    from ..._creation import from_numpy
     try:
         arr = np.asarray(v)
     except (TypeError, RuntimeError, ValueError):

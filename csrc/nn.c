@@ -17,6 +17,7 @@
 #include "ampy/dtype.h"
 #include "ampy/elem.h"
 #include "ampy/nn.h"
+#include "ampy/nn_math.h"
 #include "ampy/parallel.h"
 
 /* ---- the row functions, instantiated from nn_rows.inc --------------------- */
@@ -84,11 +85,6 @@ static const nn_rows_f32 *rows_f32(void)
 }
 
 /* ---- shared helpers (declared at the end of nn.h) ---------------------------- */
-int nn_is_float(int dt)
-{
-    return dt == AMPY_FLOAT32 || dt == AMPY_FLOAT16 || dt == AMPY_BFLOAT16 || dt == AMPY_FLOAT64;
-}
-
 double nn_load1(const void *p, int dt, int64_t i)
 {
     switch (dt) {
@@ -260,9 +256,9 @@ static ampy_status ln_check(int64_t M, int64_t N, int x_dtype, const void *w, co
     if (M < 0 || N < 0)
         return ampy_error(AMPY_ERR_VALUE, "%s: negative size (%lld, %lld)", fn, (long long)M,
                           (long long)N);
-    if (!nn_is_float(x_dtype))
+    if (!ampy_nn_is_float(x_dtype))
         return ampy_error(AMPY_ERR_DTYPE, "%s: input must be a floating-point tensor", fn);
-    if ((w || b) && (!nn_is_float(w_dtype) ||
+    if ((w || b) && (!ampy_nn_is_float(w_dtype) ||
                      ((x_dtype == AMPY_FLOAT64) != (w_dtype == AMPY_FLOAT64))))
         return ampy_error(AMPY_ERR_DTYPE, "%s: weight/bias dtype does not fit the input's", fn);
     if (!(eps >= 0.0))
@@ -341,7 +337,7 @@ ampy_status ampy_nn_layer_norm_bwd(int64_t M, int64_t N, const void *x, int x_dt
     ampy_status s = ln_check(M, N, x_dtype, w, NULL, w_dtype, eps, "layer_norm_backward");
     if (s != AMPY_OK)
         return s;
-    if ((dw || db) && !nn_is_float(w_dtype))
+    if ((dw || db) && !ampy_nn_is_float(w_dtype))
         return ampy_error(AMPY_ERR_DTYPE, "layer_norm_backward: bad weight dtype");
     if (N == 0)
         return AMPY_OK;
@@ -432,10 +428,7 @@ static void ce_fwd_chunks(int64_t cb, int64_t ce, void *vc)
                 if (c->ls > 0.0)
                     wx = R->rdot(x, (const float *)c->w, C);
             }
-            double l = ce_weight(c, t) * (lse - xt);
-            if (c->ls > 0.0)
-                l = (1.0 - c->ls) * l + (c->ls / (double)C) * (c->W * lse - wx);
-            c->loss[r] = l;
+            c->loss[r] = ampy_ce_row_loss(ce_weight(c, t), lse, xt, c->ls, C, c->W, wx);
             if (c->lse_out)
                 c->lse_out[r] = lse;
         }
@@ -446,13 +439,9 @@ static void ce_fwd_chunks(int64_t cb, int64_t ce, void *vc)
 ampy_status nn_check_targets(int64_t M, int64_t C, int x_dtype, const int64_t *target,
                              int64_t ignore_index, int reduction, const char *fn)
 {
-    if (M < 0 || C < 0)
-        return ampy_error(AMPY_ERR_VALUE, "%s: negative size", fn);
-    if (!nn_is_float(x_dtype))
-        return ampy_error(AMPY_ERR_DTYPE, "%s: input must be a floating-point tensor", fn);
-    if (reduction < 0 || reduction > 2)
-        return ampy_error(AMPY_ERR_VALUE, "%s: %d is not a valid value for reduction", fn,
-                          reduction);
+    ampy_status s = ampy_nn_loss_check_args(M, C, x_dtype, reduction, fn);
+    if (s != AMPY_OK)
+        return s;
     for (int64_t i = 0; i < M; i++) {
         int64_t t = target[i];
         if (t != ignore_index && (t < 0 || t >= C))
@@ -480,9 +469,9 @@ ampy_status ampy_nn_cross_entropy_fwd(int64_t M, int64_t C, const void *x, int x
                                      "cross_entropy");
     if (s != AMPY_OK)
         return s;
-    if (!(ls >= 0.0 && ls <= 1.0))
-        return ampy_error(AMPY_ERR_VALUE, "label_smoothing must be between 0.0 and 1.0. Got: %g",
-                          ls);
+    s = ampy_ce_check_smoothing(ls);
+    if (s != AMPY_OK)
+        return s;
     ce_ctx c = {.M = M, .C = C, .x = x, .dt = x_dtype, .t = target, .ignore = ignore_index,
                 .ls = ls, .lse_out = lse};
     c.nchunks = nn_chunks(M, C);
@@ -531,9 +520,8 @@ static void ce_bwd_chunks(int64_t cb, int64_t ce, void *vc)
                 continue;
             }
             double g = c->none ? nn_load1(c->dout, c->dt, r) : c->g;
-            double wt = ce_weight(c, t);
-            double cn = g * (1.0 - c->ls) * wt / c->denom, cs = g * c->ls / (double)C / c->denom;
-            double a = cn + cs * c->W;
+            double cn, cs;
+            double a = ampy_ce_row_grad_coef(g, ce_weight(c, t), c->ls, C, c->W, c->denom, &cn, &cs);
             if (c->dt == AMPY_FLOAT64) {
                 const double *x = (const double *)c->x + r * C;
                 double *dx = (double *)c->dx + r * C;
@@ -561,9 +549,9 @@ ampy_status ampy_nn_cross_entropy_bwd(int64_t M, int64_t C, const void *x, int x
                                      "cross_entropy_backward");
     if (s != AMPY_OK)
         return s;
-    if (!(ls >= 0.0 && ls <= 1.0))
-        return ampy_error(AMPY_ERR_VALUE, "label_smoothing must be between 0.0 and 1.0. Got: %g",
-                          ls);
+    s = ampy_ce_check_smoothing(ls);
+    if (s != AMPY_OK)
+        return s;
     if (M == 0 || C == 0)
         return AMPY_OK;
     ce_ctx c = {.M = M, .C = C, .x = x, .dt = x_dtype, .t = target, .ignore = ignore_index,

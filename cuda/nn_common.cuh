@@ -9,6 +9,7 @@
 
 #include "common.cuh"
 #include "ampy/nn.h"
+#include "ampy/nn_math.h"
 #include "ampy/random.h"
 
 namespace {
@@ -86,11 +87,6 @@ template <typename T> __device__ T block_max(T v, T *sh)
 }
 
 unsigned grid_rows(int64_t M) { return (unsigned)(M < 65535 * 8 ? (M < 1 ? 1 : M) : 65535 * 8); }
-
-bool nn_float(int dt)
-{
-    return dt == AMPY_FLOAT32 || dt == AMPY_FLOAT16 || dt == AMPY_BFLOAT16 || dt == AMPY_FLOAT64;
-}
 
 /* Device scratch that frees itself. */
 struct Scratch {

@@ -85,26 +85,6 @@ static const nn_rows_f32 *rows_f32(void)
 }
 
 /* ---- shared helpers (declared at the end of nn.h) ---------------------------- */
-double nn_load1(const void *p, int dt, int64_t i)
-{
-    switch (dt) {
-    case AMPY_FLOAT32: return ((const float *)p)[i];
-    case AMPY_FLOAT16: return ampy_f16_to_f32(((const uint16_t *)p)[i]);
-    case AMPY_BFLOAT16: return ampy_bf16_to_f32(((const uint16_t *)p)[i]);
-    default: return ((const double *)p)[i];
-    }
-}
-
-void nn_store1(void *p, int dt, int64_t i, double v)
-{
-    switch (dt) {
-    case AMPY_FLOAT32: ((float *)p)[i] = (float)v; break;
-    case AMPY_FLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_f16(v); break;
-    case AMPY_BFLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_bf16(v); break;
-    default: ((double *)p)[i] = v; break;
-    }
-}
-
 /* Row [off, off+n) of a float32/float16/bfloat16 array as float32: the
  * array itself for float32, else converted into `scratch`. */
 /* (The SIMD cast kernel directly: ampy_cast_f16_to_f32 and friends go
@@ -159,7 +139,7 @@ void *nn_vec(const void *p, int dt, int64_t n, double fill)
     if (!v)
         return NULL;
     for (int64_t i = 0; i < n; i++) {
-        double x = p ? nn_load1(p, dt, i) : fill;
+        double x = p ? ampy_nn_load1(p, dt, i) : fill;
         if (isz == 8)
             ((double *)v)[i] = x;
         else
@@ -365,9 +345,9 @@ ampy_status ampy_nn_layer_norm_bwd(int64_t M, int64_t N, const void *x, int x_dt
                            : ((float *)part)[k * 2 * N + N + j];
         }
         if (dw)
-            nn_store1(dw, w_dtype, j, sw);
+            ampy_nn_store1(dw, w_dtype, j, sw);
         if (db)
-            nn_store1(db, w_dtype, j, sb);
+            ampy_nn_store1(db, w_dtype, j, sb);
     }
     free(wv), free(scr), free(part);
     return AMPY_OK;
@@ -457,7 +437,7 @@ double nn_total_weight(int64_t M, const int64_t *target, const void *w, int dt,
     double s = 0.0;
     for (int64_t i = 0; i < M; i++)
         if (target[i] != ignore_index)
-            s += w ? nn_load1(w, dt, target[i]) : 1.0;
+            s += w ? ampy_nn_load1(w, dt, target[i]) : 1.0;
     return s;
 }
 
@@ -486,19 +466,19 @@ ampy_status ampy_nn_cross_entropy_fwd(int64_t M, int64_t C, const void *x, int x
     c.w = wv;
     c.W = w ? 0.0 : (double)C;
     for (int64_t j = 0; w && j < C; j++)
-        c.W += nn_load1(wv, vdt, j);
+        c.W += ampy_nn_load1(wv, vdt, j);
     if (M > 0)
         ampy_parallel_for(c.nchunks, 1, ce_fwd_chunks, &c);
     if (reduction == AMPY_NN_REDUCTION_NONE) {
         for (int64_t i = 0; i < M; i++)
-            nn_store1(out, x_dtype, i, c.loss[i]);
+            ampy_nn_store1(out, x_dtype, i, c.loss[i]);
     } else {
         double sum = 0.0;
         for (int64_t i = 0; i < M; i++)
             sum += c.loss[i];
         if (reduction == AMPY_NN_REDUCTION_MEAN)
             sum /= nn_total_weight(M, target, w, x_dtype, ignore_index);
-        nn_store1(out, x_dtype, 0, sum);
+        ampy_nn_store1(out, x_dtype, 0, sum);
     }
     free(wv), free(c.loss), free(c.scratch);
     return AMPY_OK;
@@ -519,7 +499,7 @@ static void ce_bwd_chunks(int64_t cb, int64_t ce, void *vc)
                 memset((char *)c->dx + (size_t)(r * C) * isz, 0, (size_t)C * isz);
                 continue;
             }
-            double g = c->none ? nn_load1(c->dout, c->dt, r) : c->g;
+            double g = c->none ? ampy_nn_load1(c->dout, c->dt, r) : c->g;
             double cn, cs;
             double a = ampy_ce_row_grad_coef(g, ce_weight(c, t), c->ls, C, c->W, c->denom, &cn, &cs);
             if (c->dt == AMPY_FLOAT64) {
@@ -570,10 +550,10 @@ ampy_status ampy_nn_cross_entropy_bwd(int64_t M, int64_t C, const void *x, int x
     if (w) {
         c.W = 0.0;
         for (int64_t j = 0; j < C; j++)
-            c.W += nn_load1(wv, vdt, j);
+            c.W += ampy_nn_load1(wv, vdt, j);
     }
     if (!c.none)
-        c.g = nn_load1(dout, x_dtype, 0);
+        c.g = ampy_nn_load1(dout, x_dtype, 0);
     if (reduction == AMPY_NN_REDUCTION_MEAN)
         c.denom = nn_total_weight(M, target, w, x_dtype, ignore_index);
     ampy_parallel_for(c.nchunks, 1, ce_bwd_chunks, &c);

@@ -24,16 +24,16 @@ ampy_status ampy_nn_nll_loss_fwd(int64_t M, int64_t C, const void *x, int x_dtyp
     for (int64_t i = 0; i < M; i++) {
         int64_t t = target[i];
         double l = t == ignore_index ? 0.0
-                                     : -(w ? nn_load1(w, x_dtype, t) : 1.0) *
-                                           nn_load1(x, x_dtype, i * C + t);
+                                     : -(w ? ampy_nn_load1(w, x_dtype, t) : 1.0) *
+                                           ampy_nn_load1(x, x_dtype, i * C + t);
         if (reduction == AMPY_NN_REDUCTION_NONE)
-            nn_store1(out, x_dtype, i, l);
+            ampy_nn_store1(out, x_dtype, i, l);
         sum += l;
     }
     if (reduction == AMPY_NN_REDUCTION_MEAN)
         sum /= nn_total_weight(M, target, w, x_dtype, ignore_index);
     if (reduction != AMPY_NN_REDUCTION_NONE)
-        nn_store1(out, x_dtype, 0, sum);
+        ampy_nn_store1(out, x_dtype, 0, sum);
     return AMPY_OK;
 }
 
@@ -49,13 +49,13 @@ ampy_status ampy_nn_nll_loss_bwd(int64_t M, int64_t C, int x_dtype, const int64_
     double denom = reduction == AMPY_NN_REDUCTION_MEAN
                        ? nn_total_weight(M, target, w, x_dtype, ignore_index)
                        : 1.0;
-    double g = reduction == AMPY_NN_REDUCTION_NONE || M == 0 ? 0.0 : nn_load1(dout, x_dtype, 0);
+    double g = reduction == AMPY_NN_REDUCTION_NONE || M == 0 ? 0.0 : ampy_nn_load1(dout, x_dtype, 0);
     for (int64_t i = 0; i < M; i++) {
         int64_t t = target[i];
         if (t == ignore_index)
             continue;
-        double gi = reduction == AMPY_NN_REDUCTION_NONE ? nn_load1(dout, x_dtype, i) : g;
-        nn_store1(dx, x_dtype, i * C + t, -(w ? nn_load1(w, x_dtype, t) : 1.0) * gi / denom);
+        double gi = reduction == AMPY_NN_REDUCTION_NONE ? ampy_nn_load1(dout, x_dtype, i) : g;
+        ampy_nn_store1(dx, x_dtype, i * C + t, -(w ? ampy_nn_load1(w, x_dtype, t) : 1.0) * gi / denom);
     }
     return AMPY_OK;
 }
@@ -117,7 +117,7 @@ static void emb_bwd_chunks(int64_t cb, int64_t ce, void *vc)
             } else {
                 float *a = (float *)c->acc + r * D;
                 for (int64_t j = j0; j < j1; j++)
-                    a[j] += (float)nn_load1(c->dy, c->dt, i * D + j);
+                    a[j] += (float)ampy_nn_load1(c->dy, c->dt, i * D + j);
             }
         }
     }
@@ -148,7 +148,7 @@ ampy_status ampy_nn_embedding_bwd(int64_t P, const int64_t *idx, int64_t V, int6
         ampy_parallel_for(c.nchunks, 1, emb_bwd_chunks, &c);
     if (!direct) {
         for (size_t i = 0; i < vd; i++)
-            nn_store1(dweight, w_dtype, (int64_t)i, ((float *)acc)[i]);
+            ampy_nn_store1(dweight, w_dtype, (int64_t)i, ((float *)acc)[i]);
         free(acc);
     }
     return AMPY_OK;
@@ -184,7 +184,7 @@ static void ms_range(int64_t b, int64_t e, void *vc)
     default: {
         float s = (float)c->s;
         for (int64_t i = b; i < e; i++)
-            nn_store1(c->out, c->dt, i, (float)nn_load1(c->x, c->dt, i) * (c->mask[i] ? s : 0.0f));
+            ampy_nn_store1(c->out, c->dt, i, (float)ampy_nn_load1(c->x, c->dt, i) * (c->mask[i] ? s : 0.0f));
     }
     }
 }
@@ -209,16 +209,16 @@ ampy_status ampy_nn_mse_fwd(int64_t n, const void *x, const void *y, int dtype, 
         return st;
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++) {
-        double d = ampy_mse_elem(nn_load1(x, dtype, i), nn_load1(y, dtype, i), dtype);
+        double d = ampy_mse_elem(ampy_nn_load1(x, dtype, i), ampy_nn_load1(y, dtype, i), dtype);
         if (reduction == AMPY_NN_REDUCTION_NONE)
-            nn_store1(out, dtype, i, d);
+            ampy_nn_store1(out, dtype, i, d);
         else
             sum += d;
     }
     if (reduction == AMPY_NN_REDUCTION_MEAN)
         sum /= (double)n;
     if (reduction != AMPY_NN_REDUCTION_NONE)
-        nn_store1(out, dtype, 0, sum);
+        ampy_nn_store1(out, dtype, 0, sum);
     return AMPY_OK;
 }
 
@@ -229,14 +229,14 @@ ampy_status ampy_nn_mse_bwd(int64_t n, const void *x, const void *y, int dtype, 
     if (st != AMPY_OK)
         return st;
     double norm = reduction == AMPY_NN_REDUCTION_MEAN ? 2.0 / (double)n : 2.0;
-    double g0 = reduction == AMPY_NN_REDUCTION_NONE || n == 0 ? 0.0 : nn_load1(dout, dtype, 0);
+    double g0 = reduction == AMPY_NN_REDUCTION_NONE || n == 0 ? 0.0 : ampy_nn_load1(dout, dtype, 0);
     for (int64_t i = 0; i < n; i++) {
-        double g = reduction == AMPY_NN_REDUCTION_NONE ? nn_load1(dout, dtype, i) : g0;
-        double v = ampy_mse_grad(nn_load1(x, dtype, i), nn_load1(y, dtype, i), norm, g, dtype);
+        double g = reduction == AMPY_NN_REDUCTION_NONE ? ampy_nn_load1(dout, dtype, i) : g0;
+        double v = ampy_mse_grad(ampy_nn_load1(x, dtype, i), ampy_nn_load1(y, dtype, i), norm, g, dtype);
         if (dx)
-            nn_store1(dx, dtype, i, v);
+            ampy_nn_store1(dx, dtype, i, v);
         if (dy)
-            nn_store1(dy, dtype, i, -v);
+            ampy_nn_store1(dy, dtype, i, -v);
     }
     return AMPY_OK;
 }

@@ -47,12 +47,12 @@ targets_kernel(int64_t M, int64_t C, const int64_t *t, const void *w, int dt, in
             atomicMin(bad, (unsigned long long)i);
             continue;
         }
-        s += w ? load1(w, dt, ti) : 1.0;
+        s += w ? ampy_nn_load1(w, dt, ti) : 1.0;
     }
     s = block_sum(s, sh);
     double W = 0.0;
     for (int64_t j = threadIdx.x; w && j < C; j += blockDim.x)
-        W += (double)(dt == AMPY_FLOAT64 ? load1(w, dt, j) : (double)(float)load1(w, dt, j));
+        W += (double)(dt == AMPY_FLOAT64 ? ampy_nn_load1(w, dt, j) : (double)(float)ampy_nn_load1(w, dt, j));
     W = block_sum(W, sh);
     if (threadIdx.x == 0) {
         out[0] = s;
@@ -126,7 +126,7 @@ loss_reduce_kernel(int64_t M, const double *loss, int red, const double *tot, vo
     __shared__ double sh[NN_THREADS];
     if (red == AMPY_NN_REDUCTION_NONE) {
         for (int64_t i = threadIdx.x; i < M; i += blockDim.x)
-            store1(out, dt, i, loss[i]);
+            ampy_nn_store1(out, dt, i, loss[i]);
         return;
     }
     double s = 0.0;
@@ -134,7 +134,7 @@ loss_reduce_kernel(int64_t M, const double *loss, int red, const double *tot, vo
         s += loss[i];
     s = block_sum(s, sh);
     if (threadIdx.x == 0)
-        store1(out, dt, 0, red == AMPY_NN_REDUCTION_MEAN ? s / (tot ? tot[0] : denom) : s);
+        ampy_nn_store1(out, dt, 0, red == AMPY_NN_REDUCTION_MEAN ? s / (tot ? tot[0] : denom) : s);
 }
 
 template <typename T>
@@ -154,7 +154,7 @@ ce_bwd_kernel(int64_t M, int64_t C, const void *x, int dt, const int64_t *t, con
                 stT(dx, dt, base + k, (T)0);
             continue;
         }
-        const double g = load1(dout, dt, none ? r : 0);
+        const double g = ampy_nn_load1(dout, dt, none ? r : 0);
         const double wt = w ? (double)wvec<T>(w, dt, tr, (T)1) : 1.0;
         double cn, cs;
         const double a = ampy_ce_row_grad_coef(g, wt, ls, C, W, denom, &cn, &cs);
@@ -179,7 +179,7 @@ __global__ void nll_rows_kernel(int64_t M, int64_t C, const void *x, int dt, con
         const int64_t ti = t[i];
         loss[i] = ti == ignore || ti < 0 || ti >= C /* bad: reported by targets_kernel */
                       ? 0.0
-                      : -(w ? load1(w, dt, ti) : 1.0) * load1(x, dt, i * C + ti);
+                      : -(w ? ampy_nn_load1(w, dt, ti) : 1.0) * ampy_nn_load1(x, dt, i * C + ti);
     }
 }
 
@@ -193,8 +193,8 @@ __global__ void nll_bwd_kernel(int64_t M, int64_t C, int dt, const int64_t *t, c
         const int64_t ti = t[i];
         if (ti == ignore || ti < 0 || ti >= C)
             continue;
-        const double gi = load1(dout, dt, red == AMPY_NN_REDUCTION_NONE ? i : 0);
-        store1(dx, dt, i * C + ti, -(w ? load1(w, dt, ti) : 1.0) * gi / denom);
+        const double gi = ampy_nn_load1(dout, dt, red == AMPY_NN_REDUCTION_NONE ? i : 0);
+        ampy_nn_store1(dx, dt, i * C + ti, -(w ? ampy_nn_load1(w, dt, ti) : 1.0) * gi / denom);
     }
 }
 
@@ -203,7 +203,7 @@ __global__ void mse_elem_kernel(int64_t n, const void *x, const void *y, int dt,
 {
     AMPY_GRID_STRIDE(i, n)
     {
-        d[i] = ampy_mse_elem(load1(x, dt, i), load1(y, dt, i), dt);
+        d[i] = ampy_mse_elem(ampy_nn_load1(x, dt, i), ampy_nn_load1(y, dt, i), dt);
     }
 }
 
@@ -213,12 +213,12 @@ __global__ void mse_bwd_kernel(int64_t n, const void *x, const void *y, int dt, 
     const double norm = red == AMPY_NN_REDUCTION_MEAN ? 2.0 / (double)n : 2.0;
     AMPY_GRID_STRIDE(i, n)
     {
-        const double g = load1(dout, dt, red == AMPY_NN_REDUCTION_NONE ? i : 0);
-        const double v = ampy_mse_grad(load1(x, dt, i), load1(y, dt, i), norm, g, dt);
+        const double g = ampy_nn_load1(dout, dt, red == AMPY_NN_REDUCTION_NONE ? i : 0);
+        const double v = ampy_mse_grad(ampy_nn_load1(x, dt, i), ampy_nn_load1(y, dt, i), norm, g, dt);
         if (dx)
-            store1(dx, dt, i, v);
+            ampy_nn_store1(dx, dt, i, v);
         if (dy)
-            store1(dy, dt, i, -v);
+            ampy_nn_store1(dy, dt, i, -v);
     }
 }
 

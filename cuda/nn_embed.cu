@@ -56,8 +56,8 @@ __global__ void emb_bwd_kernel(int64_t P, int64_t V, int64_t D, const uint64_t *
             continue;
         A acc = (A)0;
         for (int64_t k = q; k < P && keys[k] == row; k++)
-            acc += (A)load1(dy, dt, pos[k] * D + j);
-        store1(dweight, dt, (int64_t)row * D + j, (double)acc);
+            acc += (A)ampy_nn_load1(dy, dt, pos[k] * D + j);
+        ampy_nn_store1(dweight, dt, (int64_t)row * D + j, (double)acc);
     }
 }
 
@@ -72,7 +72,7 @@ __global__ void mask_scale_kernel(int64_t n, const void *x, int dt, const uint8_
         else if (dt == AMPY_FLOAT64)
             ((double *)out)[i] = ((const double *)x)[i] * (mask[i] ? s : 0.0);
         else
-            store1(out, dt, i, (double)((float)load1(x, dt, i) * (mask[i] ? (float)s : 0.0f)));
+            ampy_nn_store1(out, dt, i, (double)((float)ampy_nn_load1(x, dt, i) * (mask[i] ? (float)s : 0.0f)));
     }
 }
 

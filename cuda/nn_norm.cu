@@ -121,9 +121,9 @@ __global__ void ln_bwd_dw_final(int64_t N, int64_t G, const double *part, void *
             sb += part[(g * N + j) * 2 + 1];
         }
         if (dw)
-            store1(dw, wdt, j, sw);
+            ampy_nn_store1(dw, wdt, j, sw);
         if (db)
-            store1(db, wdt, j, sb);
+            ampy_nn_store1(db, wdt, j, sb);
     }
 }
 

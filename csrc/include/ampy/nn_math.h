@@ -22,6 +22,29 @@ AMPY_ELEM int ampy_nn_is_float(int dt)
     return dt == AMPY_FLOAT32 || dt == AMPY_FLOAT16 || dt == AMPY_BFLOAT16 || dt == AMPY_FLOAT64;
 }
 
+/* Element i of a float32/float16/bfloat16 array as float (widened to
+ * double), of a float64 array as double. */
+AMPY_ELEM double ampy_nn_load1(const void *p, int dt, int64_t i)
+{
+    switch (dt) {
+    case AMPY_FLOAT32: return ((const float *)p)[i];
+    case AMPY_FLOAT16: return ampy_f16_to_f32(((const uint16_t *)p)[i]);
+    case AMPY_BFLOAT16: return ampy_bf16_to_f32(((const uint16_t *)p)[i]);
+    default: return ((const double *)p)[i];
+    }
+}
+
+/* Store v into element i, rounded once to dt. */
+AMPY_ELEM void ampy_nn_store1(void *p, int dt, int64_t i, double v)
+{
+    switch (dt) {
+    case AMPY_FLOAT32: ((float *)p)[i] = (float)v; break;
+    case AMPY_FLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_f16(v); break;
+    case AMPY_BFLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_bf16(v); break;
+    default: ((double *)p)[i] = v; break;
+    }
+}
+
 /* ---- cross_entropy --------------------------------------------------------------
  * Row loss with class weights w and label smoothing ls (torch's formula):
  *   l = w_t (lse - x_t)                                   (ls == 0)

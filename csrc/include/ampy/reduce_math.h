@@ -25,6 +25,7 @@
 
 #include "ampy/dtype.h"
 #include "ampy/elem.h"
+#include "ampy/iter.h"
 #include "ampy/reduce.h"
 #include "ampy/status.h"
 

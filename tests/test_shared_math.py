@@ -125,9 +125,29 @@ def test_cpu_and_cuda_include_the_shared_header(header, users):
         assert f'#include "ampy/{header}"' in _read(u), (u, header)
 
 
-def test_nn_kernels_reach_nn_math_through_nn_common():
+def _includes(path, seen=None):
+    """Every header path reaches through #include "..." (cuda/ and csrc/include)."""
+    seen = set() if seen is None else seen
+    for name in re.findall(r'#include "([^"]+)"', _read(path)):
+        for d in (os.path.dirname(path), "cuda", os.path.join("csrc", "include")):
+            cand = os.path.normpath(os.path.join(d, name))
+            if os.path.exists(os.path.join(HERE, cand)):
+                if cand not in seen:
+                    seen.add(cand)
+                    _includes(cand, seen)
+                break
+    return seen
+
+
+def test_every_cuda_kernel_reaches_elem_h():
+    """Each .cu reaches elem.h (the conversions and element math), and the nn
+    kernels nn_math.h through nn_common.cuh."""
+    cu = _sources("cuda", (".cu",))
+    assert cu
+    for f in cu:
+        assert os.path.join("csrc", "include", "ampy", "elem.h") in _includes(f), f
     for f in ("nn.cu", "nn_norm.cu", "nn_embed.cu"):
-        assert '#include "nn_common.cuh"' in _read("cuda", f), f
+        assert os.path.join("csrc", "include", "ampy", "nn_math.h") in _includes("cuda/" + f), f
 
 
 def test_device_float_ops_are_the_shared_switch():

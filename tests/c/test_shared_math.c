@@ -27,26 +27,9 @@
 #include "ampy/random.h"
 #include "ampy/reduce_math.h"
 
-static int failures, checks;
-#define CHECK(cond, ...)                                                  \
-    do {                                                                  \
-        checks++;                                                         \
-        if (!(cond)) {                                                    \
-            failures++;                                                   \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                   \
-            printf(__VA_ARGS__);                                          \
-            printf("\n");                                                 \
-        }                                                                 \
-    } while (0)
+#define CTEST_SEED 0x2545F4914F6CDD1Dull
+#include "ctest.h"
 
-static uint64_t rng = 0x2545F4914F6CDD1Dull;
-static uint32_t rnd32(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
 /* uniform in [lo, hi) */
 static double rndd(double lo, double hi) { return lo + (hi - lo) * (double)rnd32() / 4294967296.0; }
 

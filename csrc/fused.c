@@ -7,6 +7,7 @@
 #include "ampy/dtype.h"
 #include "ampy/elem.h"
 #include "ampy/fused.h"
+#include "ampy/nn_math.h"
 #include "ampy/parallel.h"
 #include "vmath.h"
 
@@ -38,11 +39,9 @@ ampy_status ampy_fused_zero(void *p, int64_t nbytes)
 ampy_status ampy_fused_mse_fwd_f32(int64_t n, const float *x, const float *y, int reduction,
                                    float *out)
 {
-    if (n < 0)
-        return ampy_error(AMPY_ERR_VALUE, "mse_loss: negative size");
-    if (reduction < 0 || reduction > 2)
-        return ampy_error(AMPY_ERR_VALUE, "mse_loss: %d is not a valid value for reduction",
-                          reduction);
+    ampy_status st = ampy_nn_mse_check_args(n, AMPY_FLOAT32, reduction, 0);
+    if (st != AMPY_OK)
+        return st;
     if (reduction == 0) {
         for (int64_t i = 0; i < n; i++) {
             float f = x[i] - y[i];

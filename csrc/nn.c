@@ -17,6 +17,7 @@
 #include "ampy/dtype.h"
 #include "ampy/elem.h"
 #include "ampy/nn.h"
+#include "ampy/nn_math.h"
 #include "ampy/parallel.h"
 #include "simd.h"
 
@@ -85,31 +86,6 @@ static const nn_rows_f32 *rows_f32(void)
 }
 
 /* ---- shared helpers (declared at the end of nn.h) ---------------------------- */
-int nn_is_float(int dt)
-{
-    return dt == AMPY_FLOAT32 || dt == AMPY_FLOAT16 || dt == AMPY_BFLOAT16 || dt == AMPY_FLOAT64;
-}
-
-double nn_load1(const void *p, int dt, int64_t i)
-{
-    switch (dt) {
-    case AMPY_FLOAT32: return ((const float *)p)[i];
-    case AMPY_FLOAT16: return ampy_f16_to_f32(((const uint16_t *)p)[i]);
-    case AMPY_BFLOAT16: return ampy_bf16_to_f32(((const uint16_t *)p)[i]);
-    default: return ((const double *)p)[i];
-    }
-}
-
-void nn_store1(void *p, int dt, int64_t i, double v)
-{
-    switch (dt) {
-    case AMPY_FLOAT32: ((float *)p)[i] = (float)v; break;
-    case AMPY_FLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_f16(v); break;
-    case AMPY_BFLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_bf16(v); break;
-    default: ((double *)p)[i] = v; break;
-    }
-}
-
 /* Row [off, off+n) of a float32/float16/bfloat16 array as float32: the
  * array itself for float32, else converted into `scratch`. */
 /* (The SIMD cast kernel directly: ampy_cast_f16_to_f32 and friends go
@@ -164,7 +140,7 @@ void *nn_vec(const void *p, int dt, int64_t n, double fill)
     if (!v)
         return NULL;
     for (int64_t i = 0; i < n; i++) {
-        double x = p ? nn_load1(p, dt, i) : fill;
+        double x = p ? ampy_nn_load1(p, dt, i) : fill;
         if (isz == 8)
             ((double *)v)[i] = x;
         else
@@ -261,9 +237,9 @@ static ampy_status ln_check(int64_t M, int64_t N, int x_dtype, const void *w, co
     if (M < 0 || N < 0)
         return ampy_error(AMPY_ERR_VALUE, "%s: negative size (%lld, %lld)", fn, (long long)M,
                           (long long)N);
-    if (!nn_is_float(x_dtype))
+    if (!ampy_nn_is_float(x_dtype))
         return ampy_error(AMPY_ERR_DTYPE, "%s: input must be a floating-point tensor", fn);
-    if ((w || b) && (!nn_is_float(w_dtype) ||
+    if ((w || b) && (!ampy_nn_is_float(w_dtype) ||
                      ((x_dtype == AMPY_FLOAT64) != (w_dtype == AMPY_FLOAT64))))
         return ampy_error(AMPY_ERR_DTYPE, "%s: weight/bias dtype does not fit the input's", fn);
     if (!(eps >= 0.0))
@@ -342,7 +318,7 @@ ampy_status ampy_nn_layer_norm_bwd(int64_t M, int64_t N, const void *x, int x_dt
     ampy_status s = ln_check(M, N, x_dtype, w, NULL, w_dtype, eps, "layer_norm_backward");
     if (s != AMPY_OK)
         return s;
-    if ((dw || db) && !nn_is_float(w_dtype))
+    if ((dw || db) && !ampy_nn_is_float(w_dtype))
         return ampy_error(AMPY_ERR_DTYPE, "layer_norm_backward: bad weight dtype");
     if (N == 0)
         return AMPY_OK;
@@ -370,9 +346,9 @@ ampy_status ampy_nn_layer_norm_bwd(int64_t M, int64_t N, const void *x, int x_dt
                            : ((float *)part)[k * 2 * N + N + j];
         }
         if (dw)
-            nn_store1(dw, w_dtype, j, sw);
+            ampy_nn_store1(dw, w_dtype, j, sw);
         if (db)
-            nn_store1(db, w_dtype, j, sb);
+            ampy_nn_store1(db, w_dtype, j, sb);
     }
     free(wv), free(scr), free(part);
     return AMPY_OK;
@@ -433,10 +409,7 @@ static void ce_fwd_chunks(int64_t cb, int64_t ce, void *vc)
                 if (c->ls > 0.0)
                     wx = R->rdot(x, (const float *)c->w, C);
             }
-            double l = ce_weight(c, t) * (lse - xt);
-            if (c->ls > 0.0)
-                l = (1.0 - c->ls) * l + (c->ls / (double)C) * (c->W * lse - wx);
-            c->loss[r] = l;
+            c->loss[r] = ampy_ce_row_loss(ce_weight(c, t), lse, xt, c->ls, C, c->W, wx);
             if (c->lse_out)
                 c->lse_out[r] = lse;
         }
@@ -447,13 +420,9 @@ static void ce_fwd_chunks(int64_t cb, int64_t ce, void *vc)
 ampy_status nn_check_targets(int64_t M, int64_t C, int x_dtype, const int64_t *target,
                              int64_t ignore_index, int reduction, const char *fn)
 {
-    if (M < 0 || C < 0)
-        return ampy_error(AMPY_ERR_VALUE, "%s: negative size", fn);
-    if (!nn_is_float(x_dtype))
-        return ampy_error(AMPY_ERR_DTYPE, "%s: input must be a floating-point tensor", fn);
-    if (reduction < 0 || reduction > 2)
-        return ampy_error(AMPY_ERR_VALUE, "%s: %d is not a valid value for reduction", fn,
-                          reduction);
+    ampy_status s = ampy_nn_loss_check_args(M, C, x_dtype, reduction, fn);
+    if (s != AMPY_OK)
+        return s;
     for (int64_t i = 0; i < M; i++) {
         int64_t t = target[i];
         if (t != ignore_index && (t < 0 || t >= C))
@@ -469,7 +438,7 @@ double nn_total_weight(int64_t M, const int64_t *target, const void *w, int dt,
     double s = 0.0;
     for (int64_t i = 0; i < M; i++)
         if (target[i] != ignore_index)
-            s += w ? nn_load1(w, dt, target[i]) : 1.0;
+            s += w ? ampy_nn_load1(w, dt, target[i]) : 1.0;
     return s;
 }
 
@@ -481,9 +450,9 @@ ampy_status ampy_nn_cross_entropy_fwd(int64_t M, int64_t C, const void *x, int x
                                      "cross_entropy");
     if (s != AMPY_OK)
         return s;
-    if (!(ls >= 0.0 && ls <= 1.0))
-        return ampy_error(AMPY_ERR_VALUE, "label_smoothing must be between 0.0 and 1.0. Got: %g",
-                          ls);
+    s = ampy_ce_check_smoothing(ls);
+    if (s != AMPY_OK)
+        return s;
     ce_ctx c = {.M = M, .C = C, .x = x, .dt = x_dtype, .t = target, .ignore = ignore_index,
                 .ls = ls, .lse_out = lse};
     c.nchunks = nn_chunks(M, C);
@@ -498,19 +467,19 @@ ampy_status ampy_nn_cross_entropy_fwd(int64_t M, int64_t C, const void *x, int x
     c.w = wv;
     c.W = w ? 0.0 : (double)C;
     for (int64_t j = 0; w && j < C; j++)
-        c.W += nn_load1(wv, vdt, j);
+        c.W += ampy_nn_load1(wv, vdt, j);
     if (M > 0)
         ampy_parallel_for(c.nchunks, 1, ce_fwd_chunks, &c);
     if (reduction == AMPY_NN_REDUCTION_NONE) {
         for (int64_t i = 0; i < M; i++)
-            nn_store1(out, x_dtype, i, c.loss[i]);
+            ampy_nn_store1(out, x_dtype, i, c.loss[i]);
     } else {
         double sum = 0.0;
         for (int64_t i = 0; i < M; i++)
             sum += c.loss[i];
         if (reduction == AMPY_NN_REDUCTION_MEAN)
             sum /= nn_total_weight(M, target, w, x_dtype, ignore_index);
-        nn_store1(out, x_dtype, 0, sum);
+        ampy_nn_store1(out, x_dtype, 0, sum);
     }
     free(wv), free(c.loss), free(c.scratch);
     return AMPY_OK;
@@ -531,10 +500,9 @@ static void ce_bwd_chunks(int64_t cb, int64_t ce, void *vc)
                 memset((char *)c->dx + (size_t)(r * C) * isz, 0, (size_t)C * isz);
                 continue;
             }
-            double g = c->none ? nn_load1(c->dout, c->dt, r) : c->g;
-            double wt = ce_weight(c, t);
-            double cn = g * (1.0 - c->ls) * wt / c->denom, cs = g * c->ls / (double)C / c->denom;
-            double a = cn + cs * c->W;
+            double g = c->none ? ampy_nn_load1(c->dout, c->dt, r) : c->g;
+            double cn, cs;
+            double a = ampy_ce_row_grad_coef(g, ce_weight(c, t), c->ls, C, c->W, c->denom, &cn, &cs);
             if (c->dt == AMPY_FLOAT64) {
                 const double *x = (const double *)c->x + r * C;
                 double *dx = (double *)c->dx + r * C;
@@ -562,9 +530,9 @@ ampy_status ampy_nn_cross_entropy_bwd(int64_t M, int64_t C, const void *x, int x
                                      "cross_entropy_backward");
     if (s != AMPY_OK)
         return s;
-    if (!(ls >= 0.0 && ls <= 1.0))
-        return ampy_error(AMPY_ERR_VALUE, "label_smoothing must be between 0.0 and 1.0. Got: %g",
-                          ls);
+    s = ampy_ce_check_smoothing(ls);
+    if (s != AMPY_OK)
+        return s;
     if (M == 0 || C == 0)
         return AMPY_OK;
     ce_ctx c = {.M = M, .C = C, .x = x, .dt = x_dtype, .t = target, .ignore = ignore_index,
@@ -583,10 +551,10 @@ ampy_status ampy_nn_cross_entropy_bwd(int64_t M, int64_t C, const void *x, int x
     if (w) {
         c.W = 0.0;
         for (int64_t j = 0; j < C; j++)
-            c.W += nn_load1(wv, vdt, j);
+            c.W += ampy_nn_load1(wv, vdt, j);
     }
     if (!c.none)
-        c.g = nn_load1(dout, x_dtype, 0);
+        c.g = ampy_nn_load1(dout, x_dtype, 0);
     if (reduction == AMPY_NN_REDUCTION_MEAN)
         c.denom = nn_total_weight(M, target, w, x_dtype, ignore_index);
     ampy_parallel_for(c.nchunks, 1, ce_bwd_chunks, &c);

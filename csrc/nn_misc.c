@@ -9,6 +9,7 @@
 
 #include "ampy/dtype.h"
 #include "ampy/nn.h"
+#include "ampy/nn_math.h"
 #include "ampy/parallel.h"
 
 /* ---- nll_loss ---------------------------------------------------------------- */
@@ -23,16 +24,16 @@ ampy_status ampy_nn_nll_loss_fwd(int64_t M, int64_t C, const void *x, int x_dtyp
     for (int64_t i = 0; i < M; i++) {
         int64_t t = target[i];
         double l = t == ignore_index ? 0.0
-                                     : -(w ? nn_load1(w, x_dtype, t) : 1.0) *
-                                           nn_load1(x, x_dtype, i * C + t);
+                                     : -(w ? ampy_nn_load1(w, x_dtype, t) : 1.0) *
+                                           ampy_nn_load1(x, x_dtype, i * C + t);
         if (reduction == AMPY_NN_REDUCTION_NONE)
-            nn_store1(out, x_dtype, i, l);
+            ampy_nn_store1(out, x_dtype, i, l);
         sum += l;
     }
     if (reduction == AMPY_NN_REDUCTION_MEAN)
         sum /= nn_total_weight(M, target, w, x_dtype, ignore_index);
     if (reduction != AMPY_NN_REDUCTION_NONE)
-        nn_store1(out, x_dtype, 0, sum);
+        ampy_nn_store1(out, x_dtype, 0, sum);
     return AMPY_OK;
 }
 
@@ -48,13 +49,13 @@ ampy_status ampy_nn_nll_loss_bwd(int64_t M, int64_t C, int x_dtype, const int64_
     double denom = reduction == AMPY_NN_REDUCTION_MEAN
                        ? nn_total_weight(M, target, w, x_dtype, ignore_index)
                        : 1.0;
-    double g = reduction == AMPY_NN_REDUCTION_NONE || M == 0 ? 0.0 : nn_load1(dout, x_dtype, 0);
+    double g = reduction == AMPY_NN_REDUCTION_NONE || M == 0 ? 0.0 : ampy_nn_load1(dout, x_dtype, 0);
     for (int64_t i = 0; i < M; i++) {
         int64_t t = target[i];
         if (t == ignore_index)
             continue;
-        double gi = reduction == AMPY_NN_REDUCTION_NONE ? nn_load1(dout, x_dtype, i) : g;
-        nn_store1(dx, x_dtype, i * C + t, -(w ? nn_load1(w, x_dtype, t) : 1.0) * gi / denom);
+        double gi = reduction == AMPY_NN_REDUCTION_NONE ? ampy_nn_load1(dout, x_dtype, i) : g;
+        ampy_nn_store1(dx, x_dtype, i * C + t, -(w ? ampy_nn_load1(w, x_dtype, t) : 1.0) * gi / denom);
     }
     return AMPY_OK;
 }
@@ -63,10 +64,9 @@ ampy_status ampy_nn_nll_loss_bwd(int64_t M, int64_t C, int x_dtype, const int64_
 static ampy_status emb_check(int64_t P, const int64_t *idx, int64_t V, int64_t D, int dt,
                              const char *fn)
 {
-    if (P < 0 || V < 0 || D < 0)
-        return ampy_error(AMPY_ERR_VALUE, "%s: negative size", fn);
-    if (!ampy_dtype_valid(dt))
-        return ampy_error(AMPY_ERR_DTYPE, "%s: invalid dtype", fn);
+    ampy_status s = ampy_nn_embedding_check_args(P, V, D, dt, fn);
+    if (s != AMPY_OK)
+        return s;
     for (int64_t i = 0; i < P; i++)
         if (idx[i] < 0 || idx[i] >= V)
             return ampy_error(AMPY_ERR_INDEX, "index out of range in self");
@@ -117,7 +117,7 @@ static void emb_bwd_chunks(int64_t cb, int64_t ce, void *vc)
             } else {
                 float *a = (float *)c->acc + r * D;
                 for (int64_t j = j0; j < j1; j++)
-                    a[j] += (float)nn_load1(c->dy, c->dt, i * D + j);
+                    a[j] += (float)ampy_nn_load1(c->dy, c->dt, i * D + j);
             }
         }
     }
@@ -130,7 +130,7 @@ ampy_status ampy_nn_embedding_bwd(int64_t P, const int64_t *idx, int64_t V, int6
     ampy_status s = emb_check(P, idx, V, D, w_dtype, "embedding_backward");
     if (s != AMPY_OK)
         return s;
-    if (!nn_is_float(w_dtype))
+    if (!ampy_nn_is_float(w_dtype))
         return ampy_error(AMPY_ERR_DTYPE, "embedding_backward: weight must be floating point");
     const size_t vd = (size_t)(V * D);
     int direct = w_dtype == AMPY_FLOAT32 || w_dtype == AMPY_FLOAT64;
@@ -148,7 +148,7 @@ ampy_status ampy_nn_embedding_bwd(int64_t P, const int64_t *idx, int64_t V, int6
         ampy_parallel_for(c.nchunks, 1, emb_bwd_chunks, &c);
     if (!direct) {
         for (size_t i = 0; i < vd; i++)
-            nn_store1(dweight, w_dtype, (int64_t)i, ((float *)acc)[i]);
+            ampy_nn_store1(dweight, w_dtype, (int64_t)i, ((float *)acc)[i]);
         free(acc);
     }
     return AMPY_OK;
@@ -184,7 +184,7 @@ static void ms_range(int64_t b, int64_t e, void *vc)
     default: {
         float s = (float)c->s;
         for (int64_t i = b; i < e; i++)
-            nn_store1(c->out, c->dt, i, (float)nn_load1(c->x, c->dt, i) * (c->mask[i] ? s : 0.0f));
+            ampy_nn_store1(c->out, c->dt, i, (float)ampy_nn_load1(c->x, c->dt, i) * (c->mask[i] ? s : 0.0f));
     }
     }
 }
@@ -192,17 +192,10 @@ static void ms_range(int64_t b, int64_t e, void *vc)
 ampy_status ampy_nn_mask_scale(int64_t n, const void *x, int dtype, const uint8_t *mask,
                                double scale, void *out)
 {
-    if (n < 0)
-        return ampy_error(AMPY_ERR_VALUE, "dropout: negative size");
-    if (!nn_is_float(dtype))
-        return ampy_error(AMPY_ERR_DTYPE, "dropout: input must be a floating-point tensor");
-    /* noise = 1 / (1 - p) is a tensor of the input's dtype in ATen: round it. */
-    double s = dtype == AMPY_FLOAT64 ? scale : (double)(float)scale;
-    if (dtype == AMPY_FLOAT16)
-        s = ampy_f16_to_f32(ampy_f64_to_f16(scale));
-    else if (dtype == AMPY_BFLOAT16)
-        s = ampy_bf16_to_f32(ampy_f64_to_bf16(scale));
-    ms_ctx c = {.x = x, .out = out, .mask = mask, .dt = dtype, .s = s};
+    ampy_status st = ampy_nn_mask_scale_check_args(n, dtype);
+    if (st != AMPY_OK)
+        return st;
+    ms_ctx c = {.x = x, .out = out, .mask = mask, .dt = dtype, .s = ampy_dropout_scale(dtype, scale)};
     ampy_parallel_for(n, 1 << 16, ms_range, &c);
     return AMPY_OK;
 }
@@ -211,62 +204,39 @@ ampy_status ampy_nn_mask_scale(int64_t n, const void *x, int dtype, const uint8_
 ampy_status ampy_nn_mse_fwd(int64_t n, const void *x, const void *y, int dtype, int reduction,
                             void *out)
 {
-    if (n < 0)
-        return ampy_error(AMPY_ERR_VALUE, "mse_loss: negative size");
-    if (!nn_is_float(dtype))
-        return ampy_error(AMPY_ERR_DTYPE, "mse_loss: input must be a floating-point tensor");
-    if (reduction < 0 || reduction > 2)
-        return ampy_error(AMPY_ERR_VALUE, "mse_loss: %d is not a valid value for reduction",
-                          reduction);
+    ampy_status st = ampy_nn_mse_check_args(n, dtype, reduction, 0);
+    if (st != AMPY_OK)
+        return st;
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++) {
-        double d;
-        if (dtype == AMPY_FLOAT64) {
-            d = ((const double *)x)[i] - ((const double *)y)[i];
-            d = d * d;
-        } else {
-            float f = (float)nn_load1(x, dtype, i) - (float)nn_load1(y, dtype, i);
-            d = f * f;
-            if (dtype != AMPY_FLOAT32) /* the element loss is a tensor of dtype */
-                d = dtype == AMPY_FLOAT16 ? ampy_f16_to_f32(ampy_f64_to_f16(d))
-                                          : ampy_bf16_to_f32(ampy_f64_to_bf16(d));
-        }
+        double d = ampy_mse_elem(ampy_nn_load1(x, dtype, i), ampy_nn_load1(y, dtype, i), dtype);
         if (reduction == AMPY_NN_REDUCTION_NONE)
-            nn_store1(out, dtype, i, d);
+            ampy_nn_store1(out, dtype, i, d);
         else
             sum += d;
     }
     if (reduction == AMPY_NN_REDUCTION_MEAN)
         sum /= (double)n;
     if (reduction != AMPY_NN_REDUCTION_NONE)
-        nn_store1(out, dtype, 0, sum);
+        ampy_nn_store1(out, dtype, 0, sum);
     return AMPY_OK;
 }
 
 ampy_status ampy_nn_mse_bwd(int64_t n, const void *x, const void *y, int dtype, int reduction,
                             const void *dout, void *dx, void *dy)
 {
-    if (n < 0)
-        return ampy_error(AMPY_ERR_VALUE, "mse_loss_backward: negative size");
-    if (!nn_is_float(dtype))
-        return ampy_error(AMPY_ERR_DTYPE, "mse_loss_backward: bad dtype");
-    if (reduction < 0 || reduction > 2)
-        return ampy_error(AMPY_ERR_VALUE, "mse_loss_backward: bad reduction %d", reduction);
+    ampy_status st = ampy_nn_mse_check_args(n, dtype, reduction, 1);
+    if (st != AMPY_OK)
+        return st;
     double norm = reduction == AMPY_NN_REDUCTION_MEAN ? 2.0 / (double)n : 2.0;
-    double g0 = reduction == AMPY_NN_REDUCTION_NONE || n == 0 ? 0.0 : nn_load1(dout, dtype, 0);
+    double g0 = reduction == AMPY_NN_REDUCTION_NONE || n == 0 ? 0.0 : ampy_nn_load1(dout, dtype, 0);
     for (int64_t i = 0; i < n; i++) {
-        double g = reduction == AMPY_NN_REDUCTION_NONE ? nn_load1(dout, dtype, i) : g0;
-        double v;
-        if (dtype == AMPY_FLOAT64)
-            v = norm * (((const double *)x)[i] - ((const double *)y)[i]) * g;
-        else
-            v = (float)((float)norm *
-                        ((float)nn_load1(x, dtype, i) - (float)nn_load1(y, dtype, i))) *
-                (float)g;
+        double g = reduction == AMPY_NN_REDUCTION_NONE ? ampy_nn_load1(dout, dtype, i) : g0;
+        double v = ampy_mse_grad(ampy_nn_load1(x, dtype, i), ampy_nn_load1(y, dtype, i), norm, g, dtype);
         if (dx)
-            nn_store1(dx, dtype, i, v);
+            ampy_nn_store1(dx, dtype, i, v);
         if (dy)
-            nn_store1(dy, dtype, i, -v);
+            ampy_nn_store1(dy, dtype, i, -v);
     }
     return AMPY_OK;
 }

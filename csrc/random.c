@@ -22,30 +22,9 @@ static void fill_range(int64_t begin, int64_t end, void *arg)
     double buf[256];
     for (int64_t i0 = begin; i0 < end; i0 += 256) {
         int64_t m = end - i0 < 256 ? end - i0 : 256;
-        for (int64_t j = 0; j < m; j++) {
-            uint32_t r[4];
-            ampy_philox4x32(c->offset + (uint64_t)(i0 + j), c->seed, r);
-            double v;
-            switch (c->kind) {
-            case AMPY_RANDOM_UNIFORM:
-                v = c->a + (c->b - c->a) * ampy_u32_to_unit(r[0]);
-                break;
-            case AMPY_RANDOM_NORMAL: {
-                double u1 = ((double)r[0] + 1.0) / 4294967296.0; /* (0, 1] */
-                double u2 = (double)r[1] / 4294967296.0;
-                v = c->a + c->b * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-                break;
-            }
-            case AMPY_RANDOM_INTEGER:
-                v = 0.0; /* int_range() fills integers */
-                break;
-            default:
-                v = ampy_u32_to_unit(r[0]) < c->a ? 1.0 : 0.0;
-                break;
-            }
-            /* keep uniform draws inside [a, b) after rounding to a half dtype */
-            buf[j] = v;
-        }
+        for (int64_t j = 0; j < m; j++) /* never INTEGER: int_range() fills those */
+            buf[j] = ampy_random_value(c->kind, c->offset + (uint64_t)(i0 + j), c->seed, c->a,
+                                       c->b);
         int64_t one = 1;
         ampy_cast(1, &m, buf, &one, AMPY_FLOAT64, c->dst + i0 * (int64_t)isz, &one, c->dtype);
         if (c->kind == AMPY_RANDOM_UNIFORM && ampy_dtype_is_float(c->dtype)) {
@@ -83,11 +62,9 @@ static void int_range(int64_t begin, int64_t end, void *arg)
 ampy_status ampy_fill_random(void *dst, ampy_dtype dtype, int64_t n, int kind, uint64_t seed,
                              uint64_t offset, double a, double b)
 {
-    if (!ampy_dtype_valid(dtype))
-        return ampy_error(AMPY_ERR_DTYPE, "fill_random: invalid dtype %d", (int)dtype);
-    if (n < 0 || kind < 0 || kind > AMPY_RANDOM_BERNOULLI)
-        return ampy_error(AMPY_ERR_VALUE, "fill_random: bad kind %d or size %lld", kind,
-                          (long long)n);
+    ampy_status st = ampy_fill_random_check_args(dtype, n, kind);
+    if (st != AMPY_OK)
+        return st;
     fill_ctx c = {(char *)dst, dtype, kind, seed, offset, a, b};
     ampy_parallel_for(n, (int64_t)1 << 16, kind == AMPY_RANDOM_INTEGER ? int_range : fill_range,
                       &c);

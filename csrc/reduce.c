@@ -19,21 +19,13 @@
 #include "ampy/iter.h"
 #include "ampy/parallel.h"
 #include "ampy/reduce.h"
+#include "ampy/reduce_math.h"
 
-enum { C_SUM, C_PROD, C_SUMSQ, C_DEV2, C_SUMEXP, C_MAX, C_MIN, C_NZ };
-
-typedef struct {
-    double s;      /* sum / product (double kind)              */
-    int64_t is;    /* sum / product / nonzero count (int kind)  */
-    double best;   /* max/min value (double kind)               */
-    int64_t ibest; /* max/min value (int kind)                  */
-    int64_t bidx;  /* its flat position                          */
-    int has, nan;
-} acc_t;
+typedef ampy_reduce_acc acc_t;
 
 typedef struct {
     ampy_reduce_op op;
-    int kind, npass, cls[2];
+    int kind, cls[2]; /* cls[1]: -1 for single-pass ops */
     ampy_dtype in_dt, out_dt;
     int nr;
     int64_t rshape[AMPY_MAX_DIMS], rstride[AMPY_MAX_DIMS];
@@ -43,25 +35,7 @@ typedef struct {
     int has_idx; /* operand 2 is the int64 index output */
 } red_ctx;
 
-static const char *const names[AMPY_RED_NUM_OPS] = {
-    "sum", "mean", "prod", "max", "min", "argmax", "argmin", "var", "std", "norm", "logsumexp",
-    "all", "any"};
-
-const char *ampy_reduce_op_name(int op)
-{
-    return (op >= 0 && op < AMPY_RED_NUM_OPS) ? names[op] : NULL;
-}
-
-static acc_t acc_init(int cls)
-{
-    acc_t a;
-    memset(&a, 0, sizeof a);
-    if (cls == C_PROD) {
-        a.s = 1.0;
-        a.is = 1;
-    }
-    return a;
-}
+const char *ampy_reduce_op_name(int op) { return ampy_reduce_name(op); }
 
 /* The canonical float sum of a block (AMPY_EWISE_BLOCK elements at most): 16
  * partial sums in double, lane l taking the elements i == l (mod 16) in
@@ -117,17 +91,17 @@ static acc_t acc_init(int cls)
 static void block_d(int cls, const double *x, int64_t n, int64_t i0, double center, acc_t *a)
 {
     switch (cls) {
-    case C_SUM: SUM16(E_ID); break;
-    case C_SUMSQ: SUM16(E_SQ); break;
-    case C_DEV2: SUM16(E_DEV2); break;
-    case C_SUMEXP: SUM16(E_EXP); break;
-    case C_PROD:
+    case AMPY_RC_SUM: SUM16(E_ID); break;
+    case AMPY_RC_SUMSQ: SUM16(E_SQ); break;
+    case AMPY_RC_DEV2: SUM16(E_DEV2); break;
+    case AMPY_RC_SUMEXP: SUM16(E_EXP); break;
+    case AMPY_RC_PROD:
         for (int64_t i = 0; i < n; i++)
             a->s *= x[i];
         break;
-    case C_MAX: BEST(double, best, >, IS_NAN_D); break;
-    case C_MIN: BEST(double, best, <, IS_NAN_D); break;
-    case C_NZ:
+    case AMPY_RC_MAX: BEST(double, best, >, IS_NAN_D); break;
+    case AMPY_RC_MIN: BEST(double, best, <, IS_NAN_D); break;
+    case AMPY_RC_NZ:
         for (int64_t i = 0; i < n; i++)
             a->is += x[i] != 0.0;
         break;
@@ -135,26 +109,26 @@ static void block_d(int cls, const double *x, int64_t n, int64_t i0, double cent
     }
 }
 
-/* C_SUM of a float32 block read in place: SUM16's bits (the widening is exact) */
+/* AMPY_RC_SUM of a float32 block read in place: SUM16's bits (the widening is exact) */
 static void sum_f32(const float *x, int64_t n, acc_t *a) { SUM16(E_ID); }
 
 static void block_i(int cls, const int64_t *x, int64_t n, int64_t i0, acc_t *a)
 {
     uint64_t u = (uint64_t)a->is;
     switch (cls) {
-    case C_SUM:
+    case AMPY_RC_SUM:
         for (int64_t i = 0; i < n; i++)
             u += (uint64_t)x[i];
         a->is = (int64_t)u;
         break;
-    case C_PROD:
+    case AMPY_RC_PROD:
         for (int64_t i = 0; i < n; i++)
             u *= (uint64_t)x[i];
         a->is = (int64_t)u;
         break;
-    case C_MAX: BEST(int64_t, ibest, >, NEVER); break;
-    case C_MIN: BEST(int64_t, ibest, <, NEVER); break;
-    case C_NZ:
+    case AMPY_RC_MAX: BEST(int64_t, ibest, >, NEVER); break;
+    case AMPY_RC_MIN: BEST(int64_t, ibest, <, NEVER); break;
+    case AMPY_RC_NZ:
         for (int64_t i = 0; i < n; i++)
             a->is += x[i] != 0;
         break;
@@ -173,7 +147,7 @@ static void fold_row(const red_ctx *c, const char *p, int64_t s, int64_t m, int6
         const int64_t k = m - off < AMPY_EWISE_BLOCK ? m - off : AMPY_EWISE_BLOCK;
         const char *q = p + off * s;
         const void *x = buf;
-        if (cls == C_SUM && s == 4 && c->in_dt == AMPY_FLOAT32) {
+        if (cls == AMPY_RC_SUM && s == 4 && c->in_dt == AMPY_FLOAT32) {
             sum_f32((const float *)q, k, a);
             continue;
         }
@@ -227,12 +201,12 @@ static void fold_range(const red_ctx *c, const char *base, int64_t begin, int64_
 static void acc_combine(int cls, int kind, acc_t *a, const acc_t *b)
 {
     switch (cls) {
-    case C_PROD:
+    case AMPY_RC_PROD:
         a->s *= b->s;
         a->is = (int64_t)((uint64_t)a->is * (uint64_t)b->is);
         break;
-    case C_MAX:
-    case C_MIN: {
+    case AMPY_RC_MAX:
+    case AMPY_RC_MIN: {
         if (a->nan || !b->has)
             return;
         if (b->nan || !a->has) {
@@ -240,8 +214,8 @@ static void acc_combine(int cls, int kind, acc_t *a, const acc_t *b)
             return;
         }
         int better = kind == AMPY_KIND_I64
-                         ? (cls == C_MAX ? b->ibest > a->ibest : b->ibest < a->ibest)
-                         : (cls == C_MAX ? b->best > a->best : b->best < a->best);
+                         ? (cls == AMPY_RC_MAX ? b->ibest > a->ibest : b->ibest < a->ibest)
+                         : (cls == AMPY_RC_MAX ? b->best > a->best : b->best < a->best);
         if (better)
             *a = *b;
         return;
@@ -267,7 +241,7 @@ static void split_fn(int64_t begin, int64_t end, void *arg)
     split_ctx *sc = (split_ctx *)arg;
     const int64_t R = sc->c->R;
     for (int64_t k = begin; k < end; k++) {
-        sc->part[k] = acc_init(sc->cls);
+        sc->part[k] = ampy_reduce_acc_init(sc->cls);
         fold_range(sc->c, sc->base, R * k / sc->nchunks, R * (k + 1) / sc->nchunks, sc->cls,
                    sc->center, &sc->part[k]);
     }
@@ -275,7 +249,7 @@ static void split_fn(int64_t begin, int64_t end, void *arg)
 
 static acc_t run_pass(const red_ctx *c, const char *base, int cls, double center)
 {
-    acc_t a = acc_init(cls);
+    acc_t a = ampy_reduce_acc_init(cls);
     if (!c->split) {
         fold_range(c, base, 0, c->R, cls, center, &a);
         return a;
@@ -297,39 +271,15 @@ static acc_t run_pass(const red_ctx *c, const char *base, int cls, double center
 /* Reduce one output: passes, then the final value, stored once. */
 static void reduce_one(const red_ctx *c, const char *base, char *out, int64_t *idx)
 {
-    acc_t a = run_pass(c, base, c->cls[0], 0.0), b;
-    const double R = (double)c->R;
-    double v = 0.0;
-    int64_t iv = 0;
-    int is_int = c->kind == AMPY_KIND_I64;
-    switch (c->op) {
-    case AMPY_RED_SUM:
-    case AMPY_RED_PROD: v = a.s, iv = a.is; break;
-    case AMPY_RED_MEAN: v = a.s / R; break;
-    case AMPY_RED_MAX:
-    case AMPY_RED_MIN: v = a.best, iv = a.ibest; break;
-    case AMPY_RED_ARGMAX:
-    case AMPY_RED_ARGMIN: iv = a.bidx, is_int = 1; break;
-    case AMPY_RED_VAR:
-    case AMPY_RED_STD: {
-        b = run_pass(c, base, C_DEV2, a.s / R);
-        double den = R - c->correction > 0.0 ? R - c->correction : 0.0;
-        v = b.s / den;
-        if (c->op == AMPY_RED_STD)
-            v = sqrt(v);
-        break;
+    acc_t a = run_pass(c, base, c->cls[0], 0.0), b = a;
+    double center = 0.0, v;
+    int64_t iv;
+    if (c->cls[1] >= 0) {
+        center = ampy_reduce_center(c->op, &a, c->R);
+        b = run_pass(c, base, c->cls[1], center);
     }
-    case AMPY_RED_NORM2: v = sqrt(a.s); break;
-    case AMPY_RED_LOGSUMEXP: {
-        double m = (!a.has || isinf(a.best)) ? 0.0 : a.best;
-        b = run_pass(c, base, C_SUMEXP, m);
-        v = m + log(b.s);
-        break;
-    }
-    case AMPY_RED_ALL: iv = a.is == c->R, is_int = 1; break;
-    case AMPY_RED_ANY: iv = a.is > 0, is_int = 1; break;
-    default: break;
-    }
+    int is_int = ampy_reduce_finish(c->op, &a, &b, center, c->R, c->correction,
+                                    c->kind == AMPY_KIND_I64, &v, &iv);
     if (is_int)
         ampy_ewise_store(&iv, AMPY_KIND_I64, out, 0, c->out_dt, 1);
     else
@@ -376,18 +326,12 @@ static void red_inner(char **ptrs, const int64_t *s, int64_t n, void *arg)
                    c->has_idx ? (int64_t *)(ptrs[2] + j * s[2]) : NULL);
 }
 
-/* The op's first pass class, its accumulation kind; -1 if not for ints. */
-static int setup_op(red_ctx *c)
+/* The op's pass classes and its accumulation kind. */
+static void setup_op(red_ctx *c)
 {
-    static const signed char cls[AMPY_RED_NUM_OPS] = {
-        C_SUM, C_SUM, C_PROD, C_MAX, C_MIN, C_MAX, C_MIN, C_SUM, C_SUM, C_SUMSQ, C_MAX, C_NZ, C_NZ};
-    c->cls[0] = cls[c->op];
+    c->cls[0] = ampy_reduce_first_cls(c->op);
+    c->cls[1] = ampy_reduce_second_cls(c->op);
     c->kind = ampy_dtype_is_float(c->in_dt) ? AMPY_KIND_F64 : AMPY_KIND_I64;
-    if (c->kind == AMPY_KIND_I64 &&
-        (c->op == AMPY_RED_MEAN || c->op == AMPY_RED_VAR || c->op == AMPY_RED_STD ||
-         c->op == AMPY_RED_NORM2 || c->op == AMPY_RED_LOGSUMEXP))
-        return -1;
-    return 0;
 }
 
 /* Reduced dims in order, size-1 dims dropped, contiguous neighbours merged. */
@@ -424,20 +368,15 @@ ampy_status ampy_reduce(ampy_reduce_op op, int ndim, const int64_t *shape, const
                         void *out, const int64_t *out_strides, ampy_dtype out_dtype,
                         int64_t *idx_out, const int64_t *idx_strides, double correction)
 {
-    if ((int)op < 0 || op >= AMPY_RED_NUM_OPS)
-        return ampy_error(AMPY_ERR_VALUE, "reduce: invalid op code %d", (int)op);
-    if (ndim < 0 || ndim > AMPY_MAX_DIMS)
-        return ampy_error(AMPY_ERR_VALUE, "%s: bad ndim %d", names[op], ndim);
-    if (!ampy_dtype_valid(in_dtype) || !ampy_dtype_valid(out_dtype))
-        return ampy_error(AMPY_ERR_VALUE, "%s: invalid dtype code", names[op]);
+    ampy_status st = ampy_reduce_check_args((int)op, ndim, in_dtype, out_dtype);
+    if (st != AMPY_OK)
+        return st;
     red_ctx c;
     c.op = op;
     c.in_dt = in_dtype;
     c.out_dt = out_dtype;
     c.correction = correction;
-    if (setup_op(&c) < 0)
-        return ampy_error(AMPY_ERR_DTYPE, "%s: expected a floating point input, got %s",
-                          names[op], ampy_dtype_name(in_dtype));
+    setup_op(&c);
     setup_reduced(&c, ndim, shape, in_strides, reduce_mask);
     int nk = 0;
     int64_t kshape[AMPY_MAX_DIMS], kstr[3 * AMPY_MAX_DIMS], nout = 1;
@@ -454,9 +393,9 @@ ampy_status ampy_reduce(ampy_reduce_op op, int ndim, const int64_t *shape, const
     }
     if (nout == 0)
         return AMPY_OK;
-    if (c.R == 0 && (c.cls[0] == C_MAX || c.cls[0] == C_MIN) && op != AMPY_RED_LOGSUMEXP)
-        return ampy_error(AMPY_ERR_INDEX, "%s: expected a non-empty reduction (the reduced dims "
-                          "have zero elements and %s has no identity)", names[op], names[op]);
+    st = ampy_reduce_check_nonempty(op, c.R);
+    if (st != AMPY_OK)
+        return st;
     const int nops = idx_out && (op == AMPY_RED_MAX || op == AMPY_RED_MIN) ? 3 : 2;
     c.has_idx = nops == 3;
     for (int k = 0; k < nops; k++)

@@ -77,20 +77,4 @@ static ampy_status check_numel(int64_t n, const int64_t *numel)
 
 static bool float_dt(int dt) { return dt == AMPY_FLOAT32 || ampy_dtype_is_half(dt); }
 
-/* ---- element access shared by the optimizers --------------------------------- */
-AMPY_ELEM float ld_grad(const void *g, int dt, int64_t i)
-{
-    return dt == AMPY_FLOAT16    ? ampy_f16_to_f32(((const uint16_t *)g)[i])
-           : dt == AMPY_BFLOAT16 ? ampy_bf16_to_f32(((const uint16_t *)g)[i])
-                                 : ((const float *)g)[i];
-}
-
-AMPY_ELEM void st_half(void *p, int dt, int64_t i, float w)
-{
-    if (dt == AMPY_FLOAT16)
-        ((uint16_t *)p)[i] = ampy_f32_to_f16(w);
-    else
-        ((uint16_t *)p)[i] = ampy_f32_to_bf16(w);
-}
-
 #endif /* AMPY_CUDA_MTA_CUH */

@@ -47,12 +47,12 @@ targets_kernel(int64_t M, int64_t C, const int64_t *t, const void *w, int dt, in
             atomicMin(bad, (unsigned long long)i);
             continue;
         }
-        s += w ? load1(w, dt, ti) : 1.0;
+        s += w ? ampy_nn_load1(w, dt, ti) : 1.0;
     }
     s = block_sum(s, sh);
     double W = 0.0;
     for (int64_t j = threadIdx.x; w && j < C; j += blockDim.x)
-        W += (double)(dt == AMPY_FLOAT64 ? load1(w, dt, j) : (double)(float)load1(w, dt, j));
+        W += (double)(dt == AMPY_FLOAT64 ? ampy_nn_load1(w, dt, j) : (double)(float)ampy_nn_load1(w, dt, j));
     W = block_sum(W, sh);
     if (threadIdx.x == 0) {
         out[0] = s;
@@ -110,10 +110,7 @@ ce_fwd_kernel(int64_t M, int64_t C, const void *x, int dt, const int64_t *t, con
         if (threadIdx.x == 0) {
             const double xt = (double)ldT<T>(x, dt, base + tr);
             const double wt = w ? (double)wvec<T>(w, dt, tr, (T)1) : 1.0;
-            double l = wt * (lse - xt);
-            if (ls > 0.0)
-                l = (1.0 - ls) * l + (ls / (double)C) * (tot[1] * lse - wx);
-            loss[r] = l;
+            loss[r] = ampy_ce_row_loss(wt, lse, xt, ls, C, tot[1], wx);
             if (lse_out)
                 lse_out[r] = lse;
         }
@@ -129,7 +126,7 @@ loss_reduce_kernel(int64_t M, const double *loss, int red, const double *tot, vo
     __shared__ double sh[NN_THREADS];
     if (red == AMPY_NN_REDUCTION_NONE) {
         for (int64_t i = threadIdx.x; i < M; i += blockDim.x)
-            store1(out, dt, i, loss[i]);
+            ampy_nn_store1(out, dt, i, loss[i]);
         return;
     }
     double s = 0.0;
@@ -137,7 +134,7 @@ loss_reduce_kernel(int64_t M, const double *loss, int red, const double *tot, vo
         s += loss[i];
     s = block_sum(s, sh);
     if (threadIdx.x == 0)
-        store1(out, dt, 0, red == AMPY_NN_REDUCTION_MEAN ? s / (tot ? tot[0] : denom) : s);
+        ampy_nn_store1(out, dt, 0, red == AMPY_NN_REDUCTION_MEAN ? s / (tot ? tot[0] : denom) : s);
 }
 
 template <typename T>
@@ -157,10 +154,10 @@ ce_bwd_kernel(int64_t M, int64_t C, const void *x, int dt, const int64_t *t, con
                 stT(dx, dt, base + k, (T)0);
             continue;
         }
-        const double g = load1(dout, dt, none ? r : 0);
+        const double g = ampy_nn_load1(dout, dt, none ? r : 0);
         const double wt = w ? (double)wvec<T>(w, dt, tr, (T)1) : 1.0;
-        const double cn = g * (1.0 - ls) * wt / denom, cs = g * ls / (double)C / denom;
-        const double a = cn + cs * W;
+        double cn, cs;
+        const double a = ampy_ce_row_grad_coef(g, wt, ls, C, W, denom, &cn, &cs);
         const double lse = lse_in ? lse_in[r] : row_lse<T>(x, dt, base, C, sh, shT);
         const T aa = (T)a, cc = (T)cs, l0 = (T)lse;
         for (int64_t k = threadIdx.x; k < C; k += blockDim.x) {
@@ -182,7 +179,7 @@ __global__ void nll_rows_kernel(int64_t M, int64_t C, const void *x, int dt, con
         const int64_t ti = t[i];
         loss[i] = ti == ignore || ti < 0 || ti >= C /* bad: reported by targets_kernel */
                       ? 0.0
-                      : -(w ? load1(w, dt, ti) : 1.0) * load1(x, dt, i * C + ti);
+                      : -(w ? ampy_nn_load1(w, dt, ti) : 1.0) * ampy_nn_load1(x, dt, i * C + ti);
     }
 }
 
@@ -196,8 +193,8 @@ __global__ void nll_bwd_kernel(int64_t M, int64_t C, int dt, const int64_t *t, c
         const int64_t ti = t[i];
         if (ti == ignore || ti < 0 || ti >= C)
             continue;
-        const double gi = load1(dout, dt, red == AMPY_NN_REDUCTION_NONE ? i : 0);
-        store1(dx, dt, i * C + ti, -(w ? load1(w, dt, ti) : 1.0) * gi / denom);
+        const double gi = ampy_nn_load1(dout, dt, red == AMPY_NN_REDUCTION_NONE ? i : 0);
+        ampy_nn_store1(dx, dt, i * C + ti, -(w ? ampy_nn_load1(w, dt, ti) : 1.0) * gi / denom);
     }
 }
 
@@ -206,18 +203,7 @@ __global__ void mse_elem_kernel(int64_t n, const void *x, const void *y, int dt,
 {
     AMPY_GRID_STRIDE(i, n)
     {
-        double v;
-        if (dt == AMPY_FLOAT64) {
-            v = ((const double *)x)[i] - ((const double *)y)[i];
-            v = v * v;
-        } else {
-            float f = (float)load1(x, dt, i) - (float)load1(y, dt, i);
-            v = f * f;
-            if (dt != AMPY_FLOAT32) /* the element loss is a tensor of dtype */
-                v = dt == AMPY_FLOAT16 ? ampy_f16_to_f32(ampy_f64_to_f16(v))
-                                       : ampy_bf16_to_f32(ampy_f64_to_bf16(v));
-        }
-        d[i] = v;
+        d[i] = ampy_mse_elem(ampy_nn_load1(x, dt, i), ampy_nn_load1(y, dt, i), dt);
     }
 }
 
@@ -227,17 +213,12 @@ __global__ void mse_bwd_kernel(int64_t n, const void *x, const void *y, int dt, 
     const double norm = red == AMPY_NN_REDUCTION_MEAN ? 2.0 / (double)n : 2.0;
     AMPY_GRID_STRIDE(i, n)
     {
-        const double g = load1(dout, dt, red == AMPY_NN_REDUCTION_NONE ? i : 0);
-        double v;
-        if (dt == AMPY_FLOAT64)
-            v = norm * (((const double *)x)[i] - ((const double *)y)[i]) * g;
-        else
-            v = (float)((float)norm * ((float)load1(x, dt, i) - (float)load1(y, dt, i))) *
-                (float)g;
+        const double g = ampy_nn_load1(dout, dt, red == AMPY_NN_REDUCTION_NONE ? i : 0);
+        const double v = ampy_mse_grad(ampy_nn_load1(x, dt, i), ampy_nn_load1(y, dt, i), norm, g, dt);
         if (dx)
-            store1(dx, dt, i, v);
+            ampy_nn_store1(dx, dt, i, v);
         if (dy)
-            store1(dy, dt, i, -v);
+            ampy_nn_store1(dy, dt, i, -v);
     }
 }
 
@@ -247,15 +228,12 @@ ampy_status check_targets(int device, cudaStream_t st, int64_t M, int64_t C, con
                           const void *w, int dt, int64_t ignore, int red, double *tot,
                           const char *fn, bool report = true)
 {
-    if (M < 0 || C < 0)
-        return ampy_error(AMPY_ERR_VALUE, "%s: negative size", fn);
-    if (!nn_float(dt))
-        return ampy_error(AMPY_ERR_DTYPE, "%s: input must be a floating-point tensor", fn);
-    if (red < 0 || red > 2)
-        return ampy_error(AMPY_ERR_VALUE, "%s: %d is not a valid value for reduction", fn, red);
+    ampy_status s = ampy_nn_loss_check_args(M, C, dt, red, fn);
+    if (s != AMPY_OK)
+        return s;
     unsigned long long *flag = (unsigned long long *)(tot + 2);
     ampy_cuda_errslot slot;
-    ampy_status s = ampy_cuda_errslot_get(device, &slot);
+    s = ampy_cuda_errslot_get(device, &slot);
     if (s != AMPY_OK)
         return s;
     AMPY_CUDA_TRY(cudaMemsetAsync(flag, 0xFF, sizeof *flag, st), "cudaMemsetAsync");
@@ -275,12 +253,12 @@ extern "C" ampy_status ampy_nn_cross_entropy_fwd_cuda(int device, int64_t M, int
                                                       int64_t ignore_index, double ls,
                                                       int reduction, void *out, double *lse)
 {
-    if (!(ls >= 0.0 && ls <= 1.0))
-        return ampy_error(AMPY_ERR_VALUE, "label_smoothing must be between 0.0 and 1.0. Got: %g",
-                          ls);
+    ampy_status s = ampy_ce_check_smoothing(ls);
+    if (s != AMPY_OK)
+        return s;
     AMPY_CUDA_ENTER(device, st);
     Scratch sc(device);
-    ampy_status s = sc.get(((size_t)(M > 0 ? M : 1) + 3) * sizeof(double));
+    s = sc.get(((size_t)(M > 0 ? M : 1) + 3) * sizeof(double));
     if (s != AMPY_OK)
         return s;
     double *tot = (double *)sc.p, *loss = tot + 3;
@@ -309,12 +287,12 @@ extern "C" ampy_status ampy_nn_cross_entropy_bwd_cuda(int device, int64_t M, int
                                                       int reduction, const void *dout,
                                                       const double *lse, void *dx)
 {
-    if (!(ls >= 0.0 && ls <= 1.0))
-        return ampy_error(AMPY_ERR_VALUE, "label_smoothing must be between 0.0 and 1.0. Got: %g",
-                          ls);
+    ampy_status s = ampy_ce_check_smoothing(ls);
+    if (s != AMPY_OK)
+        return s;
     AMPY_CUDA_ENTER(device, st);
     Scratch sc(device);
-    ampy_status s = sc.get(3 * sizeof(double));
+    s = sc.get(3 * sizeof(double));
     if (s != AMPY_OK)
         return s;
     double *tot = (double *)sc.p;
@@ -389,16 +367,12 @@ extern "C" ampy_status ampy_nn_nll_loss_bwd_cuda(int device, int64_t M, int64_t 
 extern "C" ampy_status ampy_nn_mse_fwd_cuda(int device, int64_t n, const void *x, const void *y,
                                             int dtype, int reduction, void *out)
 {
-    if (n < 0)
-        return ampy_error(AMPY_ERR_VALUE, "mse_loss: negative size");
-    if (!nn_float(dtype))
-        return ampy_error(AMPY_ERR_DTYPE, "mse_loss: input must be a floating-point tensor");
-    if (reduction < 0 || reduction > 2)
-        return ampy_error(AMPY_ERR_VALUE, "mse_loss: %d is not a valid value for reduction",
-                          reduction);
+    ampy_status s = ampy_nn_mse_check_args(n, dtype, reduction, 0);
+    if (s != AMPY_OK)
+        return s;
     AMPY_CUDA_ENTER(device, st);
     Scratch sc(device);
-    ampy_status s = sc.get((size_t)(n > 0 ? n : 1) * sizeof(double));
+    s = sc.get((size_t)(n > 0 ? n : 1) * sizeof(double));
     if (s != AMPY_OK)
         return s;
     double *d = (double *)sc.p;
@@ -416,12 +390,9 @@ extern "C" ampy_status ampy_nn_mse_bwd_cuda(int device, int64_t n, const void *x
                                             int dtype, int reduction, const void *dout, void *dx,
                                             void *dy)
 {
-    if (n < 0)
-        return ampy_error(AMPY_ERR_VALUE, "mse_loss_backward: negative size");
-    if (!nn_float(dtype))
-        return ampy_error(AMPY_ERR_DTYPE, "mse_loss_backward: bad dtype");
-    if (reduction < 0 || reduction > 2)
-        return ampy_error(AMPY_ERR_VALUE, "mse_loss_backward: bad reduction %d", reduction);
+    ampy_status s = ampy_nn_mse_check_args(n, dtype, reduction, 1);
+    if (s != AMPY_OK)
+        return s;
     if (n == 0)
         return AMPY_OK;
     AMPY_CUDA_ENTER(device, st);

@@ -1,5 +1,5 @@
 /* nn_common.cuh — what the nn kernels of nn.cu, nn_norm.cu and nn_embed.cu share: loads and
- * stores as the CPU rows make them (nn_load1, nn_vec), fixed-order block sums,
+ * stores as the CPU rows make them (ampy_nn_load1, nn_vec), fixed-order block sums,
  * the float test of the nn entry points and self-freeing device scratch. Everything sits in an anonymous
  * namespace: each .cu gets its own copy. */
 #pragma once
@@ -9,6 +9,7 @@
 
 #include "common.cuh"
 #include "ampy/nn.h"
+#include "ampy/nn_math.h"
 #include "ampy/random.h"
 
 namespace {
@@ -16,25 +17,6 @@ namespace {
 #define NN_THREADS 256
 
 /* ---- loads / stores ---------------------------------------------------------- */
-/* nn_load1: float32/float16/bfloat16 as float, float64 as double */
-__device__ __forceinline__ double load1(const void *p, int dt, int64_t i)
-{
-    switch (dt) {
-    case AMPY_FLOAT32: return ((const float *)p)[i];
-    case AMPY_FLOAT16: return ampy_f16_to_f32(((const uint16_t *)p)[i]);
-    case AMPY_BFLOAT16: return ampy_bf16_to_f32(((const uint16_t *)p)[i]);
-    default: return ((const double *)p)[i];
-    }
-}
-__device__ __forceinline__ void store1(void *p, int dt, int64_t i, double v)
-{
-    switch (dt) {
-    case AMPY_FLOAT32: ((float *)p)[i] = (float)v; break;
-    case AMPY_FLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_f16(v); break;
-    case AMPY_BFLOAT16: ((uint16_t *)p)[i] = ampy_f64_to_bf16(v); break;
-    default: ((double *)p)[i] = v; break;
-    }
-}
 template <typename T> __device__ __forceinline__ T ldT(const void *p, int dt, int64_t i);
 template <> __device__ __forceinline__ float ldT<float>(const void *p, int dt, int64_t i)
 {
@@ -50,7 +32,7 @@ __device__ __forceinline__ void stT(void *p, int dt, int64_t i, double v) { ((do
 /* a weight vector entry as the CPU's nn_vec makes it: float (double for f64 rows) */
 template <typename T> __device__ __forceinline__ T wvec(const void *w, int wdt, int64_t i, T fill)
 {
-    return w ? (T)load1(w, wdt, i) : fill;
+    return w ? (T)ampy_nn_load1(w, wdt, i) : fill;
 }
 __device__ __forceinline__ float nexp(float x) { return ampy_nn_expf(x); }
 __device__ __forceinline__ double nexp(double x) { return exp(x); }
@@ -86,11 +68,6 @@ template <typename T> __device__ T block_max(T v, T *sh)
 }
 
 unsigned grid_rows(int64_t M) { return (unsigned)(M < 65535 * 8 ? (M < 1 ? 1 : M) : 65535 * 8); }
-
-bool nn_float(int dt)
-{
-    return dt == AMPY_FLOAT32 || dt == AMPY_FLOAT16 || dt == AMPY_BFLOAT16 || dt == AMPY_FLOAT64;
-}
 
 /* Device scratch that frees itself. */
 struct Scratch {

@@ -56,8 +56,8 @@ __global__ void emb_bwd_kernel(int64_t P, int64_t V, int64_t D, const uint64_t *
             continue;
         A acc = (A)0;
         for (int64_t k = q; k < P && keys[k] == row; k++)
-            acc += (A)load1(dy, dt, pos[k] * D + j);
-        store1(dweight, dt, (int64_t)row * D + j, (double)acc);
+            acc += (A)ampy_nn_load1(dy, dt, pos[k] * D + j);
+        ampy_nn_store1(dweight, dt, (int64_t)row * D + j, (double)acc);
     }
 }
 
@@ -72,7 +72,7 @@ __global__ void mask_scale_kernel(int64_t n, const void *x, int dt, const uint8_
         else if (dt == AMPY_FLOAT64)
             ((double *)out)[i] = ((const double *)x)[i] * (mask[i] ? s : 0.0);
         else
-            store1(out, dt, i, (double)((float)load1(x, dt, i) * (mask[i] ? (float)s : 0.0f)));
+            ampy_nn_store1(out, dt, i, (double)((float)ampy_nn_load1(x, dt, i) * (mask[i] ? (float)s : 0.0f)));
     }
 }
 
@@ -85,18 +85,7 @@ __global__ void fill_random_kernel(char *dst, int dt, int64_t n, int kind, uint6
 {
     AMPY_GRID_STRIDE(i, n)
     {
-        uint32_t r[4];
-        ampy_philox4x32(offset + (uint64_t)i, seed, r);
-        double v;
-        switch (kind) {
-        case AMPY_RANDOM_UNIFORM: v = a + (b - a) * ampy_u32_to_unit(r[0]); break;
-        case AMPY_RANDOM_NORMAL: {
-            double u1 = ((double)r[0] + 1.0) / 4294967296.0;
-            double u2 = (double)r[1] / 4294967296.0;
-            v = a + b * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-            break;
-        }
-        case AMPY_RANDOM_INTEGER: {
+        if (kind == AMPY_RANDOM_INTEGER) {
             int64_t low;
             uint64_t range;
             ampy_random_int_unpack(a, b, &low, &range);
@@ -104,8 +93,7 @@ __global__ void fill_random_kernel(char *dst, int dt, int64_t n, int kind, uint6
                       (int64_t)((uint64_t)low + ampy_random_below(offset + (uint64_t)i, seed, range)));
             continue;
         }
-        default: v = ampy_u32_to_unit(r[0]) < a ? 1.0 : 0.0; break;
-        }
+        const double v = ampy_random_value(kind, offset + (uint64_t)i, seed, a, b);
         st_any(dst, dt, i, v);
         if (kind == AMPY_RANDOM_UNIFORM &&
             (dt == AMPY_FLOAT32 || dt == AMPY_FLOAT16 || dt == AMPY_BFLOAT16 ||
@@ -122,10 +110,9 @@ __global__ void fill_random_kernel(char *dst, int dt, int64_t n, int kind, uint6
 static ampy_status emb_check(int device, cudaStream_t st, int64_t P, const int64_t *idx, int64_t V,
                              int64_t D, int dt, const char *fn)
 {
-    if (P < 0 || V < 0 || D < 0)
-        return ampy_error(AMPY_ERR_VALUE, "%s: negative size", fn);
-    if (!ampy_dtype_valid(dt))
-        return ampy_error(AMPY_ERR_DTYPE, "%s: invalid dtype", fn);
+    ampy_status s = ampy_nn_embedding_check_args(P, V, D, dt, fn);
+    if (s != AMPY_OK)
+        return s;
     /* deferred (no sync); in sync-checks mode raised here, before any output */
     return ampy_cuda_check_range(device, st, P, idx, V, 0, AMPY_DEVERR_EMBEDDING, 0);
 }
@@ -166,11 +153,10 @@ extern "C" ampy_status ampy_nn_embedding_bwd_cuda(int device, int64_t P, const i
                                                   int w_dtype, int64_t padding_idx,
                                                   void *dweight)
 {
-    if (P < 0 || V < 0 || D < 0)
-        return ampy_error(AMPY_ERR_VALUE, "embedding_backward: negative size");
-    if (!ampy_dtype_valid(w_dtype))
-        return ampy_error(AMPY_ERR_DTYPE, "embedding_backward: invalid dtype");
-    if (!nn_float(w_dtype))
+    ampy_status s = ampy_nn_embedding_check_args(P, V, D, w_dtype, "embedding_backward");
+    if (s != AMPY_OK)
+        return s;
+    if (!ampy_nn_is_float(w_dtype))
         return ampy_error(AMPY_ERR_DTYPE, "embedding_backward: weight must be floating point");
     if (V * D == 0)
         return AMPY_OK;
@@ -196,7 +182,7 @@ extern "C" ampy_status ampy_nn_embedding_bwd_cuda(int device, int64_t P, const i
                   "cub::DeviceRadixSort::SortPairs (size query)");
     const size_t arr = ((size_t)n * 8 + 255) & ~(size_t)255;
     Scratch sc(device);
-    ampy_status s = sc.get(4 * arr + tmp_bytes);
+    s = sc.get(4 * arr + tmp_bytes);
     if (s != AMPY_OK)
         return s;
     char *b = (char *)sc.p;
@@ -222,16 +208,10 @@ extern "C" ampy_status ampy_nn_embedding_bwd_cuda(int device, int64_t P, const i
 extern "C" ampy_status ampy_nn_mask_scale_cuda(int device, int64_t n, const void *x, int dtype,
                                                const uint8_t *mask, double scale, void *out)
 {
-    if (n < 0)
-        return ampy_error(AMPY_ERR_VALUE, "dropout: negative size");
-    if (!nn_float(dtype))
-        return ampy_error(AMPY_ERR_DTYPE, "dropout: input must be a floating-point tensor");
-    /* csrc/nn_misc.c: the scale is a tensor of the input's dtype in ATen */
-    double s = dtype == AMPY_FLOAT64 ? scale : (double)(float)scale;
-    if (dtype == AMPY_FLOAT16)
-        s = ampy_f16_to_f32(ampy_f64_to_f16(scale));
-    else if (dtype == AMPY_BFLOAT16)
-        s = ampy_bf16_to_f32(ampy_f64_to_bf16(scale));
+    ampy_status st_args = ampy_nn_mask_scale_check_args(n, dtype);
+    if (st_args != AMPY_OK)
+        return st_args;
+    const double s = ampy_dropout_scale(dtype, scale);
     if (n == 0)
         return AMPY_OK;
     AMPY_CUDA_ENTER(device, st);
@@ -245,11 +225,9 @@ extern "C" ampy_status ampy_fill_random_cuda(int device, void *dst, ampy_dtype d
                                              int kind, uint64_t seed, uint64_t offset, double a,
                                              double b)
 {
-    if (!ampy_dtype_valid(dtype))
-        return ampy_error(AMPY_ERR_DTYPE, "fill_random: invalid dtype %d", (int)dtype);
-    if (n < 0 || kind < 0 || kind > AMPY_RANDOM_BERNOULLI)
-        return ampy_error(AMPY_ERR_VALUE, "fill_random: bad kind %d or size %lld", kind,
-                          (long long)n);
+    ampy_status s = ampy_fill_random_check_args(dtype, n, kind);
+    if (s != AMPY_OK)
+        return s;
     if (n == 0)
         return AMPY_OK;
     AMPY_CUDA_ENTER(device, st);

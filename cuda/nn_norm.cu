@@ -121,9 +121,9 @@ __global__ void ln_bwd_dw_final(int64_t N, int64_t G, const double *part, void *
             sb += part[(g * N + j) * 2 + 1];
         }
         if (dw)
-            store1(dw, wdt, j, sw);
+            ampy_nn_store1(dw, wdt, j, sw);
         if (db)
-            store1(db, wdt, j, sb);
+            ampy_nn_store1(db, wdt, j, sb);
     }
 }
 
@@ -137,7 +137,7 @@ extern "C" ampy_status ampy_nn_layer_norm_fwd_cuda(int device, int64_t M, int64_
 {
     if (M < 0 || N < 0 || !(eps >= 0.0) || !y)
         return ampy_error(AMPY_ERR_VALUE, "layer_norm: bad size, eps or output");
-    if (!nn_float(x_dtype) || ((w || b) && !nn_float(w_dtype)) ||
+    if (!ampy_nn_is_float(x_dtype) || ((w || b) && !ampy_nn_is_float(w_dtype)) ||
         ((w || b) && (x_dtype == AMPY_FLOAT64) != (w_dtype == AMPY_FLOAT64)))
         return ampy_error(AMPY_ERR_DTYPE, "layer_norm: unsupported dtypes");
     if (M == 0 || N == 0)
@@ -161,7 +161,7 @@ extern "C" ampy_status ampy_nn_layer_norm_bwd_cuda(int device, int64_t M, int64_
 {
     if (M < 0 || N < 0 || !(eps >= 0.0))
         return ampy_error(AMPY_ERR_VALUE, "layer_norm_backward: bad size or eps");
-    if (!nn_float(x_dtype) || ((w || dw || db) && !nn_float(w_dtype)))
+    if (!ampy_nn_is_float(x_dtype) || ((w || dw || db) && !ampy_nn_is_float(w_dtype)))
         return ampy_error(AMPY_ERR_DTYPE, "layer_norm_backward: unsupported dtypes");
     if (N == 0)
         return AMPY_OK;

@@ -9,61 +9,24 @@
  * nothing but the gradients (still unscaled, as torch's unscale_() before a
  * skipped step) and needs no host sync. Adam's per-tensor
  * constants depend on the step count, which lives on the device: thread 0 of
- * each block computes them (in double, as csrc/optim.c's adam_scalars) into
+ * each block computes them (ampy_adam_scalars_init, optim_math.h) into
  * shared memory; a second small kernel then increments the counts.
  */
 #if __has_include("ampy/optim.h") && __has_include("ampy/scaler.h")
 #include <math.h>
 
+#include "ampy/optim_math.h"
 #include "mta.cuh"
 
 /* ---- Adam / AdamW ---------------------------------------------------------------- */
 /* operands: 0 param, 1 master (or NULL), 2 grad, 3 exp_avg, 4 exp_avg_sq, 5 max_exp_avg_sq */
 typedef MtaMeta<6, 20, 256> AdamMeta;
 
-struct AdamHyper {
-    double lr, beta1, beta2, eps, wd;
-    int amsgrad, maximize, decoupled, write_grads;
-};
-
-/* csrc/optim.c adam_scalars, for the step about to be taken. */
-static __device__ void adam_scalars_dev(const AdamHyper &o, float inv, float step,
-                                        ampy_adam_scalars *s)
-{
-    double bc1 = 1.0 - pow(o.beta1, (double)step);
-    double bc2 = 1.0 - pow(o.beta2, (double)step);
-    double step_size = o.lr / bc1;
-    s->inv_scale = inv;
-    s->neg = o.maximize ? -1.0f : 1.0f;
-    s->decoupled = o.decoupled && o.wd != 0.0;
-    s->wd = (!o.decoupled && o.wd != 0.0) ? (float)o.wd : 0.0f;
-    s->decay_mul = s->decoupled ? (float)(1.0 - o.lr * o.wd) : 1.0f;
-    s->w1 = (float)(1.0 - o.beta1);
-    s->w1m1 = s->w1 - 1.0f;
-    s->w1_small = fabsf(s->w1) < 0.5f;
-    s->beta2 = (float)o.beta2;
-    s->w2 = (float)(1.0 - o.beta2);
-    s->bc2_sqrt = (float)sqrt(bc2); /* == pow(bc2, 0.5): both correctly rounded */
-    s->eps = (float)o.eps;
-    s->neg_step_size = (float)(-step_size);
-    s->amsgrad = o.amsgrad != 0;
-    s->write_grad = 0; /* the kernel stores the grads itself */
-}
-
-/* The grad store of the write-back, in the grad's dtype. */
-static __device__ void st_grad(void *g, int dt, int64_t i, float v)
-{
-    if (dt == AMPY_FLOAT32)
-        ((float *)g)[i] = v;
-    else
-        st_half(g, dt, i, v);
-}
-
 /* A skipped step's whole work for one block: grad[base, end) *= inv. */
 static __device__ void unscale_chunk(void *grad, int gdt, int64_t base, int64_t end, float inv)
 {
     for (int64_t i = base + threadIdx.x; i < end; i += BLOCK)
-        st_grad(grad, gdt, i, ld_grad(grad, gdt, i) * inv);
+        ampy_optim_store_grad(grad, gdt, i, ampy_optim_load_grad(grad, gdt, i) * inv);
 }
 
 /* 1 when the kernel stores the unscaled gradients (the host's flag, and the
@@ -73,7 +36,7 @@ static __device__ int write_back(int write, const float *inv_scale)
     return write && inv_scale && *inv_scale != 1.0f;
 }
 
-__global__ void __launch_bounds__(BLOCK) adam_kernel(AdamMeta m, AdamHyper o,
+__global__ void __launch_bounds__(BLOCK) adam_kernel(AdamMeta m, ampy_adam_options o,
                                                      const float *inv_scale,
                                                      const float *found_inf)
 {
@@ -89,7 +52,7 @@ __global__ void __launch_bounds__(BLOCK) adam_kernel(AdamMeta m, AdamHyper o,
     }
     __shared__ ampy_adam_scalars s;
     if (threadIdx.x == 0)
-        adam_scalars_dev(o, inv_scale ? *inv_scale : 1.0f, *m.step[t] + 1.0f, &s);
+        ampy_adam_scalars_init(&o, inv_scale ? *inv_scale : 1.0f, 0, *m.step[t] + 1.0f, &s);
     __syncthreads();
     const ampy_adam_scalars sc = s;
     const int64_t base = (int64_t)m.block_chunk[blockIdx.x] * CHUNK;
@@ -106,7 +69,7 @@ __global__ void __launch_bounds__(BLOCK) adam_kernel(AdamMeta m, AdamHyper o,
         for (int j = 0; j < ILP; j++) {
             int64_t i = i0 + (int64_t)j * BLOCK;
             if (i < end) {
-                g[j] = ld_grad(grad, gdt, i);
+                g[j] = ampy_optim_load_grad(grad, gdt, i);
                 p[j] = w[i];
                 mm[j] = ma[i];
                 vv[j] = va[i];
@@ -119,7 +82,7 @@ __global__ void __launch_bounds__(BLOCK) adam_kernel(AdamMeta m, AdamHyper o,
             if (i >= end)
                 continue;
             if (wg)
-                st_grad(grad, gdt, i, g[j] * sc.inv_scale);
+                ampy_optim_store_grad(grad, gdt, i, g[j] * sc.inv_scale);
             ampy_adam_elem(g[j], &p[j], &mm[j], &vv[j], &vmax[j], &sc);
             w[i] = p[j];
             ma[i] = mm[j];
@@ -127,7 +90,7 @@ __global__ void __launch_bounds__(BLOCK) adam_kernel(AdamMeta m, AdamHyper o,
             if (sc.amsgrad)
                 vx[i] = vmax[j];
             if (master)
-                st_half(param, pdt, i, p[j]);
+                ampy_optim_store_half(param, pdt, i, p[j]);
         }
     }
 }
@@ -151,27 +114,15 @@ extern "C" ampy_status ampy_optim_adam_step_cuda(int device, int64_t n, const am
                                                  const ampy_adam_options *o,
                                                  const float *inv_scale, const float *found_inf)
 {
-    if (!o || n < 0 || (n > 0 && !t))
-        return ampy_error(AMPY_ERR_VALUE, "adam_step (cuda): NULL options or tensor list");
+    ampy_status s = ampy_adam_check_args(n, t, o);
+    if (s != AMPY_OK)
+        return s;
     int64_t *numel = (int64_t *)malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
     if (!numel)
         return ampy_error(AMPY_ERR_NOMEM, "adam_step (cuda): out of memory");
-    ampy_status s = AMPY_OK;
-    for (int64_t i = 0; i < n && s == AMPY_OK; i++) {
-        const ampy_adam_tensor *x = &t[i];
-        numel[i] = x->numel;
-        if (!float_dt(x->param_dtype) || !float_dt(x->grad_dtype))
-            s = ampy_error(AMPY_ERR_DTYPE, "adam_step: tensor %lld: bad dtype", (long long)i);
-        else if ((x->param_dtype == AMPY_FLOAT32) != (x->master == NULL) && x->numel > 0)
-            s = ampy_error(AMPY_ERR_VALUE, "adam_step: tensor %lld: a float32 param takes no "
-                           "master copy; a half param needs one", (long long)i);
-        else if (!x->step || (x->numel > 0 && (!x->param || !x->grad || !x->exp_avg ||
-                                               !x->exp_avg_sq ||
-                                               (o->amsgrad && !x->max_exp_avg_sq))))
-            s = ampy_error(AMPY_ERR_VALUE, "adam_step: tensor %lld: NULL buffer", (long long)i);
-    }
-    if (s == AMPY_OK)
-        s = check_numel(n, numel);
+    for (int64_t i = 0; i < n; i++)
+        numel[i] = t[i].numel;
+    s = check_numel(n, numel);
     if (s != AMPY_OK) {
         free(numel);
         return s;
@@ -182,9 +133,7 @@ extern "C" ampy_status ampy_optim_adam_step_cuda(int device, int64_t n, const am
         free(numel);
         return e != cudaSuccess ? ampy_cuda_fail(e, "cudaSetDevice") : AMPY_ERR_RUNTIME;
     }
-    AdamHyper h = {o->lr,       o->beta1,    o->beta2,
-                   o->eps,      o->weight_decay, o->amsgrad,
-                   o->maximize, o->decoupled_weight_decay, o->write_grads};
+    const ampy_adam_options h = *o;
     auto fill = [&](AdamMeta &m, int slot, int64_t i) {
         const ampy_adam_tensor *x = &t[i];
         m.addr[0][slot] = x->param;
@@ -252,7 +201,7 @@ __global__ void __launch_bounds__(BLOCK) sgd_kernel(SgdMeta m, ampy_sgd_scalars 
         for (int j = 0; j < ILP; j++) {
             int64_t i = i0 + (int64_t)j * BLOCK;
             if (i < end) {
-                g[j] = ld_grad(grad, gdt, i);
+                g[j] = ampy_optim_load_grad(grad, gdt, i);
                 p[j] = w[i];
                 b[j] = (s.has_momentum && !first) ? buf[i] : 0.0f;
             }
@@ -263,13 +212,13 @@ __global__ void __launch_bounds__(BLOCK) sgd_kernel(SgdMeta m, ampy_sgd_scalars 
             if (i >= end)
                 continue;
             if (wg)
-                st_grad(grad, gdt, i, g[j] * s.inv_scale);
+                ampy_optim_store_grad(grad, gdt, i, g[j] * s.inv_scale);
             ampy_sgd_elem(g[j], &p[j], &b[j], first, &s);
             w[i] = p[j];
             if (s.has_momentum)
                 buf[i] = b[j];
             if (master)
-                st_half(param, pdt, i, p[j]);
+                ampy_optim_store_half(param, pdt, i, p[j]);
         }
     }
 }
@@ -278,27 +227,15 @@ extern "C" ampy_status ampy_optim_sgd_step_cuda(int device, int64_t n, const amp
                                                 const ampy_sgd_options *o,
                                                 const float *inv_scale, const float *found_inf)
 {
-    if (!o || n < 0 || (n > 0 && !t))
-        return ampy_error(AMPY_ERR_VALUE, "sgd_step (cuda): NULL options or tensor list");
-    if (o->nesterov && (o->momentum <= 0.0 || o->dampening != 0.0))
-        return ampy_error(AMPY_ERR_VALUE, "Nesterov momentum requires a momentum and zero dampening");
+    ampy_status s = ampy_sgd_check_args(n, t, o);
+    if (s != AMPY_OK)
+        return s;
     int64_t *numel = (int64_t *)malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
     if (!numel)
         return ampy_error(AMPY_ERR_NOMEM, "sgd_step (cuda): out of memory");
-    ampy_status s = AMPY_OK;
-    for (int64_t i = 0; i < n && s == AMPY_OK; i++) {
-        const ampy_sgd_tensor *x = &t[i];
-        numel[i] = x->numel;
-        if (!float_dt(x->param_dtype) || !float_dt(x->grad_dtype))
-            s = ampy_error(AMPY_ERR_DTYPE, "sgd_step: tensor %lld: bad dtype", (long long)i);
-        else if (x->numel > 0 && ((x->param_dtype == AMPY_FLOAT32) != (x->master == NULL) ||
-                                  !x->param || !x->grad ||
-                                  (o->momentum != 0.0 && !x->momentum_buffer)))
-            s = ampy_error(AMPY_ERR_VALUE, "sgd_step: tensor %lld: missing or extra buffer",
-                           (long long)i);
-    }
-    if (s == AMPY_OK)
-        s = check_numel(n, numel);
+    for (int64_t i = 0; i < n; i++)
+        numel[i] = t[i].numel;
+    s = check_numel(n, numel);
     cudaStream_t st = NULL;
     if (s == AMPY_OK) {
         cudaError_t e = cudaSetDevice(device);
@@ -312,16 +249,9 @@ extern "C" ampy_status ampy_optim_sgd_step_cuda(int device, int64_t n, const amp
         free(numel);
         return s;
     }
+    /* inv_scale is read and write_grad refined on the device (sgd_kernel) */
     ampy_sgd_scalars sc;
-    sc.inv_scale = 1.0f;
-    sc.neg = o->maximize ? -1.0f : 1.0f;
-    sc.wd = (float)o->weight_decay;
-    sc.has_momentum = o->momentum != 0.0;
-    sc.momentum = (float)o->momentum;
-    sc.one_m_damp = (float)(1.0 - o->dampening);
-    sc.nesterov = o->nesterov != 0;
-    sc.neg_lr = (float)(-o->lr);
-    sc.write_grad = o->write_grads != 0; /* the kernel checks inv_scale on the device */
+    ampy_sgd_scalars_init(o, 1.0f, o->write_grads != 0, &sc);
     auto fill = [&](SgdMeta &m, int slot, int64_t i) {
         const ampy_sgd_tensor *x = &t[i];
         m.addr[0][slot] = x->param;

@@ -25,21 +25,13 @@
 #include "common.cuh"
 #include "ampy/ewise.h"
 #include "ampy/reduce.h"
+#include "ampy/reduce_math.h"
 
 namespace {
 
 #define RED_THREADS 256
 
-enum { C_SUM, C_PROD, C_SUMSQ, C_DEV2, C_SUMEXP, C_MAX, C_MIN, C_NZ };
-
-struct Acc {
-    double s;
-    int64_t is;
-    double best;
-    int64_t ibest;
-    int64_t bidx;
-    int has, nan;
-};
+typedef ampy_reduce_acc Acc;
 
 struct RedArgs {
     int op, cls, is_int;
@@ -56,18 +48,6 @@ struct RedArgs {
     int64_t *idx;
 };
 
-__device__ __forceinline__ Acc acc_init(int cls)
-{
-    Acc a;
-    a.s = cls == C_PROD ? 1.0 : 0.0;
-    a.is = cls == C_PROD ? 1 : 0;
-    a.best = 0.0;
-    a.ibest = 0;
-    a.bidx = 0;
-    a.has = a.nan = 0;
-    return a;
-}
-
 /* Fold element r (flat index over the reduced dims) into a. */
 __device__ __forceinline__ void acc_add(const RedArgs &A, int cls, Acc &a, const char *base,
                                         int64_t r, double center)
@@ -82,37 +62,37 @@ __device__ __forceinline__ void acc_add(const RedArgs &A, int cls, Acc &a, const
     if (A.is_int) {
         const int64_t v = ampy_ld_i(base, A.in_dt, off);
         switch (cls) {
-        case C_SUM: a.is = (int64_t)((uint64_t)a.is + (uint64_t)v); break;
-        case C_PROD: a.is = (int64_t)((uint64_t)a.is * (uint64_t)v); break;
-        case C_MAX:
+        case AMPY_RC_SUM: a.is = (int64_t)((uint64_t)a.is + (uint64_t)v); break;
+        case AMPY_RC_PROD: a.is = (int64_t)((uint64_t)a.is * (uint64_t)v); break;
+        case AMPY_RC_MAX:
             if (!a.has || v > a.ibest) a.ibest = v, a.bidx = r, a.has = 1;
             break;
-        case C_MIN:
+        case AMPY_RC_MIN:
             if (!a.has || v < a.ibest) a.ibest = v, a.bidx = r, a.has = 1;
             break;
-        case C_NZ: a.is += v != 0; break;
+        case AMPY_RC_NZ: a.is += v != 0; break;
         default: break;
         }
         return;
     }
     const double v = ampy_ld_d(base, A.in_dt, off);
     switch (cls) {
-    case C_SUM: a.s += v; break;
-    case C_SUMSQ: a.s += v * v; break;
-    case C_DEV2: a.s += (v - center) * (v - center); break;
-    case C_SUMEXP: a.s += exp(v - center); break;
-    case C_PROD: a.s *= v; break;
-    case C_MAX:
-    case C_MIN:
+    case AMPY_RC_SUM: a.s += v; break;
+    case AMPY_RC_SUMSQ: a.s += v * v; break;
+    case AMPY_RC_DEV2: a.s += (v - center) * (v - center); break;
+    case AMPY_RC_SUMEXP: a.s += exp(v - center); break;
+    case AMPY_RC_PROD: a.s *= v; break;
+    case AMPY_RC_MAX:
+    case AMPY_RC_MIN:
         if (a.nan)
             break; /* the first NaN of this thread stays */
         if (v != v) {
             a.nan = a.has = 1, a.best = v, a.bidx = r;
-        } else if (!a.has || (cls == C_MAX ? v > a.best : v < a.best)) {
+        } else if (!a.has || (cls == AMPY_RC_MAX ? v > a.best : v < a.best)) {
             a.best = v, a.bidx = r, a.has = 1;
         }
         break;
-    case C_NZ: a.is += v != 0.0; break;
+    case AMPY_RC_NZ: a.is += v != 0.0; break;
     default: break;
     }
 }
@@ -123,14 +103,14 @@ __device__ __forceinline__ void acc_add(const RedArgs &A, int cls, Acc &a, const
 __device__ __forceinline__ void acc_combine(const RedArgs &A, int cls, Acc &a, const Acc &b)
 {
     switch (cls) {
-    case C_SUM:
-    case C_SUMSQ:
-    case C_DEV2:
-    case C_SUMEXP: a.s += b.s; a.is = (int64_t)((uint64_t)a.is + (uint64_t)b.is); break;
-    case C_PROD: a.s *= b.s; a.is = (int64_t)((uint64_t)a.is * (uint64_t)b.is); break;
-    case C_NZ: a.is += b.is; break;
-    case C_MAX:
-    case C_MIN: {
+    case AMPY_RC_SUM:
+    case AMPY_RC_SUMSQ:
+    case AMPY_RC_DEV2:
+    case AMPY_RC_SUMEXP: a.s += b.s; a.is = (int64_t)((uint64_t)a.is + (uint64_t)b.is); break;
+    case AMPY_RC_PROD: a.s *= b.s; a.is = (int64_t)((uint64_t)a.is * (uint64_t)b.is); break;
+    case AMPY_RC_NZ: a.is += b.is; break;
+    case AMPY_RC_MAX:
+    case AMPY_RC_MIN: {
         if (!b.has)
             break;
         if (!a.has) {
@@ -139,12 +119,12 @@ __device__ __forceinline__ void acc_combine(const RedArgs &A, int cls, Acc &a, c
         }
         bool take;
         if (A.is_int) {
-            take = cls == C_MAX ? (b.ibest > a.ibest || (b.ibest == a.ibest && b.bidx < a.bidx))
+            take = cls == AMPY_RC_MAX ? (b.ibest > a.ibest || (b.ibest == a.ibest && b.bidx < a.bidx))
                                 : (b.ibest < a.ibest || (b.ibest == a.ibest && b.bidx < a.bidx));
         } else if (a.nan || b.nan) {
             take = b.nan && (!a.nan || b.bidx < a.bidx);
         } else {
-            take = cls == C_MAX ? (b.best > a.best || (b.best == a.best && b.bidx < a.bidx))
+            take = cls == AMPY_RC_MAX ? (b.best > a.best || (b.best == a.best && b.bidx < a.bidx))
                                 : (b.best < a.best || (b.best == a.best && b.bidx < a.bidx));
         }
         if (take)
@@ -159,7 +139,7 @@ __device__ __forceinline__ void acc_combine(const RedArgs &A, int cls, Acc &a, c
  * every thread of the block returns the combined result. */
 __device__ Acc block_pass(const RedArgs &A, int cls, const char *base, double center, Acc *sh)
 {
-    Acc a = acc_init(cls);
+    Acc a = ampy_reduce_acc_init(cls);
     for (int64_t r = threadIdx.x; r < A.R; r += blockDim.x)
         acc_add(A, cls, a, base, r, center);
     sh[threadIdx.x] = a;
@@ -191,39 +171,16 @@ __global__ void __launch_bounds__(RED_THREADS) reduce_kernel(RedArgs A)
             oidx += k * A.kidx[d];
         }
         const char *base = A.in + oin * A.isz;
-        Acc a = block_pass(A, A.cls, base, 0.0, sh);
-        const double R = (double)A.R;
-        double v = 0.0;
-        int64_t iv = 0;
-        int is_int = A.is_int;
-        switch (A.op) {
-        case AMPY_RED_SUM:
-        case AMPY_RED_PROD: v = a.s, iv = a.is; break;
-        case AMPY_RED_MEAN: v = a.s / R; break;
-        case AMPY_RED_MAX:
-        case AMPY_RED_MIN: v = a.best, iv = a.ibest; break;
-        case AMPY_RED_ARGMAX:
-        case AMPY_RED_ARGMIN: iv = a.bidx, is_int = 1; break;
-        case AMPY_RED_VAR:
-        case AMPY_RED_STD: {
-            Acc b = block_pass(A, C_DEV2, base, a.s / R, sh);
-            const double den = R - A.correction > 0.0 ? R - A.correction : 0.0;
-            v = b.s / den;
-            if (A.op == AMPY_RED_STD)
-                v = sqrt(v);
-            break;
+        Acc a = block_pass(A, A.cls, base, 0.0, sh), b = a;
+        const int cls2 = ampy_reduce_second_cls(A.op);
+        double center = 0.0, v;
+        int64_t iv;
+        if (cls2 >= 0) {
+            center = ampy_reduce_center(A.op, &a, A.R);
+            b = block_pass(A, cls2, base, center, sh);
         }
-        case AMPY_RED_NORM2: v = sqrt(a.s); break;
-        case AMPY_RED_LOGSUMEXP: {
-            const double mx = (!a.has || isinf(a.best)) ? 0.0 : a.best;
-            Acc b = block_pass(A, C_SUMEXP, base, mx, sh);
-            v = mx + log(b.s);
-            break;
-        }
-        case AMPY_RED_ALL: iv = a.is == A.R, is_int = 1; break;
-        case AMPY_RED_ANY: iv = a.is > 0, is_int = 1; break;
-        default: break;
-        }
+        const int is_int = ampy_reduce_finish(A.op, &a, &b, center, A.R, A.correction, A.is_int,
+                                              &v, &iv);
         if (threadIdx.x == 0) {
             if (is_int)
                 ampy_st_i(A.out, A.out_dt, oout, iv);
@@ -267,7 +224,7 @@ reduce_partial_blocks(RedArgs A, int64_t G, int64_t chunk, Acc *part)
         out_offsets(A, m, &oin, &oout, &oidx);
         const char *base = A.in + oin * A.isz;
         const int64_t r0 = g * chunk, r1 = r0 + chunk < A.R ? r0 + chunk : A.R;
-        Acc a = acc_init(A.cls);
+        Acc a = ampy_reduce_acc_init(A.cls);
         for (int64_t r = r0 + threadIdx.x; r < r1; r += blockDim.x)
             acc_add(A, A.cls, a, base, r, 0.0);
         sh[threadIdx.x] = a;
@@ -295,7 +252,7 @@ __global__ void reduce_partial_columns(RedArgs A, int64_t G, int64_t chunk, Acc 
         out_offsets(A, m, &oin, &oout, &oidx);
         const char *base = A.in + oin * A.isz;
         const int64_t r0 = g * chunk, r1 = r0 + chunk < A.R ? r0 + chunk : A.R;
-        Acc a = acc_init(A.cls);
+        Acc a = ampy_reduce_acc_init(A.cls);
         for (int64_t r = r0; r < r1; r++)
             acc_add(A, A.cls, a, base, r, 0.0);
         part[m * G + g] = a;
@@ -311,22 +268,11 @@ __global__ void reduce_final(RedArgs A, int64_t G, const Acc *part)
             acc_combine(A, A.cls, a, part[m * G + g]);
         int64_t oin, oout, oidx;
         out_offsets(A, m, &oin, &oout, &oidx);
-        double v = 0.0;
-        int64_t iv = 0;
-        int is_int = A.is_int;
-        switch (A.op) {
-        case AMPY_RED_SUM:
-        case AMPY_RED_PROD: v = a.s, iv = a.is; break;
-        case AMPY_RED_MEAN: v = a.s / (double)A.R; break;
-        case AMPY_RED_MAX:
-        case AMPY_RED_MIN: v = a.best, iv = a.ibest; break;
-        case AMPY_RED_ARGMAX:
-        case AMPY_RED_ARGMIN: iv = a.bidx, is_int = 1; break;
-        case AMPY_RED_NORM2: v = sqrt(a.s); break;
-        case AMPY_RED_ALL: iv = a.is == A.R, is_int = 1; break;
-        case AMPY_RED_ANY: iv = a.is > 0, is_int = 1; break;
-        default: break;
-        }
+        double v;
+        int64_t iv;
+        /* single-pass ops only (see above): no second pass */
+        const int is_int = ampy_reduce_finish(A.op, &a, &a, 0.0, A.R, A.correction, A.is_int,
+                                              &v, &iv);
         if (is_int)
             ampy_st_i(A.out, A.out_dt, oout, iv);
         else
@@ -336,13 +282,6 @@ __global__ void reduce_final(RedArgs A, int64_t G, const Acc *part)
     }
 }
 
-/* csrc/reduce.c's names (that file is not linked into ampy._C_cuda) */
-const char *const kName[AMPY_RED_NUM_OPS] = {"sum", "mean", "prod", "max", "min", "argmax",
-                                             "argmin", "var", "std", "norm", "logsumexp",
-                                             "all", "any"};
-
-const int kClass[AMPY_RED_NUM_OPS] = {C_SUM, C_SUM, C_PROD, C_MAX,   C_MIN, C_MAX, C_MIN,
-                                      C_SUM, C_SUM, C_SUMSQ, C_MAX, C_NZ,  C_NZ};
 unsigned grid_for(int64_t M) { return (unsigned)(M < 65535 * 8 ? (M < 1 ? 1 : M) : 65535 * 8); }
 
 } // namespace
@@ -354,18 +293,14 @@ extern "C" ampy_status ampy_reduce_cuda(int device, int op, int ndim, const int6
                                         int64_t *idx_out, const int64_t *idx_strides,
                                         double correction)
 {
-    if (op < 0 || op >= AMPY_RED_NUM_OPS || ndim < 0 || ndim > AMPY_MAX_DIMS ||
-        !ampy_dtype_valid(in_dtype) || !ampy_dtype_valid(out_dtype))
-        return ampy_error(AMPY_ERR_VALUE, "reduce (cuda): bad op %d, ndim %d or dtype", op, ndim);
+    ampy_status s = ampy_reduce_check_args(op, ndim, in_dtype, out_dtype);
+    if (s != AMPY_OK)
+        return s;
     const int is_int = !ampy_dtype_is_float(in_dtype);
-    if (is_int && (op == AMPY_RED_MEAN || op == AMPY_RED_VAR || op == AMPY_RED_STD ||
-                   op == AMPY_RED_NORM2 || op == AMPY_RED_LOGSUMEXP))
-        return ampy_error(AMPY_ERR_DTYPE, "%s: expected a floating point input, got %s",
-                          kName[op], ampy_dtype_name(in_dtype));
     RedArgs A;
     memset(&A, 0, sizeof A);
     A.op = op;
-    A.cls = kClass[op];
+    A.cls = ampy_reduce_first_cls(op);
     A.is_int = is_int;
     A.in_dt = in_dtype;
     A.out_dt = out_dtype;
@@ -401,11 +336,11 @@ extern "C" ampy_status ampy_reduce_cuda(int device, int op, int ndim, const int6
     }
     if (A.M == 0)
         return AMPY_OK;
-    if (A.R == 0 && (A.cls == C_MAX || A.cls == C_MIN) && op != AMPY_RED_LOGSUMEXP)
-        return ampy_error(AMPY_ERR_INDEX, "%s: expected a non-empty reduction (the reduced dims "
-                          "have zero elements and %s has no identity)", kName[op], kName[op]);
+    s = ampy_reduce_check_nonempty(op, A.R);
+    if (s != AMPY_OK)
+        return s;
     AMPY_CUDA_ENTER(device, st);
-    const bool single = op != AMPY_RED_VAR && op != AMPY_RED_STD && op != AMPY_RED_LOGSUMEXP;
+    const bool single = ampy_reduce_second_cls(op) < 0;
     const bool columns = single && A.nk > 0 && A.kin[A.nk - 1] == 1 && A.M >= 32 && A.R >= 2;
     int64_t G = 1;
     if (columns) /* about 64K threads, at least 8 elements each */
@@ -422,7 +357,7 @@ extern "C" ampy_status ampy_reduce_cuda(int device, int op, int ndim, const int6
     const int64_t chunk = (A.R + G - 1) / G;
     void *part = NULL;
     const size_t pbytes = (size_t)(A.M * G) * sizeof(Acc);
-    ampy_status s = ampy_cuda_alloc(device, pbytes, &part);
+    s = ampy_cuda_alloc(device, pbytes, &part);
     if (s != AMPY_OK)
         return s;
     if (columns)

@@ -19,27 +19,8 @@
 #include "ampy/optim.h"
 #include "ampy/parallel.h"
 #include "ampy/scaler.h"
+#include "ctest.h"
 
-static int failures, checks;
-#define CHECK(cond, ...)                                                  \
-    do {                                                                  \
-        checks++;                                                         \
-        if (!(cond)) {                                                    \
-            failures++;                                                   \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                   \
-            printf(__VA_ARGS__);                                          \
-            printf("\n");                                                 \
-        }                                                                 \
-    } while (0)
-
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd32(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
 static float rndf(float lo, float hi) { return lo + (hi - lo) * (float)(rnd32() >> 8) / 16777216.0f; }
 static int have_avx512(void) { return (ampy_cpu_features() & AMPY_CPU_HAS_AVX512) != 0; }
 

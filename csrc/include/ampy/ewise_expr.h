@@ -127,4 +127,101 @@ AMPY_ELEM int64_t ampy_ex_ipow(int64_t a, int64_t b)
     return (int64_t)r;
 }
 
+/* ---- the float / double op table of the device kernels --------------------
+ * The body of a function returning op's value for operands a, b, c in the
+ * compute type R (x = a for unary ops; PF, PF1 the op's float parameters of
+ * type R; ALPHA the add/sub multiplier, ALPHA_ONE when it is exactly 1):
+ * cuda/ewise.cu's ew_float<R> is this switch, and tests/c/test_ewise_expr_f32.c
+ * runs it in float32 on the CPU (with <tgmath.h>, which picks expf, erff, ...
+ * as the CUDA overloads do), so the float32 math the GPU runs is checked on
+ * every CI run. Needs ampy/ewise.h for the op codes. The CPU's block kernels
+ * (csrc/ewise_ops.c) expand the same AMPY_EX_* formulas per op; for float32
+ * exp, log, tanh, sigmoid, erf, gelu, gelu_tanh and silu they run vmath.h's
+ * kernels instead. */
+#define AMPY_EX_FLOAT_SWITCH(R, OP, x, a, b, c, PF, PF1, ALPHA, ALPHA_ONE)                    \
+    switch ((OP)) {                                                                           \
+    case AMPY_EW_ABS: return fabs(x);                                                         \
+    case AMPY_EW_NEG: return -x;                                                              \
+    case AMPY_EW_RECIPROCAL: return AMPY_EX_RECIPROCAL(R, x);                                 \
+    case AMPY_EW_SQUARE: return AMPY_EX_SQUARE(R, x);                                         \
+    case AMPY_EW_SIGN: return AMPY_EX_SIGN(R, x);                                             \
+    case AMPY_EW_EXP: return exp(x);                                                          \
+    case AMPY_EW_EXPM1: return expm1(x);                                                      \
+    case AMPY_EW_EXP2: return exp2(x);                                                        \
+    case AMPY_EW_LOG: return log(x);                                                          \
+    case AMPY_EW_LOG1P: return log1p(x);                                                      \
+    case AMPY_EW_LOG2: return log2(x);                                                        \
+    case AMPY_EW_LOG10: return log10(x);                                                      \
+    case AMPY_EW_SQRT: return sqrt(x);                                                        \
+    case AMPY_EW_RSQRT: return AMPY_EX_RSQRT(R, x);                                           \
+    case AMPY_EW_SIN: return sin(x);                                                          \
+    case AMPY_EW_COS: return cos(x);                                                          \
+    case AMPY_EW_TAN: return tan(x);                                                          \
+    case AMPY_EW_TANH: return tanh(x);                                                        \
+    case AMPY_EW_ATAN: return atan(x);                                                        \
+    case AMPY_EW_SIGMOID: return AMPY_EX_SIGMOID(R, x);                                       \
+    case AMPY_EW_RELU: return AMPY_EX_RELU(R, x);                                             \
+    case AMPY_EW_GELU: return AMPY_EX_GELU(R, x);                                             \
+    case AMPY_EW_GELU_TANH: return AMPY_EX_GELU_TANH(R, x);                                   \
+    case AMPY_EW_ERF: return erf(x);                                                          \
+    case AMPY_EW_SILU: return AMPY_EX_SILU(R, x);                                             \
+    case AMPY_EW_SOFTPLUS: return AMPY_EX_SOFTPLUS(R, x, PF, PF1);                            \
+    case AMPY_EW_LEAKY_RELU: return AMPY_EX_LEAKY_RELU(R, x, PF);                             \
+    case AMPY_EW_FLOOR: return floor(x);                                                      \
+    case AMPY_EW_CEIL: return ceil(x);                                                        \
+    case AMPY_EW_ROUND: return rint(x);                                                       \
+    case AMPY_EW_TRUNC: return trunc(x);                                                      \
+    case AMPY_EW_FRAC: return AMPY_EX_FRAC(R, x);                                             \
+    case AMPY_EW_ISNAN: return isnan(x) ? (R)1 : (R)0;                                        \
+    case AMPY_EW_ISINF: return isinf(x) ? (R)1 : (R)0;                                        \
+    case AMPY_EW_ISFINITE: return isfinite(x) ? (R)1 : (R)0;                                  \
+    case AMPY_EW_LOGICAL_NOT: return (R)AMPY_EX_LOGICAL_NOT(R, x);                            \
+    case AMPY_EW_ELU: return AMPY_EX_ELU(R, x, PF);                                           \
+    case AMPY_EW_MISH: return AMPY_EX_MISH(R, x);                                             \
+    case AMPY_EW_ASIN: return asin(x);                                                        \
+    case AMPY_EW_ACOS: return acos(x);                                                        \
+    case AMPY_EW_SINH: return sinh(x);                                                        \
+    case AMPY_EW_COSH: return cosh(x);                                                        \
+    case AMPY_EW_LOGSIGMOID: return AMPY_EX_LOGSIGMOID(R, x);                                 \
+    /* add/sub: alpha == 1 is a plain a +- b; otherwise one fused rounding,                   \
+     * fma(+-alpha, b, a), as csrc/ewise_ops.c (an explicit fma is an FMA on                  \
+     * both sides, unaffected by --fmad=false). */                                            \
+    case AMPY_EW_ADD:                                                                         \
+        return (ALPHA_ONE) ? a + b : (R)fma((R)(ALPHA), b, a);                                \
+    case AMPY_EW_SUB:                                                                         \
+        return (ALPHA_ONE) ? a - b : (R)fma((R)(ALPHA), b, a);                                \
+    case AMPY_EW_MUL: return a * b;                                                           \
+    case AMPY_EW_DIV: return a / b;                                                           \
+    case AMPY_EW_POW: return pow(a, b);                                                       \
+    case AMPY_EW_MAXIMUM: return AMPY_EX_MAXIMUM(R, a, b);                                    \
+    case AMPY_EW_MINIMUM: return AMPY_EX_MINIMUM(R, a, b);                                    \
+    case AMPY_EW_FMAX: return fmax(a, b);                                                     \
+    case AMPY_EW_FMIN: return fmin(a, b);                                                     \
+    case AMPY_EW_FMOD: return fmod(a, b);                                                     \
+    case AMPY_EW_REMAINDER:                                                                   \
+        return sizeof(R) == 4 ? (R)ampy_ex_rem_f((float)a, (float)b)                          \
+                              : (R)ampy_ex_rem_d(a, b);                                       \
+    case AMPY_EW_FLOOR_DIVIDE:                                                                \
+        return sizeof(R) == 4 ? (R)ampy_ex_floordiv_f((float)a, (float)b)                     \
+                              : (R)ampy_ex_floordiv_d(a, b);                                  \
+    case AMPY_EW_ATAN2: return atan2(a, b);                                                   \
+    case AMPY_EW_EQ: return (R)(a == b);                                                      \
+    case AMPY_EW_NE: return (R)(a != b);                                                      \
+    case AMPY_EW_LT: return (R)(a < b);                                                       \
+    case AMPY_EW_LE: return (R)(a <= b);                                                      \
+    case AMPY_EW_GT: return (R)(a > b);                                                       \
+    case AMPY_EW_GE: return (R)(a >= b);                                                      \
+    case AMPY_EW_LOGICAL_AND: return (R)AMPY_EX_LOGICAL_AND(R, a, b);                         \
+    case AMPY_EW_LOGICAL_OR: return (R)AMPY_EX_LOGICAL_OR(R, a, b);                           \
+    case AMPY_EW_LOGICAL_XOR: return (R)AMPY_EX_LOGICAL_XOR(R, a, b);                         \
+    case AMPY_EW_WHERE: return AMPY_EX_WHERE(R, a, b, c);                                     \
+    case AMPY_EW_LERP: return AMPY_EX_LERP(R, a, b, c);                                       \
+    case AMPY_EW_ADDCMUL: return AMPY_EX_ADDCMUL(R, a, b, c, PF);                             \
+    case AMPY_EW_ADDCDIV: return AMPY_EX_ADDCDIV(R, a, b, c, PF);                             \
+    case AMPY_EW_CLAMP:                                                                       \
+        return sizeof(R) == 4 ? (R)ampy_ex_clamp_f((float)a, (float)b, (float)c)              \
+                              : (R)ampy_ex_clamp_d(a, b, c);                                  \
+    default: return (R)0;                                                                     \
+    }
+
 #endif /* AMPY_EWISE_EXPR_H */

@@ -170,9 +170,6 @@ ampy_status ampy_nn_mse_bwd(int64_t n, const void *x, const void *y, int dtype, 
                             const void *dout, void *dx, void *dy);
 
 /* ---- internal: helpers shared by csrc/nn.c and csrc/nn_misc.c ------------- */
-int nn_is_float(int dt);                         /* float32/16, bfloat16, float64 */
-double nn_load1(const void *p, int dt, int64_t i); /* element i as double          */
-void nn_store1(void *p, int dt, int64_t i, double v); /* rounded once to dt       */
 /* Row [off, off+n) as float32: the array itself (float32) or converted into
  * scratch (float16/bfloat16). */
 const float *nn_row_f32(const void *src, int dt, int64_t off, int64_t n, float *scratch);

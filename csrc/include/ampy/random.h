@@ -9,6 +9,7 @@
 #ifndef AMPY_RANDOM_H
 #define AMPY_RANDOM_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "ampy/dtype.h"
@@ -91,6 +92,36 @@ typedef enum ampy_random_kind {
     AMPY_RANDOM_INTEGER = 2,   /* integers in [a, b)          */
     AMPY_RANDOM_BERNOULLI = 3, /* 1 with probability a, else 0 */
 } ampy_random_kind;
+
+/* The double value of element `counter` of a UNIFORM, NORMAL or BERNOULLI
+ * fill (0 for INTEGER, whose values are ampy_random_below's), before
+ * rounding to the dtype. */
+AMPY_ELEM double ampy_random_value(int kind, uint64_t counter, uint64_t seed, double a, double b)
+{
+    uint32_t r[4];
+    ampy_philox4x32(counter, seed, r);
+    switch (kind) {
+    case AMPY_RANDOM_UNIFORM: return a + (b - a) * ampy_u32_to_unit(r[0]);
+    case AMPY_RANDOM_NORMAL: {
+        double u1 = ((double)r[0] + 1.0) / 4294967296.0; /* (0, 1] */
+        double u2 = (double)r[1] / 4294967296.0;
+        return a + b * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+    }
+    case AMPY_RANDOM_INTEGER: return 0.0;
+    default: return ampy_u32_to_unit(r[0]) < a ? 1.0 : 0.0;
+    }
+}
+
+/* The checks of ampy_fill_random and its CUDA twin. */
+static inline ampy_status ampy_fill_random_check_args(int dtype, int64_t n, int kind)
+{
+    if (!ampy_dtype_valid(dtype))
+        return ampy_error(AMPY_ERR_DTYPE, "fill_random: invalid dtype %d", dtype);
+    if (n < 0 || kind < 0 || kind > AMPY_RANDOM_BERNOULLI)
+        return ampy_error(AMPY_ERR_VALUE, "fill_random: bad kind %d or size %lld", kind,
+                          (long long)n);
+    return AMPY_OK;
+}
 
 /* Fill n contiguous elements of dst (any dtype; values rounded once to it).
  * For AMPY_RANDOM_INTEGER, a and b are ampy_random_int_pack(low, range): the

@@ -17,10 +17,9 @@ import pytest
 import ampy
 from ampy.amp import functional as F
 
-torch = pytest.importorskip("torch")
+from _helpers import NP_DTYPE as NP, bits, same_bits_or_both_nan
 
-NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
-TORCH = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+torch = pytest.importorskip("torch")
 
 
 def A(arr):
@@ -46,31 +45,8 @@ def TN(t):
     return t.numpy().copy()
 
 
-def bits(a):
-    a = np.asarray(a)
-    return a.view({8: np.uint64, 4: np.uint32, 2: np.uint16, 1: np.uint8}[a.dtype.itemsize])
-
-
-def same_bits_or_both_nan(a, b):
-    a32, b32 = np.asarray(a).astype(np.float32), np.asarray(b).astype(np.float32)
-    nan = np.isnan(a32)
-    return np.array_equal(nan, np.isnan(b32)) and np.array_equal(bits(a)[~nan], bits(b)[~nan])
-
-
 def f32(v):
     return A(np.array([v], np.float32))
-
-
-@pytest.fixture(params=["avx512", "avx512bf16", "portable"])
-def cpu_path(request):
-    """Run a test on the SIMD path, at the AVX512-BF16 level (where the CPU has
-    it) and again with the portable C forced."""
-    if request.param == "avx512bf16" and not ampy._C.cpu_info()["avx512_bf16"]:
-        pytest.skip("the CPU has no AVX512-BF16")
-    if request.param != "avx512":
-        ampy._C._set_cpu_level(request.param)
-    yield request.param
-    ampy._C._set_cpu_level(None)
 
 
 # ---- non-finite check + unscale --------------------------------------------------
@@ -99,7 +75,7 @@ def test_unscale_matches_torch(seed, inv, cpu_path):
     # torch needs one dtype per call: bucket as GradScaler does
     tg = [T(a) for a in arrays]
     tfound, tinv = torch.zeros(1), torch.full((1,), inv)
-    for dt in TORCH.values():
+    for dt in (torch.float32, torch.float16, torch.bfloat16):
         bucket = [g for g in tg if g.dtype == dt]
         if bucket:
             torch._amp_foreach_non_finite_check_and_unscale_(bucket, tfound, tinv)

@@ -22,18 +22,13 @@ import torch
 
 import ampy
 from ampy import _C
-from conftest import SHORT
+from _helpers import ALL_DTYPES, NP_DTYPE as NP, SHORT, bits
 
 # NumPy warns when it casts NaN/inf/overflowing values; those casts are the point here.
 pytestmark = pytest.mark.filterwarnings("ignore:.*encountered in cast:RuntimeWarning")
 
 U16 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
 BF16_NAN = 0x7FC0
-
-
-def bits(a):
-    a = np.asarray(a)
-    return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
 
 
 def acast(arr, dtype):
@@ -319,10 +314,7 @@ def test_threads(cpu_path, nthreads):
 
 
 # --------------------------------------------------------- all 64 dtype pairs
-NP = {ampy.float32: np.float32, ampy.float16: np.float16, ampy.bfloat16: ml_dtypes.bfloat16,
-      ampy.float64: np.float64, ampy.int64: np.int64, ampy.int32: np.int32,
-      ampy.uint8: np.uint8, ampy.bool: np.bool_}
-ALL = list(NP)
+ALL = ALL_DTYPES
 
 
 def _sample(dt):

@@ -8,7 +8,7 @@ from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import ampy
-from conftest import SHORT
+from _helpers import SHORT
 
 FLOATS = ["float32", "float16", "bfloat16", "float64"]
 NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16,

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import ampy
-from conftest import SHORT
+from _helpers import SHORT
 
 # Worst case measured over 3.4M float32 inputs (random bit patterns, dense
 # [-20, 20] and [-3.15, 3.15], tiny values, specials) is the bound: exp, log,

@@ -84,6 +84,12 @@ def bits(x):
     return a.view(_UINT[a.dtype.itemsize])
 
 
+def same_bits(a, b):
+    """a and b (see host_array) have one dtype, one shape and the same bits."""
+    a, b = host_array(a), host_array(b)
+    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(bits(a), bits(b))
+
+
 def same_bits_or_both_nan(a, b):
     """Same bits wherever a is a number, NaN exactly where a is NaN (any payload)."""
     a, b = host_array(a), host_array(b)

@@ -10,6 +10,8 @@ import torch.utils.dlpack
 
 import ampy
 
+from _helpers import bits
+
 PAIRS = [(ampy.float32, torch.float32), (ampy.float16, torch.float16),
          (ampy.bfloat16, torch.bfloat16), (ampy.float64, torch.float64),
          (ampy.int64, torch.int64), (ampy.int32, torch.int32), (ampy.uint8, torch.uint8),
@@ -25,13 +27,6 @@ def _src(tdt, shape=(3, 5)):
     return torch.randint(0, 100, shape, generator=g).to(tdt)
 
 
-def _bits(t):
-    t = t.detach()
-    if t.dtype in (torch.float16, torch.bfloat16):
-        return t.view(torch.int16).numpy().copy()
-    return t.numpy().copy()
-
-
 @pytest.mark.parametrize("adt,tdt", PAIRS, ids=[str(p[1]) for p in PAIRS])
 def test_torch_to_ampy_zero_copy(adt, tdt):
     src = _src(tdt)
@@ -40,7 +35,7 @@ def test_torch_to_ampy_zero_copy(adt, tdt):
     assert a.data_ptr() == src.data_ptr()
     back = torch.from_dlpack(a)
     assert back.data_ptr() == src.data_ptr()
-    np.testing.assert_array_equal(_bits(back), _bits(src))
+    np.testing.assert_array_equal(bits(back), bits(src))
 
 
 @pytest.mark.parametrize("adt,tdt", PAIRS, ids=[str(p[1]) for p in PAIRS])
@@ -48,7 +43,7 @@ def test_ampy_to_torch_zero_copy(adt, tdt):
     a = ampy.from_dlpack(_src(tdt)).clone()  # memory owned by ampy
     t = torch.from_dlpack(a)
     assert t.dtype == tdt and t.data_ptr() == a.data_ptr()
-    np.testing.assert_array_equal(_bits(t), _bits(torch.from_dlpack(a)))
+    np.testing.assert_array_equal(bits(t), bits(torch.from_dlpack(a)))
 
 
 def test_writes_are_shared_both_ways():

@@ -16,21 +16,11 @@ import ampy
 from ampy import _C
 from ampy import _gemm as G
 
+from _helpers import TORCH_DTYPE as TORCH_DT, UNIT_ROUNDOFF as U_OUT, bits
+
 torch = pytest.importorskip("torch")
 
 DTYPES = [ampy.float32, ampy.float16, ampy.bfloat16]
-TORCH_DT = {ampy.float32: torch.float32, ampy.float16: torch.float16,
-            ampy.bfloat16: torch.bfloat16}
-U_OUT = {ampy.float32: 2.0**-24, ampy.float16: 2.0**-11, ampy.bfloat16: 2.0**-8}
-IMPLS = [i for i in ("portable", "avx2", "avx512", "avx512bf16", "amx")
-         if _C.gemm_impl_available(i)]
-
-
-@pytest.fixture(params=IMPLS)
-def impl(request):
-    _C.gemm_set_impl(request.param)
-    yield request.param
-    _C.gemm_set_impl("auto")
 
 
 def f64(t):
@@ -228,11 +218,6 @@ def test_strided_operands_read_in_place(impl, dtype):
     assert tuple(a.shape) == (45, 67) and tuple(b.shape) == (67, 30)
     check_close(G.mm(a, b), f64(a), f64(b), dtype)
     check_close(G.mm(b.T, a.T, out_dtype=ampy.float32), f64(b).T, f64(a).T, ampy.float32)
-
-
-def bits(t):
-    x = np.ascontiguousarray(t.numpy())
-    return x.view(np.uint32 if x.itemsize == 4 else np.uint16)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

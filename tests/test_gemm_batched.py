@@ -13,21 +13,11 @@ import pytest
 import ampy
 from ampy import _C
 
+from _helpers import IMPLS, TORCH_DTYPE as TORCH_DT, UNIT_ROUNDOFF as U_OUT
+
 torch = pytest.importorskip("torch")
 
 DTYPES = [ampy.float32, ampy.float16, ampy.bfloat16]
-TORCH_DT = {ampy.float32: torch.float32, ampy.float16: torch.float16,
-            ampy.bfloat16: torch.bfloat16}
-U_OUT = {ampy.float32: 2.0**-24, ampy.float16: 2.0**-11, ampy.bfloat16: 2.0**-8}
-IMPLS = [i for i in ("portable", "avx2", "avx512", "avx512bf16", "amx")
-         if _C.gemm_impl_available(i)]
-
-
-@pytest.fixture(params=IMPLS)
-def impl(request):
-    _C.gemm_set_impl(request.param)
-    yield request.param
-    _C.gemm_set_impl("auto")
 
 
 def f64(t):

@@ -28,6 +28,8 @@ import pytest
 import ampy
 from ampy.amp import functional as AF
 
+from _helpers import bits
+
 N = 2 ** 31 + 17
 LONG = os.environ.get("AMPY_TEST_LONG") == "1"
 GB = 1 << 30
@@ -72,11 +74,6 @@ def fill(view, pos, dtype):
         v = vals.astype(np.float32).astype(dtype)
     view[pos] = v
     return v
-
-
-def bits(a):
-    a = np.ascontiguousarray(a)
-    return a.view(np.uint8 if a.dtype.itemsize == 1 else f"u{a.dtype.itemsize}")
 
 
 def assert_same_bits(got, want, what):

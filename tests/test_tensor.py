@@ -11,11 +11,10 @@ from hypothesis.extra import numpy as hnp
 import ampy
 from ampy import _C
 
+from _helpers import TORCH_DTYPE as TORCH, bits
+
 DTYPES = [ampy.float32, ampy.float16, ampy.bfloat16, ampy.float64, ampy.int64, ampy.int32,
           ampy.uint8, ampy.bool]
-TORCH = {ampy.float32: torch.float32, ampy.float16: torch.float16,
-         ampy.bfloat16: torch.bfloat16, ampy.float64: torch.float64, ampy.int64: torch.int64,
-         ampy.int32: torch.int32, ampy.uint8: torch.uint8, ampy.bool: torch.bool}
 
 
 def to_torch(t):
@@ -23,11 +22,6 @@ def to_torch(t):
     if t.dtype is ampy.bfloat16:
         return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
     return torch.from_numpy(a.copy())
-
-
-def _bits(a):
-    a = np.ascontiguousarray(a)
-    return a.view(np.uint8).reshape(-1) if a.size else a.reshape(-1).view(np.uint8)
 
 
 def same(t, want):
@@ -38,7 +32,7 @@ def same(t, want):
     got = t.detach().numpy()
     assert tuple(t.shape) == want.shape, (t.shape, want.shape)
     assert got.dtype.itemsize == want.dtype.itemsize
-    assert np.array_equal(_bits(got), _bits(want)), (got, want)
+    assert np.array_equal(bits(got), bits(want)), (got, want)
 
 
 # ------------------------------------------------------------------- dtypes

@@ -3,7 +3,6 @@ result dtype), torch for promotion and half-precision arithmetic semantics,
 exact NumPy int64 for integer ops."""
 import math
 
-import ml_dtypes
 import numpy as np
 import pytest
 import torch
@@ -11,43 +10,21 @@ from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import ampy
-from _helpers import SHORT
+from _helpers import NP_DTYPE as NP, SHORT, TORCH_DTYPE as TORCH, ulp_distance
 
 FLOATS = ["float32", "float16", "bfloat16", "float64"]
 ALL = FLOATS + ["int64", "int32", "uint8", "bool"]
-NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
-      "float64": np.float64, "int64": np.int64, "int32": np.int32, "uint8": np.uint8,
-      "bool": np.bool_}
-TORCH = {n: getattr(torch, n) for n in ALL}
-BITS = {"float16": np.int16, "bfloat16": np.int16, "float32": np.int32, "float64": np.int64}
 
 
 def A(x, dtype):
     return ampy.tensor(np.asarray(x).astype(NP[dtype]))
 
 
-def ulp_dist(got, ref):
-    """Distance in units in the last place between two arrays of one float dtype;
-    NaN == NaN counts as 0, NaN vs a number as huge."""
-    dt = {np.dtype(np.float16): "float16", np.dtype(ml_dtypes.bfloat16): "bfloat16",
-          np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}[got.dtype]
-    ib = BITS[dt]
-    mask = np.iinfo(ib).max
-
-    def ordered(a):
-        i = np.ascontiguousarray(a).view(ib).astype(np.int64)
-        return np.where(i < 0, -(i & mask), i)
-
-    d = np.abs(ordered(got) - ordered(ref))
-    gn, rn = np.isnan(got.astype(np.float64)), np.isnan(ref.astype(np.float64))
-    return np.where(gn & rn, 0, np.where(gn | rn, 1 << 40, d))
-
-
 def check_close(got_t, ref64, dtype, ulps, atol=0.0):
     got = got_t.numpy()
     assert got.dtype == NP[dtype], (got.dtype, dtype)
     ref = np.asarray(ref64, dtype=np.float64).astype(NP[dtype])
-    d = ulp_dist(got, ref)
+    d = ulp_distance(got, ref)
     near = np.abs(got.astype(np.float64) - ref.astype(np.float64)) <= atol
     bad = (d > ulps) & ~near
     assert not bad.any(), (f"{bad.sum()} mismatches, e.g. got {got[bad][:4]} want "
@@ -120,7 +97,7 @@ def test_unary_half_vs_torch(name, dtype):
     got = getattr(ampy, name)(ampy.tensor(x.float().numpy()).to(dtype))
     w = want(x).float().numpy()
     g = got.float().numpy()
-    d = ulp_dist(got.numpy(), torch.tensor(w).to(TORCH[dtype]).view(torch.int16 if dtype !=
+    d = ulp_distance(got.numpy(), torch.tensor(w).to(TORCH[dtype]).view(torch.int16 if dtype !=
                  "float32" else torch.int32).numpy().view(got.numpy().dtype))
     # float32: torch uses Sleef vector approximations (gelu up to 4 ulp apart)
     tol = 4 if dtype == "float32" else 1
@@ -423,7 +400,7 @@ def test_large_threaded_matches_numpy():
     ampy.set_num_threads(2)
     assert np.array_equal((ampy.tensor(a) + ampy.tensor(b)).numpy(), a + b)
     assert np.array_equal(ampy.exp(ampy.tensor(a)).numpy(), torch.exp(torch.tensor(a)).numpy()) \
-        or ulp_dist(ampy.exp(ampy.tensor(a)).numpy(), np.exp(a.astype(np.float64)).astype(
+        or ulp_distance(ampy.exp(ampy.tensor(a)).numpy(), np.exp(a.astype(np.float64)).astype(
             np.float32)).max() <= 1
 
 

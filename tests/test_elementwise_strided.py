@@ -1,18 +1,16 @@
 """Element-wise ops and casts on transposed / permuted operands: the tiled
 traversal of csrc/iter.c (ampy_iter_run_ew), checked bit for bit against the
 same op on contiguous copies made by NumPy, at 1 and 2 threads."""
-import ml_dtypes
 import numpy as np
 import pytest
 import torch
 
 import ampy
 
+from _helpers import NP_DTYPE as NP
+
 FLOATS = ["float32", "float16", "bfloat16", "float64"]
 ALL = FLOATS + ["int64", "int32", "uint8", "bool"]
-NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
-      "float64": np.float64, "int64": np.int64, "int32": np.int32, "uint8": np.uint8,
-      "bool": np.bool_}
 
 # ---- transposed / permuted operands (tiled traversal) ----------------------------------------
 # The element-wise iterator walks transposed operands in 2-d tiles through a small buffer and

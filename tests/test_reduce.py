@@ -1,6 +1,5 @@
 """Reductions, softmax, scans, cat and stack vs NumPy float64 (rounded once to
 the result dtype) and torch (indices, NaN rules, dtype promotion)."""
-import ml_dtypes
 import numpy as np
 import pytest
 import torch
@@ -8,13 +7,9 @@ from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import ampy
-from _helpers import SHORT
+from _helpers import EPS, NP_DTYPE as NP, SHORT
 
 FLOATS = ["float32", "float16", "bfloat16", "float64"]
-NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
-      "float64": np.float64, "int64": np.int64, "int32": np.int32, "uint8": np.uint8,
-      "bool": np.bool_}
-EPS = {"float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7, "float64": 2.0**-52}
 
 
 def close_to_ref(got, ref64, dtype, ulps=1.0, scale=None):

@@ -21,13 +21,11 @@ from hypothesis import given, settings, strategies as st
 import ampy
 from ampy.serialization import CheckpointError
 
+from _helpers import ALL_DTYPES, NP_DTYPE as NP_OF
+
 ROOT = str(pathlib.Path(ampy.__file__).resolve().parent.parent)
 ENV = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
-NP_OF = {ampy.float32: np.float32, ampy.float16: np.float16, ampy.bfloat16: ml_dtypes.bfloat16,
-         ampy.float64: np.float64, ampy.int64: np.int64, ampy.int32: np.int32,
-         ampy.uint8: np.uint8, ampy.bool: np.bool_}
-ALL_DTYPES = list(NP_OF)
 
 
 def random_bits(dtype, shape, rs):

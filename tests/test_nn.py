@@ -10,17 +10,11 @@ import ampy
 from ampy import nn
 from ampy.nn import functional as F
 
+from _helpers import TORCH_DTYPE as TORCH_DT
+
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
 
-HAS_AUTOGRAD = hasattr(ampy, "autograd") and hasattr(ampy.Tensor, "backward")
-needs_autograd = pytest.mark.skipif(not HAS_AUTOGRAD, reason="ampy.autograd not in this build")
-needs_gemm = pytest.mark.skipif(getattr(getattr(ampy, "_gemm", None), "linear", None) is None
-                                and not hasattr(ampy, "linear"), reason="ampy._gemm not built")
-needs_math = pytest.mark.skipif(not hasattr(ampy, "relu"), reason="ampy._math not built")
-
-TORCH_DT = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
-            "float64": torch.float64}
 TOL = {"float32": (2e-5, 2e-6), "float64": (1e-12, 1e-12), "float16": (2e-2, 2e-3),
        "bfloat16": (5e-2, 1e-2)}
 
@@ -57,7 +51,6 @@ def backward(out, grad):
 
 
 # ------------------------------------------------------------------ layer_norm
-@needs_autograd
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
 @pytest.mark.parametrize("shape,norm", [((6, 33), (33,)), ((3, 4, 40), (40,)),
                                         ((2, 5, 6, 7), (6, 7)), ((4, 1), (1,))])
@@ -83,7 +76,6 @@ def test_layer_norm_forward_backward(dtype, shape, norm):
     assert aw.grad.dtype is aw.dtype
 
 
-@needs_autograd
 def test_layer_norm_no_affine_and_mixed_weight_dtype():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((8, 50))
@@ -128,7 +120,6 @@ def test_layer_norm_portable_path_matches_simd():
 
 
 # --------------------------------------------------------------- cross_entropy
-@needs_autograd
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("weighted,ls", [(False, 0.0), (True, 0.0), (False, 0.1), (True, 0.25)])
@@ -152,7 +143,6 @@ def test_cross_entropy(dtype, reduction, weighted, ls):
     close(ax.grad, tx.grad, dtype)
 
 
-@needs_autograd
 def test_cross_entropy_kdim_1d_ignore_all_and_module():
     rng = np.random.default_rng(3)
     x = rng.standard_normal((2, 5, 3, 4))
@@ -194,7 +184,6 @@ def test_cross_entropy_bad_targets_leave_inputs():
     np.testing.assert_array_equal(x.numpy(), before)
 
 
-@needs_autograd
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_nll_loss(reduction):
     rng = np.random.default_rng(4)
@@ -213,7 +202,6 @@ def test_nll_loss(reduction):
 
 
 # ------------------------------------------------------------------ embedding
-@needs_autograd
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 def test_embedding(dtype):
     rng = np.random.default_rng(5)
@@ -244,7 +232,6 @@ def test_embedding_module_and_bad_index():
 
 
 # -------------------------------------------------------------------- mse_loss
-@needs_autograd
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_mse_loss(dtype, reduction):
@@ -296,7 +283,6 @@ def test_dropout_modes_and_errors():
     assert set(np.unique(h)) <= {0, np.float16(1 / np.float16(0.9))}
 
 
-@needs_autograd
 def test_dropout_backward_uses_the_mask():
     ampy.manual_seed(9)
     x = ampy.randn(1000, requires_grad=True)
@@ -510,9 +496,6 @@ def test_init_constants_and_default_layer_init():
 
 
 # ---------------------------------------------- modules built on math and GEMM
-@needs_autograd
-@needs_gemm
-@needs_math
 @pytest.mark.parametrize("act", ["ReLU", "GELU", "Tanh", "Sigmoid"])
 def test_mlp_matches_torch(act):
     tm = torch.nn.Sequential(torch.nn.Linear(12, 16), getattr(torch.nn, act)(),

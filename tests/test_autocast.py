@@ -1,6 +1,6 @@
 """ampy.autocast vs torch.autocast (CPU, side by side), and ampy's own rules.
 
-- every op of the policy table that ampy has: output dtype under autocast
+- every op of the policy table with a case here: output dtype under autocast
   equals torch's, for float32/float16/bfloat16/float64 inputs and both
   autocast dtypes (a case whose op is not in ampy's table fails);
 - the CUDA lists are checked on the table (no GPU here) and through the hook

@@ -268,6 +268,7 @@ def test_round_trip_random_trees(obj):
 
 # ======================================================= (b) safetensors interop
 def test_safetensors_package_reads_ampy_files(tmp_path):
+    pytest.importorskip("safetensors", reason="safetensors is not installed (test extra)")
     from safetensors import safe_open
     from safetensors.numpy import load_file
     rs = np.random.RandomState(2)
@@ -297,6 +298,7 @@ def test_safetensors_package_reads_ampy_files(tmp_path):
 
 
 def test_ampy_reads_safetensors_package_files(tmp_path):
+    pytest.importorskip("safetensors", reason="safetensors is not installed (test extra)")
     from safetensors.numpy import save_file
     rs = np.random.RandomState(3)
     arrays = {

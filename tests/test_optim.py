@@ -289,14 +289,10 @@ def test_zero_grad_closure_and_scheduler():
     assert lam.get_last_lr() == [0.5]
 
 
-@pytest.mark.skipif(not (hasattr(ampy, "amp") and hasattr(ampy.amp, "GradScaler")),
-                    reason="GradScaler not in this build")
 def test_with_grad_scaler_fused_protocol():
     p = nn.Parameter(ampy.ones(4))
     o = optim.SGD([p], lr=0.5)
     scaler = ampy.amp.GradScaler("cpu", init_scale=8.0)
-    scaler._lazy_init_scale_growth_tracker if hasattr(scaler, "_lazy_init_scale_growth_tracker") \
-        else None
     scaler.scale(ampy.ones(()))
     p.grad = ampy.full((4,), 8.0)
     scaler.step(o)

@@ -19,7 +19,9 @@ release the GIL, separate GradScalers in separate threads do not interfere.
 """
 import asyncio
 import contextlib
+import hashlib
 import math
+import os
 import sys
 import threading
 import time
@@ -364,37 +366,48 @@ def test_long_kernel_releases_gil(kernels, name):
     assert frac > 0.2, f"{name}: counter ran at only {frac:.2f} of its rate (GIL held?)"
 
 
+def _two_thread_ratio(work):
+    """Wall time of two threads each running work() over the time of one run."""
+    t0 = time.perf_counter()
+    work()
+    one = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    _run_threads([work, work])
+    return (time.perf_counter() - t0) / one
+
+
 def test_two_threads_speed_up(kernels):
     """Two threads running GEMMs at num_threads=1 finish 2x the work in well
-    under 2x the time (best of several tries; skipped on a single core)."""
-    import os
-    cpus = os.cpu_count() or 1
-    if cpus < 2:
+    under 2x the time (best of several tries). The control is hashlib.sha256 over
+    16 MB, a C loop that runs without the GIL, measured in the same tries: when it
+    never gets below 1.5x, the machine has no free core to show a speed-up on
+    and the test skips (a measured condition of the machine, not of ampy)."""
+    if (os.cpu_count() or 1) < 2:
         pytest.skip("needs 2 cores")
-    if os.getloadavg()[0] > cpus - 0.5:
-        pytest.skip(f"machine busy (load {os.getloadavg()[0]:.1f} on {cpus} CPUs): no free "
-                    "core to measure a speed-up; test_long_kernel_releases_gil still checks "
-                    "that the GIL is released")
     fn = kernels["gemm f32"]
-    reps = 6
+    data = bytes(16 << 20)
 
-    def work():
-        for _ in range(reps):
+    def gemms():
+        for _ in range(6):
             fn()
 
-    best = math.inf
-    for _ in range(4):
-        t0 = time.perf_counter()
-        work()
-        one = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        _run_threads([work, work])
-        two = time.perf_counter() - t0
-        best = min(best, two / one)
+    def hashes():
+        for _ in range(8):
+            hashlib.sha256(data).digest()
+
+    best = control = math.inf
+    for _ in range(6):
+        control = min(control, _two_thread_ratio(hashes))
+        best = min(best, _two_thread_ratio(gemms))
         if best < 1.5:
             break
     # serial would be 2.0; a held GIL cannot go below it
-    assert best < 1.8, f"2 threads took {best:.2f}x the time of 1 for 2x the work"
+    if best >= 1.8 and control >= 1.5:
+        pytest.skip(f"no free core: two threads of a GIL-free C loop took {control:.2f}x "
+                    "the time of one for 2x the work; test_long_kernel_releases_gil still "
+                    "checks that the GIL is released")
+    assert best < 1.8, (f"2 threads took {best:.2f}x the time of 1 for 2x the work (a GIL-free "
+                        f"C loop: {control:.2f}x)")
 
 
 # ------------------------------------------------------- (c) GradScalers

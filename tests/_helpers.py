@@ -1,12 +1,15 @@
 """Helpers shared by the test files: bit views, dtype maps, ulp distances and
 machine epsilons, the CPU levels and GEMM implementations this machine can force,
-and the markers for GPU-only and long tests.
+the markers for GPU-only and long tests, and the CPU-against-CUDA comparisons of
+the GPU cases.
 
 The fixtures built on these (``cpu_path``, ``impl``) are in conftest.py, so every
 test file gets them without an import.
 """
+import contextlib
 import os
 import sys
+import warnings
 
 import ml_dtypes
 import numpy as np
@@ -52,6 +55,7 @@ NP_DTYPE = DtypeMap(float32=np.float32, float16=np.float16, bfloat16=ml_dtypes.b
                     bool=np.bool_)
 ALL_DTYPES = tuple(AMPY_DTYPE[n] for n in DTYPE_NAMES)
 FLOAT_DTYPES = tuple(AMPY_DTYPE[n] for n in FLOAT_NAMES)
+HALF_DTYPES = (ampy.float16, ampy.bfloat16)
 
 try:
     import torch
@@ -162,3 +166,73 @@ def long_run(why):
         fn = pytest.mark.skipif(not LONG, reason=f"{why}: set AMPY_TEST_LONG=1")(fn)
         return pytest.mark.slow(fn)
     return mark
+
+
+# ---- CPU against CUDA (the GPU cases of each concern file) -------------------------------
+
+HAS_TORCH_CUDA = bool(torch is not None and torch.cuda.is_available())
+requires_torch_cuda = pytest.mark.skipif(not HAS_TORCH_CUDA, reason="torch has no CUDA here")
+"""For the GPU cases compared with torch on the GPU (with requires_cuda)."""
+
+
+def sample(shape, dt, seed=0, specials=True):
+    """A CPU tensor of dtype dt: normal values times 3, led by 0, -0, +-inf, NaN,
+    +-1, 0.5, 1e-30, +-80 and 2.5 when `specials` (and the tensor has 12 elements);
+    for integer dtypes the values times 10, rounded, finite and in range."""
+    rng = np.random.default_rng(seed)
+    a = (rng.standard_normal(int(np.prod(shape))) * 3).astype(np.float64)
+    if specials and a.size >= 12:
+        a[:12] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, 1e-30, 80.0, -80.0, 2.5]
+    if dt in (ampy.int64, ampy.int32, ampy.uint8):
+        a = np.nan_to_num(np.round(a * 10), posinf=7, neginf=-7)
+        a = a % (200 if dt is ampy.uint8 else 1e9)
+    return ampy.from_numpy(a.reshape(shape)).to(dt)
+
+
+def host_f64(t):
+    """An ampy tensor on the host as float64 NumPy (bool stays bool)."""
+    t = t.detach().cpu()
+    return t.double().numpy() if t.dtype is not ampy.bool else t.numpy()
+
+
+def assert_same_bits(got, want):
+    np.testing.assert_array_equal(bits(got), bits(want))
+
+
+def assert_close_ulps(got, want, dt, ulps=8):
+    """Within ulps machine epsilons of dt, relative and absolute (NaN equals NaN)."""
+    e = EPS.get(dt, 0.0) * ulps
+    np.testing.assert_allclose(host_f64(got), host_f64(want), equal_nan=True, rtol=e, atol=e)
+
+
+@contextlib.contextmanager
+def sync_checks(on=True):
+    """ampy.cuda.set_sync_checks(on) for a with-block."""
+    prev = ampy.cuda.get_sync_checks()
+    ampy.cuda.set_sync_checks(on)
+    try:
+        yield
+    finally:
+        ampy.cuda.set_sync_checks(prev)
+
+
+@contextlib.contextmanager
+def no_cpu_fallback():
+    """The CPU fallback's RuntimeWarning (an op without a CUDA kernel) becomes an
+    error in the with-block."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        yield
+
+
+def grads_cpu_gpu(fn, *inputs, need=None):
+    """Run fn on CPU and CUDA copies of inputs and backpropagate the float sum of
+    the output; returns ((out_cpu, grads_cpu), (out_gpu, grads_gpu))."""
+    res = []
+    for dev in ("cpu", "cuda"):
+        ts = [t.to(dev).detach().requires_grad_(need is None or need[i]) if
+              (t.dtype.is_floating_point) else t.to(dev) for i, t in enumerate(inputs)]
+        out = fn(*ts)
+        (out.float().sum() if out.dim() else out.float()).backward()
+        res.append((out, [t.grad for t in ts if t.dtype.is_floating_point]))
+    return res

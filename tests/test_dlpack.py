@@ -1,6 +1,6 @@
-"""DLPack interop on the CPU: zero-copy round trips with torch and NumPy, both
-capsule versions, lifetimes, and the protocol's error cases. (CUDA DLPack is
-in test_cuda.py.)"""
+"""DLPack interop: zero-copy round trips with torch and NumPy, both capsule
+versions, lifetimes, and the protocol's error cases; on a GPU, CUDA DLPack and
+__cuda_array_interface__ with torch CUDA tensors."""
 import gc
 
 import numpy as np
@@ -10,7 +10,7 @@ import torch.utils.dlpack
 
 import ampy
 
-from _helpers import bits
+from _helpers import HAS_TORCH_CUDA, bits, requires_cuda, requires_torch_cuda
 
 PAIRS = [(ampy.float32, torch.float32), (ampy.float16, torch.float16),
          (ampy.bfloat16, torch.bfloat16), (ampy.float64, torch.float64),
@@ -142,3 +142,31 @@ def test_many_round_trips_do_not_leak():
     grown = sum(s.size_diff for s in tracemalloc.take_snapshot().compare_to(snap0, "filename"))
     tracemalloc.stop()
     assert grown < 200_000
+
+
+# ================================================================ CUDA
+# DLPack and __cuda_array_interface__ on a GPU against the CPU and torch CUDA tensors;
+# skipped without a GPU.
+
+@requires_cuda
+@requires_torch_cuda
+def test_dlpack_cuda_zero_copy_both_ways():
+    t = torch.arange(12.0, device="cuda").reshape(3, 4)
+    a = ampy.from_dlpack(t)
+    assert a.is_cuda and a.data_ptr() == t.data_ptr()
+    back = torch.from_dlpack(a)
+    assert back.device.type == "cuda" and back.data_ptr() == t.data_ptr()
+    g = ampy.ones(5, device="cuda")
+    tg = torch.from_dlpack(g)
+    tg.add_(1)
+    assert g.tolist() == [2.0] * 5
+
+
+@requires_cuda
+def test_cuda_array_interface():
+    g = ampy.arange(6.0).cuda()
+    cai = g.__cuda_array_interface__
+    assert cai["version"] == 3 and cai["shape"] == (6,) and cai["typestr"] == "<f4"
+    assert cai["data"][0] == g.data_ptr()
+    if HAS_TORCH_CUDA:
+        assert torch.as_tensor(g, device="cuda").tolist() == g.tolist()

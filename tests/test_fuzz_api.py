@@ -32,8 +32,7 @@ import ampy
 import ampy.nn.functional as AF
 from ampy.amp import functional as AMPF
 
-from _helpers import (LONG, AMPY_DTYPE as AD, NP_DTYPE as NP, TORCH_DTYPE as TD, bits,
-                      same_bits)
+from _helpers import AMPY_DTYPE as AD, LONG, NP_DTYPE as NP, TORCH_DTYPE as TD, bits, same_bits
 
 settings.register_profile(
     "ampy_fuzz_ci", max_examples=60, deadline=None, derandomize=True, database=None,

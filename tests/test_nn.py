@@ -10,7 +10,8 @@ import ampy
 from ampy import nn
 from ampy.nn import functional as F
 
-from _helpers import TORCH_DTYPE as TORCH_DT
+from _helpers import (TORCH_DTYPE as TORCH_DT, assert_close_ulps, assert_same_bits, grads_cpu_gpu,
+                      requires_cuda, sample, sync_checks)
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
@@ -512,3 +513,99 @@ def test_mlp_matches_torch(act):
     al.backward()
     for (n, ap), (_, tp) in zip(am.named_parameters(), tm.named_parameters()):
         close(ap.grad, tp.grad)
+
+
+# ================================================================ CUDA
+# The nn kernels and Philox dropout (cuda/nn.cu) on a GPU against the CPU;
+# skipped without a GPU.
+
+@requires_cuda
+@pytest.mark.parametrize("dt", [ampy.float32, ampy.float16, ampy.bfloat16, ampy.float64])
+@pytest.mark.parametrize("n", [1, 7, 768, 1500])
+def test_cuda_layer_norm_fwd_bwd_vs_cpu(dt, n):
+    x = sample((13, n), dt, 7, specials=False)
+    w = sample((n,), dt, 8, specials=False)
+    b = sample((n,), dt, 9, specials=False)
+    (oc, gc), (og, gg) = grads_cpu_gpu(lambda x, w, b: F.layer_norm(x, (n,), w, b), x, w, b)
+    assert_close_ulps(og, oc, dt, ulps=4)
+    for a, c in zip(gg, gc):
+        assert_close_ulps(a, c, dt, ulps=64 if n > 1 else 4)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", [ampy.float32, ampy.float16, ampy.bfloat16, ampy.float64])
+@pytest.mark.parametrize("red", ["mean", "sum", "none"])
+@pytest.mark.parametrize("ls,weighted", [(0.0, False), (0.1, True)])
+def test_cuda_cross_entropy_and_nll_vs_cpu(dt, red, ls, weighted):
+    M, C = 50, 1000
+    x = sample((M, C), dt, 10, specials=False)
+    t = ampy.from_numpy(np.random.default_rng(11).integers(0, C, M))
+    t[3] = -100  # ignore_index
+    w = sample((C,), dt, 12, specials=False).abs() if weighted else None
+    for fn in (lambda x: F.cross_entropy(x, t.to(x.device), weight=None if w is None else
+                                         w.to(x.device), reduction=red, label_smoothing=ls),
+               lambda x: F.nll_loss(F.log_softmax(x, 1), t.to(x.device), weight=None if w is None
+                                    else w.to(x.device), reduction=red)):
+        (oc, gc), (og, gg) = grads_cpu_gpu(fn, x)
+        assert_close_ulps(og, oc, dt, ulps=16)
+        assert_close_ulps(gg[0], gc[0], dt, ulps=16)
+    bad = t.clone()
+    bad[0] = C
+    loss = F.cross_entropy(x.cuda(), bad.cuda())  # deferred check: no wait here
+    with pytest.raises((IndexError, RuntimeError), match=f"Target {C} is out of bounds"):
+        loss.cpu()
+    with sync_checks(True), pytest.raises(IndexError, match=f"^Target {C} is out of bounds.$"):
+        F.cross_entropy(x.cuda(), bad.cuda())
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", [ampy.float32, ampy.float16, ampy.bfloat16, ampy.float64])
+@pytest.mark.parametrize("red", ["mean", "sum", "none"])
+def test_cuda_mse_loss_vs_cpu(dt, red):
+    x, y = sample((33, 65), dt, 16, specials=False), sample((33, 65), dt, 17, specials=False)
+    (oc, gc), (og, gg) = grads_cpu_gpu(lambda x, y: F.mse_loss(x, y, reduction=red), x, y)
+    if red == "none":
+        assert_same_bits(og, oc)  # element math identical; only the sums' order differs
+    else:
+        assert_close_ulps(og, oc, dt, ulps=2)
+    for a, c in zip(gg, gc):
+        assert_same_bits(a, c)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", [ampy.float32, ampy.float16, ampy.bfloat16])
+def test_cuda_embedding_fwd_bwd_bitwise(dt):
+    V, D = 100, 64
+    w = sample((V, D), dt, 13, specials=False)
+    idx = ampy.from_numpy(np.random.default_rng(14).integers(0, V, (8, 33)))
+    (oc, gc), (og, gg) = grads_cpu_gpu(lambda w: F.embedding(idx.to(w.device), w,
+                                                              padding_idx=5), w)
+    assert_same_bits(og, oc)
+    assert_same_bits(gg[0], gc[0])  # rows added in index order on both sides
+    out = F.embedding(ampy.tensor([0, V]).cuda(), w.cuda())  # deferred check
+    with pytest.raises((IndexError, RuntimeError), match="index out of range in self"):
+        ampy.cuda.synchronize()
+    with sync_checks(True), pytest.raises(IndexError, match="^index out of range in self$"):
+        F.embedding(ampy.tensor([0, V]).cuda(), w.cuda())
+    del out
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", [ampy.float32, ampy.float16, ampy.bfloat16, ampy.float64])
+def test_cuda_dropout_mask_and_values_match_cpu(dt):
+    x = sample((64, 257), dt, 15, specials=False)
+    ampy.manual_seed(123)
+    c = F.dropout(x, 0.3)
+    ampy.manual_seed(123)
+    g = F.dropout(x.cuda(), 0.3)
+    assert_same_bits(g, c)  # same Philox draws, same mask-and-scale rounding
+
+
+@requires_cuda
+def test_cuda_embedding_backward_many_repeats_bitwise():
+    V, D = 7, 96  # few rows, long segments after the device sort
+    w = sample((V, D), ampy.float16, 39, specials=False)
+    idx = ampy.from_numpy(np.random.default_rng(40).integers(0, V, (64, 50)))
+    (oc, gc), (og, gg) = grads_cpu_gpu(lambda w: F.embedding(idx.to(w.device), w), w)
+    assert_same_bits(og, oc)
+    assert_same_bits(gg[0], gc[0])

@@ -7,7 +7,8 @@ from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import ampy
-from _helpers import EPS, NP_DTYPE as NP, SHORT
+from _helpers import (EPS, FLOAT_DTYPES, NP_DTYPE as NP, SHORT, assert_close_ulps,
+                      assert_same_bits, requires_cuda, sample)
 
 FLOATS = ["float32", "float16", "bfloat16", "float64"]
 
@@ -271,3 +272,113 @@ def test_bad_inputs(k):
     fn, exc, msg = ERRORS[k]
     with pytest.raises(exc, match=msg):
         fn()
+
+
+# ================================================================ CUDA
+# Reductions, softmax, scans, cat and stack (cuda/reduce.cu) on a GPU against the CPU;
+# skipped without a GPU.
+
+@requires_cuda
+def test_cuda_cat_stack_on_device():
+    a, b = sample((3, 5), ampy.float32, 20), sample((2, 5), ampy.float16, 21)
+    g = ampy.cat([a.cuda(), b.cuda()], 0)
+    assert g.is_cuda
+    assert_same_bits(g, ampy.cat([a, b], 0))
+    assert_same_bits(ampy.stack([a.cuda(), a.cuda()], 1), ampy.stack([a, a], 1))
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", list(FLOAT_DTYPES) + [ampy.int64, ampy.bool])
+@pytest.mark.parametrize("dims,keep", [(None, False), (0, False), (1, True), ((0, 2), False),
+                                       (-1, False)])
+def test_cuda_reductions_vs_cpu(dt, dims, keep):
+    x = sample((6, 7, 129), dt, 5, specials=False)
+    g = x.cuda()
+    ops = ["sum", "prod", "amax", "amin", "all", "any"]
+    if dt.is_floating_point:
+        ops += ["mean", "var", "std", "norm", "logsumexp"]
+    for name in ops:
+        kw = {}
+        if name in ("amax", "amin"):
+            kw = dict(dim=() if dims is None else dims, keepdim=keep)
+        elif name == "logsumexp":
+            kw = dict(dim=(0, 1, 2) if dims is None else dims, keepdim=keep)
+        elif name == "norm":
+            kw = dict(dim=dims, keepdim=keep)
+        elif name in ("all", "any") and isinstance(dims, tuple):
+            kw = dict(dim=dims[0], keepdim=keep)
+        elif dims is not None:
+            kw = dict(dim=dims, keepdim=keep)
+        c = getattr(ampy, name)(x, **kw)
+        r = getattr(ampy, name)(g, **kw)
+        assert r.is_cuda and r.dtype is c.dtype and tuple(r.shape) == tuple(c.shape), name
+        if name in ("amax", "amin", "all", "any") or not dt.is_floating_point:
+            assert_same_bits(r, c)
+        else:  # double accumulation in another order: at most 1 ulp of the result
+            assert_close_ulps(r, c, c.dtype, ulps=2)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", [ampy.float32, ampy.float16, ampy.int64])
+def test_cuda_split_reductions_vs_cpu(dt):
+    """Few outputs over many elements (several blocks per output) and column
+    sums (a thread per output and chunk): both paths of cuda/reduce.cu."""
+    x = sample((1 << 20,), dt, 18, specials=False)
+    g = x.cuda()
+    for name in ("sum", "amax", "amin", "argmax", "argmin", "any", "all") + (
+            ("mean", "norm") if dt.is_floating_point else ()):
+        c, r = getattr(ampy, name)(x), getattr(ampy, name)(g)
+        if name in ("sum", "mean", "norm") and dt.is_floating_point:
+            assert_close_ulps(r, c, c.dtype, ulps=2)
+        else:
+            assert_same_bits(r, c)
+    m = x.reshape(4096, 256)
+    for dim in (0, 1):
+        assert_close_ulps(ampy.sum(m.cuda(), dim), ampy.sum(m, dim), dt, ulps=2) if dt.is_floating_point \
+            else assert_same_bits(ampy.sum(m.cuda(), dim), ampy.sum(m, dim))
+        cv, ci = ampy.max(m, dim)
+        gv, gi = ampy.max(m.cuda(), dim)
+        assert_same_bits(gv, cv)
+        assert gi.cpu().tolist() == ci.tolist()
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", FLOAT_DTYPES)
+def test_cuda_max_min_argmax_with_nan_and_ties(dt):
+    a = np.array([[1.0, 3.0, 3.0, -2.0], [np.nan, 5.0, np.nan, 1.0], [2.0, 2.0, 2.0, 2.0]])
+    x = ampy.from_numpy(a).to(dt)
+    g = x.cuda()
+    for d in (0, 1):
+        cv, ci = ampy.max(x, d)
+        gv, gi = ampy.max(g, d)
+        assert_same_bits(gv, cv)
+        assert gi.cpu().tolist() == ci.tolist()
+        assert ampy.argmax(g, d).cpu().tolist() == ampy.argmax(x, d).tolist()
+        assert ampy.argmin(g, d).cpu().tolist() == ampy.argmin(x, d).tolist()
+    with pytest.raises(IndexError):
+        ampy.amax(ampy.empty(0, 3).cuda())
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", FLOAT_DTYPES)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("log", [False, True])
+def test_cuda_softmax_vs_cpu(dt, dim, log):
+    x = sample((9, 17, 300), dt, 6, specials=False)
+    f = ampy.log_softmax if log else ampy.softmax
+    c, g = f(x, dim), f(x.cuda(), dim)
+    assert_close_ulps(g, c, dt, ulps=8)
+    xt = x.transpose(0, 2)  # strided lines
+    assert_close_ulps(f(xt.cuda(), 1), f(xt, 1), dt, ulps=8)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", list(FLOAT_DTYPES) + [ampy.int64, ampy.bool])
+def test_cuda_cumsum_cumprod_bitwise(dt):
+    """One thread per line, in order, double (int64) accumulation: the CPU's bits."""
+    x = sample((5, 300, 3), dt, 19, specials=False)
+    if dt.is_floating_point:
+        x = x / 16
+    for f in (ampy.cumsum, ampy.cumprod):
+        for d in (0, 1, -1):
+            assert_same_bits(f(x.cuda(), d), f(x, d))

@@ -19,6 +19,8 @@ from hypothesis import given, settings, strategies as st
 
 import ampy
 from ampy import _dispatch
+
+from _helpers import requires_cuda
 from strided_layouts import (FLOAT_NAMES, JUNK, KINDS, Layout, as_np, contiguous,
                              fixed_layout, input_dtype, layouts, strided, to_torch,
                              torch_strided, values)
@@ -481,7 +483,7 @@ def test_dropout_backward_of_sum(layout):
     np.testing.assert_array_equal(x.grad.numpy(), keep * 2.0)
 
 
-@pytest.mark.skipif(not ampy.cuda.is_available(), reason="needs a CUDA GPU")
+@requires_cuda
 @pytest.mark.parametrize("kind", [k for k in KINDS if k != "zero"] + ["zero"])
 def test_to_device_strided(kind):
     """to_device (the op behind .to('cuda') / .cpu()) on every layout, both ways."""

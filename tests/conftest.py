@@ -12,10 +12,11 @@ from _helpers import CPU_LEVELS, HAS_CUDA, IMPLS, cpu_level_missing
 try:
     from hypothesis import HealthCheck, settings
 
-    settings.register_profile("ci", max_examples=60, deadline=None,
-                              suppress_health_check=[HealthCheck.too_slow])
+    # function_scoped_fixture: cpu_path sets the CPU level once for all examples
+    QUIET = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+    settings.register_profile("ci", max_examples=60, deadline=None, suppress_health_check=QUIET)
     settings.register_profile("short", max_examples=15, deadline=None,
-                              suppress_health_check=[HealthCheck.too_slow])
+                              suppress_health_check=QUIET)
     settings.load_profile("short" if os.environ.get("AMPY_TEST_SHORT") else "ci")
 except ImportError:  # pragma: no cover
     pass

@@ -16,7 +16,7 @@ _DTS = ["float32", "float16", "bfloat16"]
 @pytest.mark.parametrize("shape", [(4096, 96), (7, 3), (1, 1), (0, 5), (5, 0), (300, 1),
                                    (33, 1100)])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_colsum_same_bits_as_sum0(dt, shape, threads):
+def test_colsum_same_bits_as_sum0(dt, shape, threads, cpu_path):
     rng = np.random.default_rng(sum(shape))
     old = ampy.get_num_threads()
     ampy.set_num_threads(threads)
@@ -46,7 +46,7 @@ def test_colsum_bad_input():
 
 
 @pytest.mark.parametrize("dt", _DTS)
-def test_linear_bias_grad_matches_sum(dt):
+def test_linear_bias_grad_matches_sum(dt, cpu_path):
     dtype = getattr(ampy, dt)
     rng = np.random.default_rng(3)
     x = ampy.tensor(rng.standard_normal((4, 50, 24)).astype(np.float32)).to(dtype)

@@ -116,7 +116,7 @@ BINARY = {
 
 
 @given(data=st.data())
-def test_binary_broadcast_float(data):
+def test_binary_broadcast_float(data, cpu_path):
     name = data.draw(st.sampled_from(sorted(BINARY)))
     da, db = data.draw(st.sampled_from(FLOATS)), data.draw(st.sampled_from(FLOATS))
     shapes = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4,
@@ -234,7 +234,7 @@ INT_OPS = {
 
 @pytest.mark.parametrize("dtype", ["int64", "int32", "uint8"])
 @pytest.mark.parametrize("name", sorted(INT_OPS))
-def test_integer_ops_exact(name, dtype):
+def test_integer_ops_exact(name, dtype, cpu_path):
     rng = np.random.default_rng(3)
     info = np.iinfo(NP[dtype])
     lo, hi = (max(info.min, -10**6), min(info.max, 10**6)) if dtype != "uint8" else (0, 255)
@@ -282,7 +282,7 @@ def test_bool_ops():
 
 
 # ---- ternary ops, activations, clamp --------------------------------------------------
-def test_where_lerp_addcmul_addcdiv():
+def test_where_lerp_addcmul_addcdiv(cpu_path):
     rng = np.random.default_rng(6)
     a, b, c = (rng.normal(size=(4, 5)).astype(np.float32) for _ in range(3))
     ta, tb, tc = ampy.tensor(a), ampy.tensor(b), ampy.tensor(c)
@@ -300,7 +300,7 @@ def test_where_lerp_addcmul_addcdiv():
         assert np.allclose(g, w2, rtol=1e-6, atol=1e-6), op
 
 
-def test_clamp_forms_and_nan():
+def test_clamp_forms_and_nan(cpu_path):
     x = ampy.tensor([-2.0, -0.5, float("nan"), 0.5, 3.0])
     tx = torch.tensor([-2.0, -0.5, float("nan"), 0.5, 3.0])
     for lo, hi in ((-1, 1), (None, 0.0), (0, None), (1.0, -1.0)):
@@ -317,7 +317,7 @@ def test_clamp_forms_and_nan():
         ampy.clamp(x)
 
 
-def test_nan_inf_propagation():
+def test_nan_inf_propagation(cpu_path):
     nan, inf = float("nan"), float("inf")
     a = ampy.tensor([nan, 1.0, -inf, inf, 0.0])
     b = ampy.tensor([0.0, nan, 0.0, 1.0, -0.0])
@@ -395,7 +395,7 @@ def test_half_paths_agree(dtype, cpu_path):
     assert np.array_equal(got.astype(np.float64), ref.astype(np.float64), equal_nan=True)
 
 
-def test_large_threaded_matches_numpy():
+def test_large_threaded_matches_numpy(cpu_path):
     n = 1 << 18 if SHORT else 1 << 21
     rng = np.random.default_rng(8)
     a, b = rng.normal(size=n).astype(np.float32), rng.normal(size=n).astype(np.float32)

@@ -55,7 +55,7 @@ def backward(out, grad):
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
 @pytest.mark.parametrize("shape,norm", [((6, 33), (33,)), ((3, 4, 40), (40,)),
                                         ((2, 5, 6, 7), (6, 7)), ((4, 1), (1,))])
-def test_layer_norm_forward_backward(dtype, shape, norm):
+def test_layer_norm_forward_backward(dtype, shape, norm, cpu_path):
     rng = np.random.default_rng([len(dtype), *shape])
     x = rng.standard_normal(shape) * 3 + 1
     w, b = rng.standard_normal(norm), rng.standard_normal(norm)
@@ -124,7 +124,7 @@ def test_layer_norm_portable_path_matches_simd():
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("weighted,ls", [(False, 0.0), (True, 0.0), (False, 0.1), (True, 0.25)])
-def test_cross_entropy(dtype, reduction, weighted, ls):
+def test_cross_entropy(dtype, reduction, weighted, ls, cpu_path):
     rng = np.random.default_rng(7)
     n, c = 13, 37
     x = rng.standard_normal((n, c)) * 3
@@ -186,7 +186,7 @@ def test_cross_entropy_bad_targets_leave_inputs():
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-def test_nll_loss(reduction):
+def test_nll_loss(reduction, cpu_path):
     rng = np.random.default_rng(4)
     x = rng.standard_normal((9, 6))
     t = rng.integers(0, 6, 9)
@@ -204,7 +204,7 @@ def test_nll_loss(reduction):
 
 # ------------------------------------------------------------------ embedding
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
-def test_embedding(dtype):
+def test_embedding(dtype, cpu_path):
     rng = np.random.default_rng(5)
     w = rng.standard_normal((11, 70))
     idx = rng.integers(0, 11, (4, 9))
@@ -235,7 +235,7 @@ def test_embedding_module_and_bad_index():
 # -------------------------------------------------------------------- mse_loss
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-def test_mse_loss(dtype, reduction):
+def test_mse_loss(dtype, reduction, cpu_path):
     rng = np.random.default_rng(6)
     x, y = rng.standard_normal((7, 5)), rng.standard_normal((7, 5))
     ax, ay, tx, ty = a_(x, dtype, True), a_(y, dtype, True), t_(x, dtype, True), t_(y, dtype, True)
@@ -498,7 +498,7 @@ def test_init_constants_and_default_layer_init():
 
 # ---------------------------------------------- modules built on math and GEMM
 @pytest.mark.parametrize("act", ["ReLU", "GELU", "Tanh", "Sigmoid"])
-def test_mlp_matches_torch(act):
+def test_mlp_matches_torch(act, cpu_path):
     tm = torch.nn.Sequential(torch.nn.Linear(12, 16), getattr(torch.nn, act)(),
                              torch.nn.LayerNorm(16), torch.nn.Linear(16, 5))
     am = nn.Sequential(nn.Linear(12, 16), getattr(nn, act)(), nn.LayerNorm(16),

@@ -38,7 +38,7 @@ def _np_axis(dim):
 
 
 @given(data=st.data())
-def test_reductions_vs_float64(data):
+def test_reductions_vs_float64(data, cpu_path):
     dtype = data.draw(st.sampled_from(FLOATS))
     shape = data.draw(hnp.array_shapes(min_dims=0, max_dims=4, min_side=1, max_side=6))
     rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
@@ -76,7 +76,7 @@ def test_reductions_vs_float64(data):
 
 
 @pytest.mark.parametrize("dtype", ["int64", "int32", "uint8", "bool"])
-def test_integer_reductions_exact(dtype):
+def test_integer_reductions_exact(dtype, cpu_path):
     rng = np.random.default_rng(1)
     x = (rng.integers(0, 2, (5, 7)) if dtype == "bool" else
          rng.integers(0, 100, (5, 7))).astype(NP[dtype])
@@ -91,7 +91,7 @@ def test_integer_reductions_exact(dtype):
     assert ampy.mean(t, dtype=ampy.float64).item() == pytest.approx(x.astype(np.float64).mean())
 
 
-def test_max_min_dim_indices_nan_and_ties_match_torch():
+def test_max_min_dim_indices_nan_and_ties_match_torch(cpu_path):
     nan = float("nan")
     x = np.array([[1.0, 3.0, 3.0, 0.0], [nan, 2.0, nan, 5.0], [-1.0, -1.0, -2.0, -2.0]],
                  dtype=np.float32)
@@ -112,7 +112,7 @@ def test_max_min_dim_indices_nan_and_ties_match_torch():
     assert ampy.max(t, ampy.zeros(4)).shape == (3, 4)  # max(input, other) is maximum
 
 
-def test_softmax_log_softmax_vs_float64_and_stable():
+def test_softmax_log_softmax_vs_float64_and_stable(cpu_path):
     rng = np.random.default_rng(2)
     for dtype in FLOATS:
         x = rng.normal(0, 3, (6, 33)).astype(NP[dtype])
@@ -136,7 +136,7 @@ def test_softmax_log_softmax_vs_float64_and_stable():
     assert ampy.softmax(ampy.tensor([[1.0, 2.0]]).half(), -1).dtype is ampy.float16
 
 
-def test_logsumexp_infinities_match_torch():
+def test_logsumexp_infinities_match_torch(cpu_path):
     inf = float("inf")
     x = np.array([[-inf, -inf], [inf, 1.0], [1e4, 1e4]], dtype=np.float32)
     g = ampy.logsumexp(ampy.tensor(x), 1).numpy()
@@ -144,7 +144,7 @@ def test_logsumexp_infinities_match_torch():
     assert np.array_equal(g, w)
 
 
-def test_var_std_corrections():
+def test_var_std_corrections(cpu_path):
     rng = np.random.default_rng(3)
     x = rng.normal(size=(4, 9))
     t = ampy.tensor(x)
@@ -158,7 +158,7 @@ def test_var_std_corrections():
     assert np.isnan(ampy.var(ampy.tensor([1.0])).item())  # N - 1 == 0: 0/0, as torch
 
 
-def test_norm_kinds():
+def test_norm_kinds(cpu_path):
     rng = np.random.default_rng(4)
     x = rng.normal(size=(3, 5)).astype(np.float32)
     t, tt = ampy.tensor(x), torch.tensor(x)
@@ -167,7 +167,7 @@ def test_norm_kinds():
     assert np.allclose(t.norm(dim=1).numpy(), torch.norm(tt, dim=1).numpy(), rtol=1e-6)
 
 
-def test_all_any_cumsum_cumprod():
+def test_all_any_cumsum_cumprod(cpu_path):
     x = np.array([[1, 0, 2], [3, 4, 5]])
     t = ampy.tensor(x)
     assert ampy.all(t, 1).tolist() == [False, True] and ampy.any(t).item() is True
@@ -197,7 +197,7 @@ def test_empty_reductions():
     assert ampy.sum(s, 0).item() == 5.0 and ampy.max(s, 0).indices.item() == 0
 
 
-def test_large_reductions_threaded():
+def test_large_reductions_threaded(cpu_path):
     n = 1 << 19 if SHORT else 1 << 22
     rng = np.random.default_rng(6)
     x = rng.normal(size=n).astype(np.float32)

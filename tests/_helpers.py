@@ -155,6 +155,10 @@ requires_cuda = pytest.mark.cuda
 """A test that needs a CUDA GPU: conftest.py skips it where ampy.cuda has none;
 ``pytest -m cuda`` selects all of them."""
 
+without_cuda = pytest.mark.skipif(HAS_CUDA, reason="checks the machine without a GPU (a CUDA "
+                                                  "GPU is usable here)")
+"""A test of what happens without a GPU (the messages, the CPU-only paths)."""
+
 LONG = os.environ.get("AMPY_TEST_LONG") == "1"
 SHORT = bool(os.environ.get("AMPY_TEST_SHORT"))
 """AMPY_TEST_SHORT: fewer random cases (the ASan run sets it)."""

@@ -4,7 +4,6 @@ import os
 
 import pytest
 
-import ampy
 from ampy import _C
 
 from _helpers import CPU_LEVELS, HAS_CUDA, IMPLS, cpu_level_missing
@@ -39,9 +38,9 @@ def cpu_path(request):
     missing = cpu_level_missing(request.param)
     if missing:
         pytest.skip(f"the CPU has no {', '.join(missing)}")
-    ampy._C._set_cpu_level(request.param)
+    _C._set_cpu_level(request.param)
     yield request.param
-    ampy._C._set_cpu_level(None)
+    _C._set_cpu_level(None)
 
 
 @pytest.fixture(params=IMPLS)

@@ -11,7 +11,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOK = os.path.join(ROOT, "examples", "amp_tour.ipynb")
 
 
-def test_notebook_executes():
+def test_notebook_executes(monkeypatch):
+    # the kernel imports this checkout's ampy, not whichever one is installed
+    monkeypatch.setenv("PYTHONPATH", ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     nb = nbformat.read(NOTEBOOK, as_version=4)
     client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
                                      resources={"metadata": {"path": os.path.dirname(NOTEBOOK)}})

@@ -3,6 +3,7 @@ GPU cases marked next to their concern, skips only for a missing GPU, CPU
 feature or external package (never on ampy's own attributes or on ampy raising),
 and the CPU-path fixture over every level ampy can force."""
 import ast
+import functools
 import pathlib
 import re
 
@@ -28,8 +29,9 @@ KERNEL_FILES = ["test_cast.py", "test_elementwise.py", "test_elementwise_strided
 HALF_VALUES = ("np.float16", "torch.float16", "ml_dtypes.bfloat16", "torch.bfloat16")
 
 
+@functools.lru_cache(maxsize=None)
 def _trees():
-    return [(p.name, ast.parse(p.read_text(), str(p))) for p in FILES]
+    return tuple((p.name, ast.parse(p.read_text(), str(p))) for p in FILES)
 
 
 def _tests(tree):

@@ -25,7 +25,7 @@ ASAN_ENV := LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-fi
 	ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1
 PYTEST_ARGS ?=
 
-.PHONY: demo test build build-demo ctest pytest asan fuzz bench notebook clean
+.PHONY: demo test test-long build build-demo ctest pytest asan fuzz bench notebook clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +66,11 @@ test: build ctest pytest asan
 
 pytest: build
 	AMPY_CUDA=$(AMPY_CUDA) $(PY) -m pytest -q $(PYTEST_ARGS)
+
+# the default suite plus the long runs (AMPY_TEST_LONG=1: the 2^31-element tensors, the
+# 10,000-step leak runs, 25x the fuzz cases); not part of make test
+test-long: build
+	AMPY_TEST_LONG=1 AMPY_CUDA=$(AMPY_CUDA) $(PY) -m pytest -q $(PYTEST_ARGS)
 
 # C unit tests of libampy (elem.h and the kernels), under ASan + UBSan: csrc/ compiles once
 # into a static library (objects rebuilt when a source or header changes), each test links it

@@ -17,9 +17,7 @@ Usage: python benchmarks/bench_cast.py [--sizes 16M,128M] [--reps 10] [--threads
 import argparse
 import datetime
 import platform
-import statistics
 import sys
-import time
 
 import ml_dtypes
 import numpy as np
@@ -29,6 +27,7 @@ sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.dirname(
     __import__("os").path.abspath(__file__))))
 import ampy  # noqa: E402
 from ampy import _C  # noqa: E402
+from _harness import median_time  # noqa: E402
 
 
 def cpu_model():
@@ -39,17 +38,6 @@ def cpu_model():
     except OSError:
         pass
     return platform.processor() or "unknown"
-
-
-def median_time(fn, reps, warmup=2):
-    for _ in range(warmup):
-        fn()
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
 
 
 CASTS = [  # name, source numpy dtype, ampy dst, torch dst, method name

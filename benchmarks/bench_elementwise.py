@@ -14,9 +14,8 @@ of each library (bytes read + written per call / median time) and the ratio
 torch time / ampy time (>= 1: ampy at least as fast).
 """
 import argparse
-import statistics
+import functools
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -24,23 +23,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import ampy  # noqa: E402
+from _harness import median_time as _median_time  # noqa: E402
 
-
-def median_time(fn, min_time=0.2, warm=3):
-    for _ in range(warm):
-        fn()
-    n, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < 0.02:
-        fn()
-        n += 1
-    reps = max(5, int(min_time / max((time.perf_counter() - t0) / n, 1e-9) / 10))
-    samples = []
-    for _ in range(10):
-        t = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        samples.append((time.perf_counter() - t) / reps)
-    return statistics.median(samples)
+# 10 samples, each a group of calls lasting ~min_time / 10 in all
+median_time = functools.partial(_median_time, reps=10, warmup=3, min_time=0.2)
 
 
 def fmt(t):

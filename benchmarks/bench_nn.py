@@ -5,26 +5,18 @@
 Each row: one forward and one backward through the public API (autograd
 included) on the same data; ratio = ampy time / torch time (< 1: ampy faster).
 """
-import time
+import functools
 
 import numpy as np
 import torch
 
 import ampy
 from ampy.nn import functional as F
+from _harness import median_time as _median_time
+
+median_time = functools.partial(_median_time, reps=15, warmup=3)
 
 TD = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def median_time(fn, reps=15, warm=3):
-    for _ in range(warm):
-        fn()
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
 
 
 def case_layer_norm(m, n, dt):

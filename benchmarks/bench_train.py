@@ -27,22 +27,12 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import ampy  # noqa: E402
+from _harness import median_time  # noqa: E402
 
 try:
     import torch
 except ImportError:  # the benchmark still times ampy alone
     torch = None
-
-
-def median_time(fn, repeat, warmup=2):
-    for _ in range(warmup):
-        fn()
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
 
 
 def paired_times(fa, fb, repeat, warmup=2, clock=time.perf_counter):

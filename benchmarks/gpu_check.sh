@@ -37,12 +37,16 @@ $PY -c "import ampy, ampy.cuda as c; print('is_available', c.is_available(), c.g
 
 echo "== tests"
 timeout 180 $PY -m pytest -q -x --tb=short -p no:cacheprovider \
-    tests/test_cuda_build.py tests/test_dlpack.py tests/test_cuda.py 2>&1 | tee "$LOG/tests.log" | tail -40
+    tests/test_cuda_build.py tests/test_dlpack.py 2>&1 | tee "$LOG/tests.log" | tail -40
 test_rc=${PIPESTATUS[0]}
+# every GPU case, in the concern files (marked cuda)
+timeout 180 $PY -m pytest -q -x --tb=short -p no:cacheprovider -m cuda tests/ 2>&1 \
+    | tee -a "$LOG/tests.log" | tail -40
+[ "${PIPESTATUS[0]}" -ne 0 ] && test_rc=1
 [ "$test_rc" -ne 0 ] && status=1
 # without -x as well, to see every failure at once when the first pass failed
 if [ "$test_rc" -ne 0 ] && [ $(( $(date +%s) - t0 )) -lt 250 ]; then
-    timeout 120 $PY -m pytest -q --tb=line -p no:cacheprovider tests/test_cuda.py 2>&1 | tail -60
+    timeout 120 $PY -m pytest -q --tb=line -p no:cacheprovider -m cuda tests/ 2>&1 | tail -60
 fi
 
 echo "== benchmarks"

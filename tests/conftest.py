@@ -1,31 +1,51 @@
-"""Shared test settings: hypothesis profiles and the CPU-path fixture."""
+"""Shared test settings: hypothesis profiles, the CPU-path and GEMM-implementation
+fixtures, and the skip of GPU tests where there is no GPU (see _helpers.py)."""
 import os
 
 import pytest
 
+from ampy import _C
+
+from _helpers import CPU_LEVELS, HAS_CUDA, IMPLS, cpu_level_missing
+
 try:
     from hypothesis import HealthCheck, settings
 
-    settings.register_profile("ci", max_examples=60, deadline=None,
-                              suppress_health_check=[HealthCheck.too_slow])
+    # function_scoped_fixture: cpu_path sets the CPU level once for all examples
+    QUIET = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+    settings.register_profile("ci", max_examples=60, deadline=None, suppress_health_check=QUIET)
     settings.register_profile("short", max_examples=15, deadline=None,
-                              suppress_health_check=[HealthCheck.too_slow])
+                              suppress_health_check=QUIET)
     settings.load_profile("short" if os.environ.get("AMPY_TEST_SHORT") else "ci")
 except ImportError:  # pragma: no cover
     pass
 
-SHORT = bool(os.environ.get("AMPY_TEST_SHORT"))
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_CUDA:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (ampy.cuda.is_available() is False)")
+    for item in items:
+        if item.get_closest_marker("cuda"):
+            item.add_marker(skip)
 
 
-@pytest.fixture(params=["simd", "avx512bf16", "portable"])
+@pytest.fixture(params=CPU_LEVELS)
 def cpu_path(request):
-    """Run a test with the best SIMD level, with the AVX512-BF16 level (vdpbf16ps
-    bfloat16 GEMM; forced below AMX on an AMX CPU; skipped where the CPU lacks
-    AVX512-BF16) and forcing portable C."""
-    import ampy
-
-    if request.param == "avx512bf16" and not ampy._C.cpu_info()["avx512_bf16"]:
-        pytest.skip("the CPU has no AVX512-BF16")
-    ampy._C._set_cpu_level(None if request.param == "simd" else request.param)
+    """Run a test once per CPU level ampy can force (portable C, AVX2, AVX-512,
+    AVX512-BF16, AMX), skipping the levels this CPU lacks; the level is restored
+    to the best one afterwards."""
+    missing = cpu_level_missing(request.param)
+    if missing:
+        pytest.skip(f"the CPU has no {', '.join(missing)}")
+    _C._set_cpu_level(request.param)
     yield request.param
-    ampy._C._set_cpu_level(None)
+    _C._set_cpu_level(None)
+
+
+@pytest.fixture(params=IMPLS)
+def impl(request):
+    """Run a GEMM test once per GEMM implementation this CPU can run."""
+    _C.gemm_set_impl(request.param)
+    yield request.param
+    _C.gemm_set_impl("auto")

@@ -1,15 +1,14 @@
 """Strided layouts for the strided-layout sweep (tests/test_strided_sweep.py):
 tensors of given values built over a junk-filled storage in a chosen layout
 (permuted, stepped, reversed, expanded, offset), in ampy and in torch."""
-import ml_dtypes
 import numpy as np
 import torch
 from hypothesis import strategies as st
 
 import ampy
 
-NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
-      "float64": np.float64}
+from _helpers import FLOAT_NAMES, NP_DTYPE as NP
+
 JUNK = -77.0  # what the storage holds outside a view: reading it shows in the result
 
 
@@ -57,7 +56,7 @@ def layouts(draw, nd, written=False):
 
 
 def _storage_np(dtype):
-    return np.float32 if dtype in NP else {"int64": np.int64, "bool": np.bool_}[dtype]
+    return np.float32 if dtype in FLOAT_NAMES else {"int64": np.int64, "bool": np.bool_}[dtype]
 
 
 def strided(vals, dtype, lay):
@@ -65,7 +64,7 @@ def strided(vals, dtype, lay):
     in layout lay, over a storage whose other elements hold JUNK."""
     store, shape, strides, off = _storage(vals, dtype, lay)
     base = ampy.tensor(store)
-    if dtype in NP and dtype != "float32":
+    if dtype in FLOAT_NAMES and dtype != "float32":
         base = base.to(getattr(ampy, dtype))
     # the binding's raw view: as_strided (like torch's) refuses the negative strides of a flip
     x = base._view(shape, strides, off)
@@ -87,7 +86,7 @@ def _storage(vals, dtype, lay):
         elif lay.flips[d] and shape[d] > 1:
             off += (shape[d] - 1) * strides[d]
             strides[d] = -strides[d]
-    store = np.full(lay.offset + acc, JUNK if dtype in NP else 1, dtype=_storage_np(dtype))
+    store = np.full(lay.offset + acc, JUNK if dtype in FLOAT_NAMES else 1, dtype=_storage_np(dtype))
     pos = np.full(shape, off, dtype=np.int64)
     for d in range(nd):
         pos += (np.arange(shape[d]) * strides[d]).reshape((-1,) + (1,) * (nd - 1 - d))

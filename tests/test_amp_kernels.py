@@ -17,10 +17,10 @@ import pytest
 import ampy
 from ampy.amp import functional as F
 
-torch = pytest.importorskip("torch")
+from _helpers import (NP_DTYPE as NP, bits, requires_cuda, requires_torch_cuda,
+                      same_bits_or_both_nan)
 
-NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
-TORCH = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+torch = pytest.importorskip("torch")
 
 
 def A(arr):
@@ -46,31 +46,8 @@ def TN(t):
     return t.numpy().copy()
 
 
-def bits(a):
-    a = np.asarray(a)
-    return a.view({8: np.uint64, 4: np.uint32, 2: np.uint16, 1: np.uint8}[a.dtype.itemsize])
-
-
-def same_bits_or_both_nan(a, b):
-    a32, b32 = np.asarray(a).astype(np.float32), np.asarray(b).astype(np.float32)
-    nan = np.isnan(a32)
-    return np.array_equal(nan, np.isnan(b32)) and np.array_equal(bits(a)[~nan], bits(b)[~nan])
-
-
 def f32(v):
     return A(np.array([v], np.float32))
-
-
-@pytest.fixture(params=["avx512", "avx512bf16", "portable"])
-def cpu_path(request):
-    """Run a test on the SIMD path, at the AVX512-BF16 level (where the CPU has
-    it) and again with the portable C forced."""
-    if request.param == "avx512bf16" and not ampy._C.cpu_info()["avx512_bf16"]:
-        pytest.skip("the CPU has no AVX512-BF16")
-    if request.param != "avx512":
-        ampy._C._set_cpu_level(request.param)
-    yield request.param
-    ampy._C._set_cpu_level(None)
 
 
 # ---- non-finite check + unscale --------------------------------------------------
@@ -99,7 +76,7 @@ def test_unscale_matches_torch(seed, inv, cpu_path):
     # torch needs one dtype per call: bucket as GradScaler does
     tg = [T(a) for a in arrays]
     tfound, tinv = torch.zeros(1), torch.full((1,), inv)
-    for dt in TORCH.values():
+    for dt in (torch.float32, torch.float16, torch.bfloat16):
         bucket = [g for g in tg if g.dtype == dt]
         if bucket:
             torch._amp_foreach_non_finite_check_and_unscale_(bucket, tfound, tinv)
@@ -587,3 +564,130 @@ def test_fused_step_writes_unscaled_grads_back(opt, gdt, skip, cpu_path):
     assert np.array_equal(out[True][0], out[False][0])
     if skip:
         assert np.array_equal(out[True][0], bits(p0))
+
+
+# ================================================================ CUDA
+# The AMP kernels on a GPU against the CPU's and torch's CUDA ops; skipped without a GPU.
+
+@requires_cuda
+@requires_torch_cuda
+@pytest.mark.parametrize("inv", [1.0, 0.5, 1.0 / 65536])
+def test_cuda_unscale_vs_torch(inv):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    sizes = [1, 7, 65536, 65537, 300001, 5]
+    ts = [torch.randn(s, device="cuda", generator=g) * 100 for s in sizes]
+    ts[3][-1] = float("inf")
+    halves = [t.half() for t in ts[:3]]
+    ref = [t.clone() for t in ts]
+    found_t = torch.zeros(1, device="cuda")
+    torch._amp_foreach_non_finite_check_and_unscale_(ref, found_t, torch.full((1,), inv,
+                                                                               device="cuda"))
+    mine = [ampy.from_dlpack(t) for t in ts + halves]
+    found = ampy.zeros(1, device="cuda")
+    F.non_finite_check_and_unscale_(mine, found, ampy.full((1,), inv).cuda())
+    assert found.item() == 1.0 == found_t.item()
+    for a, b in zip(ts, ref):
+        assert torch.equal(a, b) or torch.equal(a.isnan(), b.isnan())
+    clean = [torch.randn(1000, device="cuda", dtype=torch.bfloat16)]
+    f2 = ampy.zeros(1, device="cuda")
+    F.non_finite_check_and_unscale_([ampy.from_dlpack(clean[0])], f2, ampy.ones(1).cuda())
+    assert f2.item() == 0.0
+
+
+@requires_cuda
+def test_cuda_unscale_flags_overflow_after_unscaling():
+    x = ampy.full((10,), 60000.0, dtype=ampy.float16).cuda()
+    found = ampy.zeros(1, device="cuda")
+    F.non_finite_check_and_unscale_([x], found, ampy.full((1,), 4.0).cuda())
+    assert found.item() == 1.0
+
+
+@requires_cuda
+@requires_torch_cuda
+def test_cuda_update_scale_trajectory_vs_torch():
+    rng = np.random.default_rng(3)
+    s_t, g_t = torch.full((1,), 65536.0, device="cuda"), torch.zeros(1, dtype=torch.int32,
+                                                                      device="cuda")
+    s_a, g_a = ampy.full((1,), 65536.0).cuda(), ampy.zeros(1, dtype=ampy.int32).cuda()
+    for step in range(300):
+        inf = float(rng.random() < 0.2)
+        torch._amp_update_scale_(s_t, g_t, torch.full((1,), inf, device="cuda"), 2.0, 0.5, 3)
+        F.update_scale_(s_a, g_a, ampy.full((1,), inf).cuda(), 2.0, 0.5, 3)
+        assert s_a.item() == s_t.item() and g_a.item() == g_t.item(), step
+
+
+@requires_cuda
+@pytest.mark.parametrize("pdt", [ampy.float32, ampy.float16, ampy.bfloat16])
+@pytest.mark.parametrize("decoupled", [False, True])
+def test_cuda_adam_matches_cpu_kernel_bitwise(pdt, decoupled):
+    sizes = [3, 70000, 129]
+    kw = dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01, amsgrad=False,
+              maximize=False, decoupled_weight_decay=decoupled)
+    cpu = dict(p=[ampy.randn(s).to(pdt) for s in sizes])
+    cpu["g"] = [ampy.randn(s).to(pdt) for s in sizes]
+    cpu["m"] = [ampy.zeros(s) for s in sizes]
+    cpu["v"] = [ampy.zeros(s) for s in sizes]
+    cpu["st"] = [ampy.zeros(1) for _ in sizes]
+    cpu["ma"] = [p.float() if pdt is not ampy.float32 else None for p in cpu["p"]]
+    gpu = {k: [None if x is None else x.cuda() for x in v] for k, v in cpu.items()}
+    inv = ampy.full((1,), 0.5)
+    for _ in range(5):
+        F.adam_step_(cpu["p"], cpu["g"], cpu["m"], cpu["v"], None, cpu["st"],
+                     master_params=cpu["ma"] if pdt is not ampy.float32 else None,
+                     inv_scale=inv, **kw)
+        F.adam_step_(gpu["p"], gpu["g"], gpu["m"], gpu["v"], None, gpu["st"],
+                        master_params=gpu["ma"] if pdt is not ampy.float32 else None,
+                        inv_scale=inv.cuda(), **kw)
+    for k in ("p", "m", "v", "st"):
+        for a, b in zip(cpu[k], gpu[k]):
+            np.testing.assert_array_equal(bits(b), bits(a), err_msg=k)
+
+
+@requires_cuda
+def test_cuda_skipped_step_changes_nothing():
+    p = ampy.randn(1000).half().cuda()
+    ma, g = p.float(), ampy.randn(1000).half().cuda()
+    m, v, st = ampy.zeros(1000).cuda(), ampy.zeros(1000).cuda(), ampy.zeros(1).cuda()
+    before = [bits(x) for x in (p, ma, m, v, st)]
+    F.adam_step_([p], [g], [m], [v], None, [st], lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8,
+                    weight_decay=0.0, amsgrad=False, maximize=False, master_params=[ma],
+                    found_inf=ampy.ones(1).cuda())
+    for b0, x in zip(before, (p, ma, m, v, st)):
+        np.testing.assert_array_equal(b0, bits(x))
+
+
+@requires_cuda
+@requires_torch_cuda
+def test_cuda_adam_fp32_vs_torch_fused():
+    torch.manual_seed(0)
+    ps = [torch.randn(s, device="cuda") for s in (10, 100000)]
+    ref = [p.clone().requires_grad_(True) for p in ps]
+    opt = torch.optim.Adam(ref, lr=1e-2, weight_decay=0.1, fused=True)
+    mine = [ampy.from_dlpack(p) for p in ps]
+    m = [ampy.zeros(p.numel()).cuda() for p in ps]
+    v = [ampy.zeros(p.numel()).cuda() for p in ps]
+    st = [ampy.zeros(1).cuda() for _ in ps]
+    for _ in range(20):
+        grads = [torch.randn_like(p) for p in ps]
+        for r, g in zip(ref, grads):
+            r.grad = g.clone()
+        opt.step()
+        F.adam_step_(mine, [ampy.from_dlpack(g) for g in grads], m, v, None, st, lr=1e-2,
+                        beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.1, amsgrad=False,
+                        maximize=False)
+    for p, r in zip(ps, ref):
+        torch.testing.assert_close(p, r.detach(), rtol=1e-5, atol=1e-6)
+
+
+@requires_cuda
+def test_optimizer_and_scaler_use_cuda_amp_kernels():
+    p = ampy.randn(1000).cuda()
+    g = ampy.randn(1000).cuda()
+    m, v = ampy.zeros(1000).cuda(), ampy.zeros(1000).cuda()
+    step = ampy.zeros(()).cuda()
+    found = ampy.zeros(()).cuda()
+    r = F.adam_step_([p], [g], [m], [v], None, [step], lr=1e-3, beta1=0.9, beta2=0.999,
+                      eps=1e-8, weight_decay=0.0, amsgrad=False, maximize=False,
+                      found_inf=found)
+    assert r is None  # the device kernel: no host sync, no "stepped" answer
+    assert step.item() == 1.0

@@ -11,6 +11,8 @@ import torch
 
 import ampy
 
+from _helpers import requires_cuda
+
 LIBS = (ampy, torch)
 
 
@@ -286,7 +288,7 @@ def test_function_saved_tensors_checked_when_read(reads):
     assert out[0] == _outcome(run, torch)[0] == ("RuntimeError" if reads else "ok")
 
 
-@pytest.mark.skipif(not ampy.cuda.is_available(), reason="needs a CUDA GPU")
+@requires_cuda
 def test_device_of_hook_and_function_results_checked():
     """torch's wording (its CPU-only build here cannot run the CUDA case)."""
     x = ampy.ones(3, requires_grad=True)

@@ -7,18 +7,16 @@ import pytest
 import ampy
 from ampy import _C
 
+from _helpers import bits
+
 _DTS = ["float32", "float16", "bfloat16"]
-
-
-def _bits(t):
-    return t.detach().to(ampy.float32).numpy().view(np.uint32)
 
 
 @pytest.mark.parametrize("dt", _DTS)
 @pytest.mark.parametrize("shape", [(4096, 96), (7, 3), (1, 1), (0, 5), (5, 0), (300, 1),
                                    (33, 1100)])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_colsum_same_bits_as_sum0(dt, shape, threads):
+def test_colsum_same_bits_as_sum0(dt, shape, threads, cpu_path):
     rng = np.random.default_rng(sum(shape))
     old = ampy.get_num_threads()
     ampy.set_num_threads(threads)
@@ -28,7 +26,7 @@ def test_colsum_same_bits_as_sum0(dt, shape, threads):
     finally:
         ampy.set_num_threads(old)
     assert got.dtype is want.dtype and tuple(got.shape) == tuple(want.shape)
-    assert (_bits(got) == _bits(want)).all()
+    assert (bits(got) == bits(want)).all()
     # and close to a float64 oracle
     ref = x.to(ampy.float64).numpy().sum(0)
     np.testing.assert_allclose(got.to(ampy.float64).numpy(), ref,
@@ -48,7 +46,7 @@ def test_colsum_bad_input():
 
 
 @pytest.mark.parametrize("dt", _DTS)
-def test_linear_bias_grad_matches_sum(dt):
+def test_linear_bias_grad_matches_sum(dt, cpu_path):
     dtype = getattr(ampy, dt)
     rng = np.random.default_rng(3)
     x = ampy.tensor(rng.standard_normal((4, 50, 24)).astype(np.float32)).to(dtype)
@@ -57,7 +55,7 @@ def test_linear_bias_grad_matches_sum(dt):
     g = ampy.tensor(rng.standard_normal((4, 50, 40)).astype(np.float32)).to(dtype)
     ampy.nn.functional.linear(x, w, b).backward(g)
     assert b.grad.dtype is dtype
-    assert (_bits(b.grad) == _bits(ampy.sum(g.reshape(-1, 40), 0))).all()
+    assert (bits(b.grad) == bits(ampy.sum(g.reshape(-1, 40), 0))).all()
 
 
 def _lane_independent(fn, x):
@@ -97,7 +95,7 @@ def test_matmul_heads_read_in_place(dt):
     got = ampy.matmul(q, k.transpose(-2, -1))
     want = ampy.matmul(q.detach().contiguous(), k.detach().transpose(-2, -1).contiguous())
     assert got.dtype is dtype and tuple(got.shape) == (3, 4, 10, 10)
-    assert (_bits(got) == _bits(want)).all()
+    assert (bits(got) == bits(want)).all()
     g = rng.standard_normal((3, 4, 10, 10)).astype(np.float32)
     got.backward(ampy.tensor(g).to(dtype))
     torch = pytest.importorskip("torch")
@@ -111,7 +109,7 @@ def test_matmul_heads_read_in_place(dt):
     a = ampy.tensor(rng.standard_normal((2, 3, 4, 5, 6)).astype(np.float32)).to(dtype)
     a = a.permute(1, 0, 2, 3, 4)
     b = ampy.tensor(rng.standard_normal((4, 6, 7)).astype(np.float32)).to(dtype)
-    assert (_bits(ampy.matmul(a, b)) == _bits(ampy.matmul(a.contiguous(), b))).all()
+    assert (bits(ampy.matmul(a, b)) == bits(ampy.matmul(a.contiguous(), b))).all()
     r = ampy.matmul(q.detach(), k.detach().transpose(-2, -1), out_dtype=ampy.float32)
     assert r.dtype is ampy.float32
 
@@ -176,7 +174,7 @@ def test_softmax_bwd_short_rows_are_the_composite_bits(dt, shape, cpu_path):
     y32, g32 = y.to(ampy.float32), g.to(ampy.float32)
     want = (y32 * (g32 - ampy.sum(g32 * y32, -1, keepdim=True))).to(dtype)
     got = _C.fused_softmax_bwd(y, g)
-    assert got.dtype is dtype and (_bits(got) == _bits(want)).all()
+    assert got.dtype is dtype and (bits(got) == bits(want)).all()
 
 
 @pytest.mark.parametrize("dt", _DTS)
@@ -189,9 +187,9 @@ def test_layer_norm_rows_do_not_depend_on_batching(dt, cpu_path):
     w = ampy.tensor(rng.standard_normal(300).astype(np.float32))
     b = ampy.tensor(rng.standard_normal(300).astype(np.float32))
     y, mean, rstd = _C.nn_layer_norm_fwd(x, 300, w, b, 1e-5, True)
-    yb, mb, rb = _bits(y), mean.numpy(), rstd.numpy()
+    yb, mb, rb = bits(y), mean.numpy(), rstd.numpy()
     for r0 in range(7):
         yr, mr, rr = _C.nn_layer_norm_fwd(x[r0:], 300, w, b, 1e-5, True)
-        assert (_bits(yr) == yb[r0:]).all()
+        assert (bits(yr) == yb[r0:]).all()
         assert np.array_equal(mr.numpy().ravel(), mb.ravel()[r0:])
         assert np.array_equal(rr.numpy().ravel(), rb.ravel()[r0:])

@@ -22,18 +22,14 @@ import torch
 
 import ampy
 from ampy import _C
-from conftest import SHORT
+from _helpers import (ALL_DTYPES, HALF_DTYPES, HAS_TORCH_CUDA, NP_DTYPE as NP, SHORT, bits,
+                      requires_cuda)
 
 # NumPy warns when it casts NaN/inf/overflowing values; those casts are the point here.
 pytestmark = pytest.mark.filterwarnings("ignore:.*encountered in cast:RuntimeWarning")
 
 U16 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
 BF16_NAN = 0x7FC0
-
-
-def bits(a):
-    a = np.asarray(a)
-    return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
 
 
 def acast(arr, dtype):
@@ -319,10 +315,7 @@ def test_threads(cpu_path, nthreads):
 
 
 # --------------------------------------------------------- all 64 dtype pairs
-NP = {ampy.float32: np.float32, ampy.float16: np.float16, ampy.bfloat16: ml_dtypes.bfloat16,
-      ampy.float64: np.float64, ampy.int64: np.int64, ampy.int32: np.int32,
-      ampy.uint8: np.uint8, ampy.bool: np.bool_}
-ALL = list(NP)
+ALL = ALL_DTYPES
 
 
 def _sample(dt):
@@ -426,3 +419,60 @@ def test_empty_and_scalar_casts(cpu_path):
         assert tuple(e.shape) == (0, 3) and e.dtype is dt
         s = ampy.tensor(1.5).to(dt)
         assert s.ndim == 0 and s.item() == 1.5
+
+
+# ================================================================ CUDA
+# Casts on a GPU against the CPU and torch; skipped without a GPU.
+
+@requires_cuda
+@pytest.mark.parametrize("dt", HALF_DTYPES)
+def test_cuda_all_half_patterns_to_float_and_back(dt):
+    pats = np.arange(65536, dtype=np.uint16)
+    cpu_half = ampy.empty(65536, dtype=dt)
+    cpu_half.numpy().view(np.uint16)[:] = pats
+    g = cpu_half.cuda()
+    np.testing.assert_array_equal(bits(g.float()), bits(cpu_half.float()))
+    np.testing.assert_array_equal(bits(g.double()), bits(cpu_half.double()))
+    np.testing.assert_array_equal(bits(g.float().to(dt)), bits(cpu_half.float().to(dt)))
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", HALF_DTYPES)
+def test_cuda_float_to_half_bits_match_cpu_and_torch(dt):
+    rng = np.random.default_rng(1)
+    u = rng.integers(0, 2**32, size=1 << 20, dtype=np.uint64).astype(np.uint32)
+    specials = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x477FF000,
+                         0x477FEFFF, 0x33000000, 0x33000001, 0x38800000, 0x387FFFFF],
+                        dtype=np.uint32)
+    f = np.concatenate([u, specials]).view(np.float32)
+    x = ampy.from_numpy(f)
+    gpu = x.cuda().to(dt).cpu()
+    cpu = x.to(dt)
+    np.testing.assert_array_equal(bits(gpu), bits(cpu))
+    if HAS_TORCH_CUDA:
+        tdt = torch.float16 if dt is ampy.float16 else torch.bfloat16
+        t = torch.from_numpy(f).cuda().to(tdt).cpu().view(torch.int16).numpy()
+        finite = np.isfinite(f)  # torch's NaN payloads differ by design (see cast.h)
+        np.testing.assert_array_equal(bits(gpu).view(np.int16)[finite], t[finite])
+
+
+@requires_cuda
+@pytest.mark.parametrize("src", ALL_DTYPES)
+@pytest.mark.parametrize("dst", ALL_DTYPES)
+def test_cuda_cast_matrix_matches_cpu(src, dst):
+    x = (ampy.randn(5, 37) * 300).to(src)
+    np.testing.assert_array_equal(bits(x.cuda().to(dst)), bits(x.to(dst)))
+
+
+@requires_cuda
+def test_cuda_strided_and_broadcast_copies():
+    x = ampy.randn(6, 8)
+    g = x.cuda()
+    np.testing.assert_array_equal(g.t().contiguous().cpu().numpy(), x.t().contiguous().numpy())
+    np.testing.assert_array_equal(g[1::2, ::3].cpu().numpy(), x[1::2, ::3].numpy())
+    out = ampy.zeros(4, 6, 8, device="cuda", dtype=ampy.float16)
+    out.copy_(g)
+    np.testing.assert_array_equal(out.cpu().numpy(), np.broadcast_to(x.half().numpy(), (4, 6, 8)))
+    h = ampy.zeros(8, 6)
+    h.copy_(g.t())  # device -> strided host
+    np.testing.assert_array_equal(h.numpy(), x.t().numpy())

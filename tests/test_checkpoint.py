@@ -21,13 +21,11 @@ from hypothesis import given, settings, strategies as st
 import ampy
 from ampy.serialization import CheckpointError
 
+from _helpers import ALL_DTYPES, NP_DTYPE as NP_OF
+
 ROOT = str(pathlib.Path(ampy.__file__).resolve().parent.parent)
 ENV = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
-NP_OF = {ampy.float32: np.float32, ampy.float16: np.float16, ampy.bfloat16: ml_dtypes.bfloat16,
-         ampy.float64: np.float64, ampy.int64: np.int64, ampy.int32: np.int32,
-         ampy.uint8: np.uint8, ampy.bool: np.bool_}
-ALL_DTYPES = list(NP_OF)
 
 
 def random_bits(dtype, shape, rs):
@@ -270,6 +268,7 @@ def test_round_trip_random_trees(obj):
 
 # ======================================================= (b) safetensors interop
 def test_safetensors_package_reads_ampy_files(tmp_path):
+    pytest.importorskip("safetensors", reason="safetensors is not installed (test extra)")
     from safetensors import safe_open
     from safetensors.numpy import load_file
     rs = np.random.RandomState(2)
@@ -299,6 +298,7 @@ def test_safetensors_package_reads_ampy_files(tmp_path):
 
 
 def test_ampy_reads_safetensors_package_files(tmp_path):
+    pytest.importorskip("safetensors", reason="safetensors is not installed (test extra)")
     from safetensors.numpy import save_file
     rs = np.random.RandomState(3)
     arrays = {

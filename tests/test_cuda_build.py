@@ -46,7 +46,7 @@ def test_cuda_module_built_where_nvcc_exists():
 
 def test_import_without_gpu_is_clean():
     if ampy.cuda.is_available():
-        pytest.skip("a GPU is present: see test_cuda.py")
+        pytest.skip("a GPU is present: see test_cuda_runtime.py")
     assert ampy.cuda.is_available() is False
     assert ampy.cuda.device_count() == 0
     ampy.cuda.empty_cache()  # a no-op, never raises

@@ -1,6 +1,6 @@
-"""DLPack interop on the CPU: zero-copy round trips with torch and NumPy, both
-capsule versions, lifetimes, and the protocol's error cases. (CUDA DLPack is
-in test_cuda.py.)"""
+"""DLPack interop: zero-copy round trips with torch and NumPy, both capsule
+versions, lifetimes, and the protocol's error cases; on a GPU, CUDA DLPack and
+__cuda_array_interface__ with torch CUDA tensors."""
 import gc
 
 import numpy as np
@@ -9,6 +9,8 @@ import torch
 import torch.utils.dlpack
 
 import ampy
+
+from _helpers import HAS_TORCH_CUDA, bits, requires_cuda, requires_torch_cuda
 
 PAIRS = [(ampy.float32, torch.float32), (ampy.float16, torch.float16),
          (ampy.bfloat16, torch.bfloat16), (ampy.float64, torch.float64),
@@ -25,13 +27,6 @@ def _src(tdt, shape=(3, 5)):
     return torch.randint(0, 100, shape, generator=g).to(tdt)
 
 
-def _bits(t):
-    t = t.detach()
-    if t.dtype in (torch.float16, torch.bfloat16):
-        return t.view(torch.int16).numpy().copy()
-    return t.numpy().copy()
-
-
 @pytest.mark.parametrize("adt,tdt", PAIRS, ids=[str(p[1]) for p in PAIRS])
 def test_torch_to_ampy_zero_copy(adt, tdt):
     src = _src(tdt)
@@ -40,7 +35,7 @@ def test_torch_to_ampy_zero_copy(adt, tdt):
     assert a.data_ptr() == src.data_ptr()
     back = torch.from_dlpack(a)
     assert back.data_ptr() == src.data_ptr()
-    np.testing.assert_array_equal(_bits(back), _bits(src))
+    np.testing.assert_array_equal(bits(back), bits(src))
 
 
 @pytest.mark.parametrize("adt,tdt", PAIRS, ids=[str(p[1]) for p in PAIRS])
@@ -48,7 +43,7 @@ def test_ampy_to_torch_zero_copy(adt, tdt):
     a = ampy.from_dlpack(_src(tdt)).clone()  # memory owned by ampy
     t = torch.from_dlpack(a)
     assert t.dtype == tdt and t.data_ptr() == a.data_ptr()
-    np.testing.assert_array_equal(_bits(t), _bits(torch.from_dlpack(a)))
+    np.testing.assert_array_equal(bits(t), bits(torch.from_dlpack(a)))
 
 
 def test_writes_are_shared_both_ways():
@@ -147,3 +142,31 @@ def test_many_round_trips_do_not_leak():
     grown = sum(s.size_diff for s in tracemalloc.take_snapshot().compare_to(snap0, "filename"))
     tracemalloc.stop()
     assert grown < 200_000
+
+
+# ================================================================ CUDA
+# DLPack and __cuda_array_interface__ on a GPU against the CPU and torch CUDA tensors;
+# skipped without a GPU.
+
+@requires_cuda
+@requires_torch_cuda
+def test_dlpack_cuda_zero_copy_both_ways():
+    t = torch.arange(12.0, device="cuda").reshape(3, 4)
+    a = ampy.from_dlpack(t)
+    assert a.is_cuda and a.data_ptr() == t.data_ptr()
+    back = torch.from_dlpack(a)
+    assert back.device.type == "cuda" and back.data_ptr() == t.data_ptr()
+    g = ampy.ones(5, device="cuda")
+    tg = torch.from_dlpack(g)
+    tg.add_(1)
+    assert g.tolist() == [2.0] * 5
+
+
+@requires_cuda
+def test_cuda_array_interface():
+    g = ampy.arange(6.0).cuda()
+    cai = g.__cuda_array_interface__
+    assert cai["version"] == 3 and cai["shape"] == (6,) and cai["typestr"] == "<f4"
+    assert cai["data"][0] == g.data_ptr()
+    if HAS_TORCH_CUDA:
+        assert torch.as_tensor(g, device="cuda").tolist() == g.tolist()

@@ -3,7 +3,6 @@ result dtype), torch for promotion and half-precision arithmetic semantics,
 exact NumPy int64 for integer ops."""
 import math
 
-import ml_dtypes
 import numpy as np
 import pytest
 import torch
@@ -11,43 +10,23 @@ from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import ampy
-from conftest import SHORT
+from ampy import _C
+from _helpers import (FLOAT_DTYPES, NP_DTYPE as NP, SHORT, TORCH_DTYPE as TORCH, assert_close_ulps,
+                      assert_same_bits, requires_cuda, sample, sync_checks, ulp_distance)
 
 FLOATS = ["float32", "float16", "bfloat16", "float64"]
 ALL = FLOATS + ["int64", "int32", "uint8", "bool"]
-NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
-      "float64": np.float64, "int64": np.int64, "int32": np.int32, "uint8": np.uint8,
-      "bool": np.bool_}
-TORCH = {n: getattr(torch, n) for n in ALL}
-BITS = {"float16": np.int16, "bfloat16": np.int16, "float32": np.int32, "float64": np.int64}
 
 
 def A(x, dtype):
     return ampy.tensor(np.asarray(x).astype(NP[dtype]))
 
 
-def ulp_dist(got, ref):
-    """Distance in units in the last place between two arrays of one float dtype;
-    NaN == NaN counts as 0, NaN vs a number as huge."""
-    dt = {np.dtype(np.float16): "float16", np.dtype(ml_dtypes.bfloat16): "bfloat16",
-          np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}[got.dtype]
-    ib = BITS[dt]
-    mask = np.iinfo(ib).max
-
-    def ordered(a):
-        i = np.ascontiguousarray(a).view(ib).astype(np.int64)
-        return np.where(i < 0, -(i & mask), i)
-
-    d = np.abs(ordered(got) - ordered(ref))
-    gn, rn = np.isnan(got.astype(np.float64)), np.isnan(ref.astype(np.float64))
-    return np.where(gn & rn, 0, np.where(gn | rn, 1 << 40, d))
-
-
 def check_close(got_t, ref64, dtype, ulps, atol=0.0):
     got = got_t.numpy()
     assert got.dtype == NP[dtype], (got.dtype, dtype)
     ref = np.asarray(ref64, dtype=np.float64).astype(NP[dtype])
-    d = ulp_dist(got, ref)
+    d = ulp_distance(got, ref)
     near = np.abs(got.astype(np.float64) - ref.astype(np.float64)) <= atol
     bad = (d > ulps) & ~near
     assert not bad.any(), (f"{bad.sum()} mismatches, e.g. got {got[bad][:4]} want "
@@ -120,7 +99,7 @@ def test_unary_half_vs_torch(name, dtype):
     got = getattr(ampy, name)(ampy.tensor(x.float().numpy()).to(dtype))
     w = want(x).float().numpy()
     g = got.float().numpy()
-    d = ulp_dist(got.numpy(), torch.tensor(w).to(TORCH[dtype]).view(torch.int16 if dtype !=
+    d = ulp_distance(got.numpy(), torch.tensor(w).to(TORCH[dtype]).view(torch.int16 if dtype !=
                  "float32" else torch.int32).numpy().view(got.numpy().dtype))
     # float32: torch uses Sleef vector approximations (gelu up to 4 ulp apart)
     tol = 4 if dtype == "float32" else 1
@@ -137,7 +116,7 @@ BINARY = {
 
 
 @given(data=st.data())
-def test_binary_broadcast_float(data):
+def test_binary_broadcast_float(data, cpu_path):
     name = data.draw(st.sampled_from(sorted(BINARY)))
     da, db = data.draw(st.sampled_from(FLOATS)), data.draw(st.sampled_from(FLOATS))
     shapes = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4,
@@ -255,7 +234,7 @@ INT_OPS = {
 
 @pytest.mark.parametrize("dtype", ["int64", "int32", "uint8"])
 @pytest.mark.parametrize("name", sorted(INT_OPS))
-def test_integer_ops_exact(name, dtype):
+def test_integer_ops_exact(name, dtype, cpu_path):
     rng = np.random.default_rng(3)
     info = np.iinfo(NP[dtype])
     lo, hi = (max(info.min, -10**6), min(info.max, 10**6)) if dtype != "uint8" else (0, 255)
@@ -303,7 +282,7 @@ def test_bool_ops():
 
 
 # ---- ternary ops, activations, clamp --------------------------------------------------
-def test_where_lerp_addcmul_addcdiv():
+def test_where_lerp_addcmul_addcdiv(cpu_path):
     rng = np.random.default_rng(6)
     a, b, c = (rng.normal(size=(4, 5)).astype(np.float32) for _ in range(3))
     ta, tb, tc = ampy.tensor(a), ampy.tensor(b), ampy.tensor(c)
@@ -321,7 +300,7 @@ def test_where_lerp_addcmul_addcdiv():
         assert np.allclose(g, w2, rtol=1e-6, atol=1e-6), op
 
 
-def test_clamp_forms_and_nan():
+def test_clamp_forms_and_nan(cpu_path):
     x = ampy.tensor([-2.0, -0.5, float("nan"), 0.5, 3.0])
     tx = torch.tensor([-2.0, -0.5, float("nan"), 0.5, 3.0])
     for lo, hi in ((-1, 1), (None, 0.0), (0, None), (1.0, -1.0)):
@@ -338,7 +317,7 @@ def test_clamp_forms_and_nan():
         ampy.clamp(x)
 
 
-def test_nan_inf_propagation():
+def test_nan_inf_propagation(cpu_path):
     nan, inf = float("nan"), float("inf")
     a = ampy.tensor([nan, 1.0, -inf, inf, 0.0])
     b = ampy.tensor([0.0, nan, 0.0, 1.0, -0.0])
@@ -416,14 +395,14 @@ def test_half_paths_agree(dtype, cpu_path):
     assert np.array_equal(got.astype(np.float64), ref.astype(np.float64), equal_nan=True)
 
 
-def test_large_threaded_matches_numpy():
+def test_large_threaded_matches_numpy(cpu_path):
     n = 1 << 18 if SHORT else 1 << 21
     rng = np.random.default_rng(8)
     a, b = rng.normal(size=n).astype(np.float32), rng.normal(size=n).astype(np.float32)
     ampy.set_num_threads(2)
     assert np.array_equal((ampy.tensor(a) + ampy.tensor(b)).numpy(), a + b)
     assert np.array_equal(ampy.exp(ampy.tensor(a)).numpy(), torch.exp(torch.tensor(a)).numpy()) \
-        or ulp_dist(ampy.exp(ampy.tensor(a)).numpy(), np.exp(a.astype(np.float64)).astype(
+        or ulp_distance(ampy.exp(ampy.tensor(a)).numpy(), np.exp(a.astype(np.float64)).astype(
             np.float32)).max() <= 1
 
 
@@ -509,3 +488,126 @@ def test_fast_float_binary_same_bits_as_portable(op, da, db):
             assert g.dtype is want.dtype
             gb = g.to(ampy.float32).numpy().view(np.uint32)
             assert np.array_equal(gb, w), (op, da, db, n, np.flatnonzero(gb != w)[:5])
+
+
+# ================================================================ CUDA
+# Element-wise kernels (cuda/ewise.cu) on a GPU against the CPU; skipped without a GPU.
+# The oracle is ampy's CPU kernel on the same inputs (itself tested against NumPy and
+# torch above). Ops whose formula is pure IEEE arithmetic (ampy/ewise_expr.h,
+# --fmad=false) give the CPU's bits; ops that call libm (exp, log, tanh, erf, pow, ...)
+# may differ by a few ulp (CUDA libdevice against glibc).
+
+_CODE = {n: i for i, n in enumerate(_C.ewise_ops())}
+# ops computed with + - * / sqrt, comparisons, rounding functions: bit-exact
+EXACT_UNARY = {"abs", "neg", "reciprocal", "square", "sign", "sqrt", "rsqrt", "relu", "floor",
+               "ceil", "round", "trunc", "frac", "isnan", "isinf", "isfinite", "logical_not",
+               "leaky_relu"}
+LIBM_UNARY = {"exp", "expm1", "exp2", "log", "log1p", "log2", "log10", "sin", "cos", "tan",
+              "tanh", "atan", "sigmoid", "gelu", "gelu_tanh", "erf", "silu", "softplus", "elu",
+              "mish", "asin", "acos", "sinh", "cosh", "logsigmoid"}
+EXACT_BINARY = {"add", "sub", "mul", "div", "maximum", "minimum", "fmax", "fmin", "fmod",
+                "remainder", "floor_divide", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
+                "logical_or", "logical_xor"}
+INT_BINARY = EXACT_BINARY - {"div"} | {"pow", "bitwise_and", "bitwise_or", "bitwise_xor"}
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", FLOAT_DTYPES)
+@pytest.mark.parametrize("name", sorted(EXACT_UNARY | LIBM_UNARY))
+def test_cuda_unary_vs_cpu(name, dt):
+    x = sample((37, 129), dt)
+    alpha = {"softplus": 1.5, "leaky_relu": 0.1, "elu": 0.7}.get(name)
+    beta = 10.0 if name == "softplus" else None
+    c = _C.ewise(_CODE[name], None, alpha, beta, x)
+    g = _C.ewise(_CODE[name], None, alpha, beta, x.cuda())
+    assert g.is_cuda and g.dtype is c.dtype and tuple(g.shape) == tuple(c.shape)
+    if name in EXACT_UNARY:
+        assert_same_bits(g, c)
+    else:
+        assert_close_ulps(g, c, c.dtype)
+
+
+@requires_cuda
+@pytest.mark.parametrize("name", ["abs", "neg", "square", "sign", "relu", "floor", "logical_not",
+                                  "bitwise_not", "isfinite"])
+@pytest.mark.parametrize("dt", [ampy.int64, ampy.int32, ampy.uint8, ampy.bool])
+def test_cuda_unary_int_vs_cpu(name, dt):
+    x = sample((5, 33), dt)
+    try:
+        c = _C.ewise(_CODE[name], None, None, None, x)
+    except (TypeError, RuntimeError) as e:
+        with pytest.raises(type(e)):
+            _C.ewise(_CODE[name], None, None, None, x.cuda())
+        return
+    assert_same_bits(_C.ewise(_CODE[name], None, None, None, x.cuda()), c)
+
+
+CUDA_BINARY_CASES = [(n, dt) for dt in list(FLOAT_DTYPES) + [ampy.int64, ampy.int32]
+                     for n in sorted(EXACT_BINARY | INT_BINARY | {"pow", "atan2"})
+                     if (n in INT_BINARY if dt in (ampy.int64, ampy.int32)
+                         else not n.startswith("bitwise"))]
+
+
+@requires_cuda
+@pytest.mark.parametrize("name,dt", CUDA_BINARY_CASES)
+def test_cuda_binary_broadcast_strided_vs_cpu(name, dt):
+    is_int = dt in (ampy.int64, ampy.int32)
+    a = sample((4, 1, 65), dt, 1)
+    b = sample((65, 3), dt, 2).t()  # (3, 65), non-contiguous: broadcast + strides
+    if is_int and name in ("fmod", "remainder", "floor_divide"):
+        b = ampy.where(b == 0, ampy.ones_like(b), b)
+    if is_int and name == "pow":
+        b = b.abs() % 5
+    c = _C.ewise(_CODE[name], None, None, None, a, b)
+    g = _C.ewise(_CODE[name], None, None, None, a.cuda(), b.cuda())
+    assert tuple(g.shape) == (4, 3, 65)
+    if name in ("pow", "atan2") and not is_int:
+        assert_close_ulps(g, c, c.dtype)
+    else:
+        assert_same_bits(g, c)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", [ampy.float32, ampy.float16, ampy.bfloat16])
+def test_cuda_scalars_promotion_alpha_and_inplace(dt):
+    x = sample((8, 31), dt, 3)
+    gx = x.cuda()
+    # Python numbers (host scalars), alpha, mixed dtypes, 0-dim CPU tensors
+    assert_same_bits(ampy.add(gx, 2.5, alpha=3), ampy.add(x, 2.5, alpha=3))
+    assert_same_bits(ampy.sub(gx, gx * 0.5, alpha=0.25), ampy.sub(x, x * 0.5, alpha=0.25))
+    assert_same_bits(gx * 3, x * 3)
+    assert_same_bits(gx / 7, x / 7)
+    y = sample((31,), ampy.float32, 4)
+    assert_same_bits(gx + y.cuda(), x + y)  # half + float32 -> float32
+    s = ampy.tensor(1.75)
+    assert_same_bits(gx * s, x * s)  # a 0-dim CPU tensor joins a CUDA op
+    assert_same_bits(ampy.where(gx > 0, gx, 0.0), ampy.where(x > 0, x, 0.0))
+    assert_same_bits(ampy.clamp(gx, -1.0, 0.5), ampy.clamp(x, -1.0, 0.5))
+    assert_same_bits(ampy.lerp(gx, gx * 2, 0.3), ampy.lerp(x, x * 2, 0.3))
+    assert_same_bits(ampy.addcmul(gx, gx, gx, value=0.5), ampy.addcmul(x, x, x, value=0.5))
+    assert_same_bits(ampy.addcdiv(gx, gx, gx + 4, value=2), ampy.addcdiv(x, x, x + 4, value=2))
+    # in place on a strided view, and the overlapping x[1:] += x[:-1]
+    cx, gy = x.clone(), gx.clone()
+    cx[:, ::2].mul_(3)
+    gy[:, ::2].mul_(3)
+    assert_same_bits(gy, cx)
+    cx[1:].add_(cx[:-1])
+    gy[1:].add_(gy[:-1])
+    assert_same_bits(gy, cx)
+
+
+@requires_cuda
+def test_cuda_integer_division_by_zero_raises_at_next_sync():
+    """A deferred device-side check: no host wait at the op, the CPU's error
+    at the next synchronisation (then cleared); at the op in sync-checks mode."""
+    a = ampy.tensor([4, 5, 6]).cuda()
+    b = ampy.tensor([1, 0, 2]).cuda()
+    with sync_checks(False):
+        q = ampy.floor_divide(a, b)  # queued: does not wait for the device
+        with pytest.raises(RuntimeError, match="ZeroDivisionError.*synchronisation"):
+            q.cpu()
+        assert q.cpu().tolist()[0] == 4  # the record was cleared by the report
+    with sync_checks(True):
+        with pytest.raises(RuntimeError, match="^ZeroDivisionError$"):
+            ampy.floor_divide(a, b)
+    assert (a.cpu().tolist(), b.cpu().tolist()) == ([4, 5, 6], [1, 0, 2])

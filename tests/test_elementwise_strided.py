@@ -1,18 +1,16 @@
 """Element-wise ops and casts on transposed / permuted operands: the tiled
 traversal of csrc/iter.c (ampy_iter_run_ew), checked bit for bit against the
 same op on contiguous copies made by NumPy, at 1 and 2 threads."""
-import ml_dtypes
 import numpy as np
 import pytest
 import torch
 
 import ampy
 
+from _helpers import NP_DTYPE as NP
+
 FLOATS = ["float32", "float16", "bfloat16", "float64"]
 ALL = FLOATS + ["int64", "int32", "uint8", "bool"]
-NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
-      "float64": np.float64, "int64": np.int64, "int32": np.int32, "uint8": np.uint8,
-      "bool": np.bool_}
 
 # ---- transposed / permuted operands (tiled traversal) ----------------------------------------
 # The element-wise iterator walks transposed operands in 2-d tiles through a small buffer and
@@ -49,7 +47,7 @@ TSHAPE = (300, 257)  # > 2 x 32768 elements (splits at 2 threads), not a multipl
 
 
 @pytest.mark.parametrize("dtype", ALL)
-def test_transposed_unary_and_scalar_bitwise(dtype, threads):
+def test_transposed_unary_and_scalar_bitwise(dtype, threads, cpu_path):
     x = _src(TSHAPE, dtype, 1)
     a, c = ampy.tensor(x).T, ampy.tensor(np.ascontiguousarray(x.T))
     assert not a.is_contiguous()
@@ -62,7 +60,7 @@ def test_transposed_unary_and_scalar_bitwise(dtype, threads):
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64", "int32",
                                    "int64", "uint8"])
-def test_transposed_binary_bitwise(dtype, threads):
+def test_transposed_binary_bitwise(dtype, threads, cpu_path):
     x, y, z = _src(TSHAPE, dtype, 2), _src(TSHAPE[::-1], dtype, 3), _src(TSHAPE, dtype, 11)
     r, q = _src((1, 300), dtype, 4), _src((257, 1), dtype, 12)
     ax, ay, az, ar, aq = (ampy.tensor(v) for v in (x, y, z, r, q))
@@ -102,7 +100,7 @@ def test_permuted_3d_and_sliced_bitwise(dtype, threads):
 @pytest.mark.parametrize("src", ["float32", "float16", "bfloat16", "float64", "int64",
                                  "uint8", "bool"])
 @pytest.mark.parametrize("dst", ["float32", "float16", "bfloat16", "int32", "bool"])
-def test_transposed_cast_bitwise(src, dst, threads):
+def test_transposed_cast_bitwise(src, dst, threads, cpu_path):
     x = _src((131, 517), src, 7)
     a, c = ampy.tensor(x).T, ampy.tensor(np.ascontiguousarray(x.T))
     _same_bits(a.to(getattr(ampy, dst)), c.to(getattr(ampy, dst)))

@@ -9,6 +9,8 @@ import pytest
 import ampy
 from ampy import _C
 
+from _helpers import same_bits
+
 
 def _data(n, seed):
     rng = np.random.default_rng(seed)
@@ -21,7 +23,7 @@ def _data(n, seed):
 
 @pytest.mark.parametrize("n", [0, 1, 7, 1000, 70001])
 @pytest.mark.parametrize("red", [0, 1, 2])
-def test_mse_matches_general_kernel_bits(n, red):
+def test_mse_matches_general_kernel_bits(n, red, cpu_path):
     x, y, rng = _data(n, n + red)
     a, b = _C.nn_mse_fwd(x, y, red), _C.fused_mse_fwd(x, y, red)
     assert a.shape == b.shape and a.numpy().tobytes() == b.numpy().tobytes()
@@ -84,12 +86,8 @@ def _pair(shape, dtype, seed, scale=3.0):
     return x, g
 
 
-def _bits(t):
-    return t.to(ampy.float32).numpy().tobytes()
-
-
 @pytest.mark.parametrize("dt", _HALFS)
-def test_relu_bwd_is_the_where_rule_bit_for_bit(dt):
+def test_relu_bwd_is_the_where_rule_bit_for_bit(dt, cpu_path):
     dtype = getattr(ampy, dt)
     y, g = _pair((37, 129), dtype, 1)
     y = ampy.relu(y)
@@ -97,23 +95,23 @@ def test_relu_bwd_is_the_where_rule_bit_for_bit(dt):
                                    np.float32)).to(dtype)
     for yy, gg in ((y, g), (special, ampy.ones(8, dtype=dtype))):
         want = ampy.where(yy > 0, gg, ampy.zeros((), dtype=dtype))
-        assert _bits(_C.fused_relu_bwd(yy, gg)) == _bits(want)
+        assert same_bits(_C.fused_relu_bwd(yy, gg), want)
 
 
 @pytest.mark.parametrize("dt", _HALFS)
 @pytest.mark.parametrize("shape", [(5, 1), (64, 515), (2, 3, 1100)])
-def test_softmax_bwd_is_the_composite_rule_bit_for_bit(dt, shape):
+def test_softmax_bwd_is_the_composite_rule_bit_for_bit(dt, shape, cpu_path):
     dtype = getattr(ampy, dt)
     x, g = _pair(shape, dtype, 2)
     y = ampy.softmax(x, -1)
     y32, g32 = y.to(ampy.float32), g.to(ampy.float32)
     want = (y32 * (g32 - ampy.sum(g32 * y32, -1, keepdim=True))).to(dtype)
     got = _C.fused_softmax_bwd(y, g)
-    assert got.dtype is dtype and _bits(got) == _bits(want)
+    assert got.dtype is dtype and same_bits(got, want)
 
 
 @pytest.mark.parametrize("dt", _HALFS)
-def test_gelu_bwd_vs_float64_and_torch(dt):
+def test_gelu_bwd_vs_float64_and_torch(dt, cpu_path):
     torch = pytest.importorskip("torch")
     dtype = getattr(ampy, dt)
     x, g = _pair((300, 1001), dtype, 3)
@@ -133,7 +131,7 @@ def test_gelu_bwd_vs_float64_and_torch(dt):
     assert (err <= terr + 2 * eps * (np.abs(gd) + np.abs(ref))).all()
 
 
-def test_gelu_bwd_specials():
+def test_gelu_bwd_specials(cpu_path):
     x = ampy.tensor(np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 100.0, -100.0, 1e-40],
                              np.float32))
     got = _C.fused_gelu_bwd(x, ampy.ones(8)).numpy()
@@ -186,7 +184,7 @@ def test_gelu_bwd_float32_accuracy():
 
 
 @pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
-def test_gelu_bwd_per_element_and_half_rounding(dt):
+def test_gelu_bwd_per_element_and_half_rounding(dt, cpu_path):
     # a lane's result never depends on its neighbours (vectors holding an
     # out-of-range lane take the scalar kernels for those lanes only), and the
     # half types give exactly the float32 result rounded once
@@ -244,7 +242,7 @@ def test_backward_kernels_bad_input(fn):
         f(a)
 
 
-def test_gelu_bwd_far_range_relative_accuracy():
+def test_gelu_bwd_far_range_relative_accuracy(cpu_path):
     # 3.9375 <= |x| <= 14.5 (AVX-512: gelu_bwd_far_vec; portable: Phi + x phi):
     # for x < 0 gelu' is tiny (down to 1e-44), so it is checked in ulps of the
     # float64 value Phi(x) + x phi(x) with Phi from math.erfc (torch's ndtr

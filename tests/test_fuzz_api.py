@@ -32,7 +32,8 @@ import ampy
 import ampy.nn.functional as AF
 from ampy.amp import functional as AMPF
 
-LONG = os.environ.get("AMPY_TEST_LONG") == "1"
+from _helpers import AMPY_DTYPE as AD, LONG, NP_DTYPE as NP, TORCH_DTYPE as TD, bits, same_bits
+
 settings.register_profile(
     "ampy_fuzz_ci", max_examples=60, deadline=None, derandomize=True, database=None,
     suppress_health_check=list(HealthCheck), print_blob=True)
@@ -105,16 +106,6 @@ def count():
 DTYPES = ["float32", "float16", "bfloat16", "float64", "int64", "int32", "uint8", "bool"]
 FLOATS = ["float32", "float16", "bfloat16", "float64"]
 HALF_FLOATS = ["float32", "float16", "bfloat16"]
-NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
-      "float64": np.float64, "int64": np.int64, "int32": np.int32, "uint8": np.uint8,
-      "bool": np.bool_}
-TD = {k: getattr(torch, k) for k in DTYPES}
-AD = {k: getattr(ampy, k) for k in DTYPES}
-
-
-def bits(a):
-    a = np.array(a, order="C")
-    return a.reshape(-1).view(np.uint8).tobytes() + str(a.shape).encode() + str(a.dtype).encode()
 
 
 def snapshot(*objs):
@@ -123,7 +114,7 @@ def snapshot(*objs):
 
     def walk(o):
         if isinstance(o, ampy.Tensor):
-            out.append((id(o), bits(o.detach().numpy()), tuple(o.shape), str(o.dtype)))
+            out.append((id(o), bits(o).tobytes(), tuple(o.shape), str(o.dtype)))
         elif isinstance(o, (list, tuple)):
             for x in o:
                 walk(x)
@@ -243,7 +234,7 @@ def views(draw, dtypes=DTYPES):
     t = ampy.tensor(a) if a.ndim else ampy.tensor(a.item() if dt != "bfloat16" else float(a),
                                                   dtype=AD[dt])
     if a.ndim == 0:
-        assert bits(t.numpy()) == bits(a) or dt == "bfloat16"
+        assert same_bits(t.numpy(), a) or dt == "bfloat16"
         a = t.numpy()
     ops = draw(st.lists(st.sampled_from(["T", "step", "expand", "unsqueeze", "flip_narrow"]),
                         max_size=2))
@@ -268,7 +259,7 @@ def views(draw, dtypes=DTYPES):
             ln = draw(st.integers(0, a.shape[0]))
             t, a = t.narrow(0, 0, ln), a[:ln]
     assert tuple(t.shape) == a.shape
-    assert bits(t.numpy()) == bits(a), "view differs from its NumPy twin"
+    assert same_bits(t.numpy(), a), "view differs from its NumPy twin"
     return dt, t, np.array(a)
 
 
@@ -467,10 +458,10 @@ def test_casts(v, dst, how):
         g, w = got.astype(np.float64), want.astype(np.float64)
         assert np.array_equal(np.isnan(g), np.isnan(w))
         nn = ~np.isnan(w)  # non-NaN: bits (sign of zero included)
-        assert bits(got[nn]) == bits(want[nn]), (src, dst, a[nn], got[nn], want[nn])
+        assert same_bits(got[nn], want[nn]), (src, dst, a[nn], got[nn], want[nn])
     else:
-        assert bits(got[mask]) == bits(want[mask]), (src, dst, a[mask], got[mask], want[mask])
-    assert bits(t.numpy()) == bits(a), "the source changed"
+        assert same_bits(got[mask], want[mask]), (src, dst, a[mask], got[mask], want[mask])
+    assert same_bits(t.numpy(), a), "the source changed"
 
 
 @examples(80)
@@ -481,9 +472,9 @@ def test_cast_garbage(v, arg, kw):
     r = call((lambda: t.to(dtype=arg)) if kw else (lambda: t.to(arg)), t)
     if r[0] == "ok":
         # only a CPU device (or nothing) may be accepted
-        assert isinstance(r[1], ampy.Tensor) and bits(r[1].numpy()) == bits(a), arg
+        assert isinstance(r[1], ampy.Tensor) and same_bits(r[1].numpy(), a), arg
         assert arg is None or str(arg).startswith("cpu") or arg in (0, -1), arg
-    assert bits(t.numpy()) == bits(a)
+    assert same_bits(t.numpy(), a)
 
 
 # ----------------------------------------------------------------- element-wise
@@ -947,7 +938,7 @@ def test_non_finite_check_and_unscale(grads, inv, found0, found_kind, inv_kind, 
         g64, y64 = got.astype(np.float64), y.astype(np.float64)
         assert np.array_equal(np.isnan(g64), np.isnan(y64))
         nn = ~np.isnan(y64)
-        assert bits(got[nn]) == bits(np.asarray(y)[nn]), (dt, inv, a0, got, y)
+        assert same_bits(got[nn], np.asarray(y)[nn]), (dt, inv, a0, got, y)
         any_bad |= bool(np.any(~np.isfinite(y64)))
     want_found = 1.0 if (any_bad or found0 == 1.0) else 0.0
     assert found.numpy().reshape(-1)[0] == want_found
@@ -977,7 +968,7 @@ def test_update_scale(scale, tracker, found, growth, backoff, interval, kinds):
     if torch_refused(rt, ("update_scale", type(growth).__name__, type(backoff).__name__,
                           type(interval).__name__), (growth, backoff, interval)):
         return
-    assert bits(s.numpy().reshape(-1)) == bits(ts.numpy()) or (
+    assert same_bits(s.numpy().reshape(-1), ts.numpy()) or (
         math.isnan(ts.item()) and math.isnan(s.numpy().reshape(-1)[0])), (s, ts)
     assert g.numpy().tolist() == tg.numpy().tolist()
 

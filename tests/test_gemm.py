@@ -16,21 +16,12 @@ import ampy
 from ampy import _C
 from ampy import _gemm as G
 
+from _helpers import (TORCH_DTYPE as TORCH_DT, UNIT_ROUNDOFF as U_OUT, bits, requires_cuda,
+                      requires_torch_cuda)
+
 torch = pytest.importorskip("torch")
 
 DTYPES = [ampy.float32, ampy.float16, ampy.bfloat16]
-TORCH_DT = {ampy.float32: torch.float32, ampy.float16: torch.float16,
-            ampy.bfloat16: torch.bfloat16}
-U_OUT = {ampy.float32: 2.0**-24, ampy.float16: 2.0**-11, ampy.bfloat16: 2.0**-8}
-IMPLS = [i for i in ("portable", "avx2", "avx512", "avx512bf16", "amx")
-         if _C.gemm_impl_available(i)]
-
-
-@pytest.fixture(params=IMPLS)
-def impl(request):
-    _C.gemm_set_impl(request.param)
-    yield request.param
-    _C.gemm_set_impl("auto")
 
 
 def f64(t):
@@ -230,11 +221,6 @@ def test_strided_operands_read_in_place(impl, dtype):
     check_close(G.mm(b.T, a.T, out_dtype=ampy.float32), f64(b).T, f64(a).T, ampy.float32)
 
 
-def bits(t):
-    x = np.ascontiguousarray(t.numpy())
-    return x.view(np.uint32 if x.itemsize == 4 else np.uint16)
-
-
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("mnk", [(45, 50, 1100), (14, 33, 257), (70, 17, 31)])
 def test_kmajor_a_and_colmajor_b_same_bits(impl, dtype, mnk):
@@ -264,3 +250,49 @@ def test_bf16_store_rounds_like_cast(impl, mnk):
     ref = G.mm(a, b, out_dtype=ampy.float32).to(ampy.bfloat16)
     assert np.array_equal(bits(got), bits(ref))
     assert np.isinf(got.float().numpy()[3]).any()
+
+
+# ================================================================ CUDA
+# cuBLAS GEMM (mm, bmm, linear) on a GPU against the CPU, float64 and torch;
+# skipped without a GPU.
+
+def _rel(a, b):
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", [ampy.float16, ampy.bfloat16, ampy.float32])
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (7, 33, 5), (128, 255, 64), (512, 4096, 256)])
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True)])
+def test_cuda_gemm_vs_float64(dt, m, k, n, ta, tb):
+    rng = np.random.default_rng(m * k + n)
+    a64 = rng.standard_normal((m, k))
+    b64 = rng.standard_normal((k, n))
+    a = ampy.from_numpy(np.ascontiguousarray(a64.T) if ta else a64).to(dt)
+    b = ampy.from_numpy(np.ascontiguousarray(b64.T) if tb else b64).to(dt)
+    ga, gb = a.cuda(), b.cuda()
+    ga = ga.t() if ta else ga
+    gb = gb.t() if tb else gb
+    out = ampy.mm(ga, gb).float().cpu().numpy().astype(np.float64)
+    ref = (ampy.from_numpy(a64).to(dt).double().numpy() @
+           ampy.from_numpy(b64).to(dt).double().numpy())
+    tol = {ampy.float32: 1e-5, ampy.float16: 2e-3, ampy.bfloat16: 1e-2}[dt]
+    assert _rel(out, ref) < tol
+
+
+@requires_cuda
+@requires_torch_cuda
+@pytest.mark.parametrize("dt,tdt", [(ampy.float16, torch.float16), (ampy.bfloat16, torch.bfloat16)])
+def test_cuda_gemm_vs_torch_batched(dt, tdt):
+    ta = torch.randn(4, 96, 200, device="cuda", dtype=tdt)
+    tb = torch.randn(4, 200, 72, device="cuda", dtype=tdt)
+    a, b = ampy.from_dlpack(ta), ampy.from_dlpack(tb)
+    out = torch.from_dlpack(ampy.bmm(a, b))
+    ref = torch.bmm(ta.double(), tb.double())
+    assert ((out.double() - ref).norm() / ref.norm()).item() < 1e-2
+    w = torch.randn(48, 200, device="cuda", dtype=tdt)
+    bias = torch.randn(48, device="cuda", dtype=tdt)
+    lin = torch.from_dlpack(ampy.nn.functional.linear(ampy.from_dlpack(ta), ampy.from_dlpack(w),
+                                            ampy.from_dlpack(bias)))
+    ref = torch.nn.functional.linear(ta.double(), w.double(), bias.double())
+    assert ((lin.double() - ref).norm() / ref.norm()).item() < 1e-2

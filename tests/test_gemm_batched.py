@@ -13,21 +13,12 @@ import pytest
 import ampy
 from ampy import _C
 
+from _helpers import (IMPLS, TORCH_DTYPE as TORCH_DT, UNIT_ROUNDOFF as U_OUT, no_cpu_fallback,
+                      requires_cuda, requires_torch_cuda)
+
 torch = pytest.importorskip("torch")
 
 DTYPES = [ampy.float32, ampy.float16, ampy.bfloat16]
-TORCH_DT = {ampy.float32: torch.float32, ampy.float16: torch.float16,
-            ampy.bfloat16: torch.bfloat16}
-U_OUT = {ampy.float32: 2.0**-24, ampy.float16: 2.0**-11, ampy.bfloat16: 2.0**-8}
-IMPLS = [i for i in ("portable", "avx2", "avx512", "avx512bf16", "amx")
-         if _C.gemm_impl_available(i)]
-
-
-@pytest.fixture(params=IMPLS)
-def impl(request):
-    _C.gemm_set_impl(request.param)
-    yield request.param
-    _C.gemm_set_impl("auto")
 
 
 def f64(t):
@@ -267,3 +258,47 @@ def test_direct_a_kernel_same_bits_as_packed(dtype, m, k):
             check_close(ampy.matmul(a, b), f64(a), f64(b), dtype)
     finally:
         _C.gemm_set_impl("auto")
+
+
+# ================================================================ CUDA
+# baddbmm on a GPU against the CPU, float64 and torch; skipped without a GPU.
+
+@requires_cuda
+@pytest.mark.parametrize("dt", [ampy.float32, ampy.float16, ampy.bfloat16])
+@pytest.mark.parametrize("beta,alpha", [(1, 1), (0.5, -2.0), (0, 1)])
+@pytest.mark.parametrize("ishape", [(3, 17, 9), (17, 9), (9,), (1, 1, 1)])
+def test_cuda_baddbmm_vs_float64(dt, beta, alpha, ishape):
+    rng = np.random.default_rng(41)
+    a64, b64 = rng.standard_normal((3, 17, 33)), rng.standard_normal((3, 33, 9))
+    i64 = rng.standard_normal(ishape)
+    if beta == 0:
+        i64[...] = np.nan  # beta == 0 ignores input entirely (torch's rule)
+    a, b, inp = (ampy.from_numpy(v).to(dt) for v in (a64, b64, i64))
+    with no_cpu_fallback():
+        out = ampy.baddbmm(inp.cuda(), a.cuda(), b.cuda(), beta=beta, alpha=alpha)
+    assert out.is_cuda and out.dtype is dt and tuple(out.shape) == (3, 17, 9)
+    r = lambda t: t.double().numpy()  # noqa: E731
+    ref = alpha * (r(a) @ r(b)) + (beta * r(inp) if beta != 0 else 0)
+    got = out.float().cpu().numpy().astype(np.float64)
+    tol = {ampy.float32: 1e-5, ampy.float16: 2e-3, ampy.bfloat16: 1e-2}[dt]
+    assert np.abs(got - ref).max() / np.abs(ref).max() < tol
+    cpu = ampy.baddbmm(inp, a, b, beta=beta, alpha=alpha)
+    assert np.abs(got - cpu.double().numpy()).max() / np.abs(ref).max() < tol
+
+
+@requires_cuda
+@requires_torch_cuda
+def test_baddbmm_vs_torch_cuda_and_backward():
+    rng = np.random.default_rng(42)
+    a, b, i = (rng.standard_normal(s).astype(np.float32) for s in ((4, 8, 16), (4, 16, 5), (8, 5)))
+    ta, tb, ti = (torch.from_numpy(v).cuda().half().requires_grad_(True) for v in (a, b, i))
+    ga, gb, gi = (ampy.from_numpy(v).cuda().half().requires_grad_(True) for v in (a, b, i))
+    to = torch.baddbmm(ti, ta, tb, beta=0.5, alpha=2.0)
+    go = ampy.baddbmm(gi, ga, gb, beta=0.5, alpha=2.0)
+    np.testing.assert_allclose(go.float().cpu().numpy(), to.float().cpu().numpy(), rtol=2e-3,
+                               atol=2e-3)
+    to.float().sum().backward()
+    go.float().sum().backward()
+    for g, t in ((ga, ta), (gb, tb), (gi, ti)):
+        np.testing.assert_allclose(g.grad.float().cpu().numpy(), t.grad.float().cpu().numpy(),
+                                   rtol=2e-3, atol=2e-3)

@@ -16,20 +16,10 @@ import ampy
 from ampy import _C
 from ampy import _gemm as G
 
+from _helpers import AMPY_DTYPE as DT, NP_DTYPE as NP, TORCH_DTYPE as TORCH, bits
+
 torch = pytest.importorskip("torch")
 
-IMPLS = [i for i in ("portable", "avx2", "avx512", "avx512bf16", "amx")
-         if _C.gemm_impl_available(i)]
-DT = {"float32": ampy.float32, "float16": ampy.float16, "bfloat16": ampy.bfloat16}
-NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
-TORCH = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-
-
-@pytest.fixture(params=IMPLS)
-def impl(request):
-    _C.gemm_set_impl(request.param)
-    yield request.param
-    _C.gemm_set_impl("auto")
 
 
 def ints(shape, seed, lo=-8, hi=9):
@@ -45,17 +35,10 @@ def to_ampy(x64, dt):
     return ampy.from_numpy(np.ascontiguousarray(x64).astype(np.float32)).to(DT[dt])
 
 
-def bits(t, dt):
-    a = (t.float() if dt == "bfloat16" else t).numpy()
-    if dt == "bfloat16":
-        a = a.astype(ml_dtypes.bfloat16)
-    return np.ascontiguousarray(a).view(np.uint32 if dt == "float32" else np.uint16)
-
-
 def oracle_bits(exact64, dt):
     """float64 values (exact in float32 by construction) rounded once to dt."""
     assert np.array_equal(exact64.astype(np.float32).astype(np.float64), exact64)
-    return exact64.astype(NP[dt]).view(np.uint32 if dt == "float32" else np.uint16)
+    return bits(exact64.astype(NP[dt]))
 
 
 SHAPES = [(64, 64, 64),     # AMX: full tiles, A read in place, row-panel order
@@ -79,7 +62,7 @@ def test_bias_bits_vs_float64(impl, in_dt, bias_dt, mnk):
     for out_dt in {in_dt, "float32"}:
         got = _C.gemm(a, b, out_dtype=DT[out_dt], bias=bias)
         assert got.dtype is DT[out_dt]
-        np.testing.assert_array_equal(bits(got, out_dt), oracle_bits(exact, out_dt))
+        np.testing.assert_array_equal(bits(got), oracle_bits(exact, out_dt))
 
 
 @pytest.mark.parametrize("dt", ["float32", "bfloat16", "float16"])
@@ -98,18 +81,18 @@ def test_bias_transposed_strided_alpha_beta(impl, dt, ta, tb):
     got = _C.gemm(a, b, out=out, alpha=0.5, beta=2.0, bias=bias)
     assert got is out
     exact = 0.5 * (a64 @ b64) + 2.0 * c64 + bias_full[::2]
-    np.testing.assert_array_equal(bits(out, dt), oracle_bits(exact, dt))
+    np.testing.assert_array_equal(bits(out), oracle_bits(exact, dt))
 
 
 def test_bias_scalar_broadcast_and_batched(impl):
     a64, b64 = ints((3, 32, 64), 8), ints((3, 64, 32), 9)
     a, b = to_ampy(a64, "bfloat16"), to_ampy(b64, "bfloat16")
     one = to_ampy(np.array([0.3125 + 1 / 64]), "float32")
-    bias = ampy.expand(one, 32) if hasattr(ampy, "expand") else one.expand(32)
+    bias = one.expand(32)
     assert bias.stride() == (0,)
     got = _C.gemm(a, b, bias=bias)
     exact = a64 @ b64 + (0.3125 + 1 / 64)
-    np.testing.assert_array_equal(bits(got, "bfloat16"), oracle_bits(exact, "bfloat16"))
+    np.testing.assert_array_equal(bits(got), oracle_bits(exact, "bfloat16"))
 
 
 def test_bias_special_values(impl):
@@ -128,11 +111,11 @@ def test_bias_special_values(impl):
     exact = (a64 @ b64).astype(np.float32) + bias32
     want = exact.astype(ml_dtypes.bfloat16)
     g = got.float().numpy()
-    assert np.isnan(g[:, 3]).all() and (bits(got, "bfloat16")[:, 3] == 0x7FC0).all()
+    assert np.isnan(g[:, 3]).all() and (bits(got)[:, 3] == 0x7FC0).all()
     finite = ~np.isnan(exact)
-    np.testing.assert_array_equal(bits(got, "bfloat16")[finite],
+    np.testing.assert_array_equal(bits(got)[finite],
                                   want.view(np.uint16)[finite])
-    assert bits(got, "bfloat16")[0, 0] != 0  # a subnormal, not flushed to zero
+    assert bits(got)[0, 0] != 0  # a subnormal, not flushed to zero
 
 
 @pytest.mark.parametrize("dt", ["float32", "bfloat16", "float16"])
@@ -143,10 +126,10 @@ def test_linear_bias_bits_vs_oracle_and_torch(dt):
     got = ampy.nn.functional.linear(x, w, b)
     assert tuple(got.shape) == (4, 16, 96)
     exact = x64 @ w64.T + bexact
-    np.testing.assert_array_equal(bits(got, dt), oracle_bits(exact, dt))
+    np.testing.assert_array_equal(bits(got), oracle_bits(exact, dt))
     tx, tw, tb = (torch.from_numpy(v.astype(np.float32)).to(TORCH[dt]) for v in (x64, w64, bexact))
     theirs = torch.nn.functional.linear(tx, tw, tb)
-    np.testing.assert_array_equal(bits(got, dt), theirs.float().numpy().astype(NP[dt]).view(
+    np.testing.assert_array_equal(bits(got), theirs.float().numpy().astype(NP[dt]).view(
         np.uint32 if dt == "float32" else np.uint16))
 
 
@@ -163,13 +146,13 @@ def test_addmm_row_input_one_rounding(dt, form):
     rb = r64 if form != "scalar" else r64[0]
     got = G.addmm(inp, to_ampy(m1, dt), to_ampy(m2, dt), beta=2, alpha=0.5)
     exact = 0.5 * (m1 @ m2) + 2 * np.broadcast_to(rb, (m, n))
-    np.testing.assert_array_equal(bits(got, dt), oracle_bits(exact, dt))
+    np.testing.assert_array_equal(bits(got), oracle_bits(exact, dt))
     # torch agrees bit for bit on these exact inputs
     t = lambda v: torch.from_numpy(np.asarray(v, dtype=np.float32)).to(TORCH[dt])
     tin = {"1d": t(r64), "row": t(r64).reshape(1, n), "expanded": t(r64).reshape(1, n).expand(m, n),
            "full": t(np.broadcast_to(r64, (m, n))), "scalar": t(r64[0])}[form]
     theirs = torch.addmm(tin, t(m1), t(m2), beta=2, alpha=0.5)
-    np.testing.assert_array_equal(bits(got, dt), theirs.float().numpy().astype(NP[dt]).view(
+    np.testing.assert_array_equal(bits(got), theirs.float().numpy().astype(NP[dt]).view(
         np.uint32 if dt == "float32" else np.uint16))
 
 

@@ -12,18 +12,13 @@ import pytest
 import torch
 
 import ampy
-from ampy import _dispatch
 from ampy.amp import GradScaler
 
-pytestmark = [
-    pytest.mark.skipif("mul" not in _dispatch.ops() or not hasattr(ampy.Tensor, "__mul__"),
-                       reason="GradScaler.scale() needs the mul op and Tensor.__mul__ "
-                              "(ampy/_math.py)"),
-    pytest.mark.filterwarnings("ignore:GradScaler. no float16 is involved"),
-]
+from _helpers import TORCH_DTYPE as TDT
+
+pytestmark = pytest.mark.filterwarnings("ignore:GradScaler. no float16 is involved")
 
 LIBS = {"torch": torch, "ampy": ampy}
-TDT = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
 class Opt:

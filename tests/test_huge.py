@@ -8,9 +8,9 @@ subnormals, -0, ordinary numbers) sit around index 2^31, at the very end and
 at a strided sample over the whole range. Results are checked as bits against
 NumPy / ml_dtypes conversions of the same values.
 
-- test_huge_half_cast_and_finite (default, ~4.3 GB resident): float16 ->
-  bfloat16 of 2^31 + 17 elements, then non_finite_check_and_unscale_ on the
-  4.3 GB result (check only, then unscale by 0.5), with single non-finite
+- test_huge_half_cast_and_finite (~4.3 GB resident, 20-70 s; runs with
+  AMPY_TEST_LONG=1): float16 -> bfloat16 of 2^31 + 17 elements, then
+  non_finite_check_and_unscale_ on the 4.3 GB result (check only, then unscale by 0.5), with single non-finite
   values placed at 2^31 + 1 and at the end.
 - test_huge_float32_casts (slow, ~9 GB resident; runs with AMPY_TEST_LONG=1):
   float32 -> float16 / bfloat16 and float16 -> float32, a transposed
@@ -19,7 +19,6 @@ NumPy / ml_dtypes conversions of the same values.
 Each test is skipped, saying why, when /proc/meminfo's MemAvailable is short.
 """
 import gc
-import os
 
 import ml_dtypes
 import numpy as np
@@ -28,8 +27,9 @@ import pytest
 import ampy
 from ampy.amp import functional as AF
 
+from _helpers import bits, long_run
+
 N = 2 ** 31 + 17
-LONG = os.environ.get("AMPY_TEST_LONG") == "1"
 GB = 1 << 30
 
 
@@ -74,11 +74,6 @@ def fill(view, pos, dtype):
     return v
 
 
-def bits(a):
-    a = np.ascontiguousarray(a)
-    return a.view(np.uint8 if a.dtype.itemsize == 1 else f"u{a.dtype.itemsize}")
-
-
 def assert_same_bits(got, want, what):
     """Bits equal, except that any NaN may stand for any NaN."""
     g, w = got.astype(np.float64), want.astype(np.float64)
@@ -101,6 +96,7 @@ def finite(tensors, inv):
     return float(found.numpy()[0])
 
 
+@long_run("~4.3 GB and 20-70 s")
 def test_huge_half_cast_and_finite():
     need_memory(int(2.4 * N * 2))  # the 4.3 GB result + room for the source's touched pages
     rng = np.random.default_rng(0)
@@ -142,8 +138,7 @@ def test_huge_half_cast_and_finite():
     zero_elsewhere(o, pos, rng)
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not LONG, reason="~9 GB and a few minutes: set AMPY_TEST_LONG=1")
+@long_run("~9 GB and a few minutes")
 def test_huge_float32_casts():
     need_memory(int(1.3 * N * 4))  # the largest result (float32) + touched source pages
     rng = np.random.default_rng(1)

@@ -32,10 +32,10 @@ import pytest
 import ampy
 from ampy import demo
 
+from _helpers import SHORT, long_run
+
 pytestmark = pytest.mark.filterwarnings("ignore:GradScaler. no float16 is involved")
 
-SHORT = bool(os.environ.get("AMPY_TEST_SHORT"))
-LONG = bool(os.environ.get("AMPY_TEST_LONG"))
 ASAN = "asan" in os.environ.get("LD_PRELOAD", "")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 OVERFLOW_EVERY = 97
@@ -143,8 +143,7 @@ def test_training_memory_flat(setup):
         _run_flat(setup, warmup=200, measured=1000, every=250, history_size=100)
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not LONG, reason="the 10,000-step run needs AMPY_TEST_LONG=1")
+@long_run("the 10,000-step run")
 @pytest.mark.parametrize("setup", SETUPS)
 def test_training_memory_flat_10k(setup):
     _run_flat(setup, warmup=1500, measured=8500, every=500, history_size=1000)

@@ -25,7 +25,7 @@ import torch
 
 import ampy
 
-no_gpu = pytest.mark.skipif(ampy.cuda.is_available(), reason="a CUDA device is usable here")
+from _helpers import without_cuda
 
 ENTRY_POINTS = {
     "zeros": lambda: ampy.zeros(2, device="cuda"),
@@ -83,7 +83,7 @@ def check_plain(exc, limit):
     assert len(frames) <= limit, [f"{f.name} ({os.path.basename(f.filename)})" for f in frames]
 
 
-@no_gpu
+@without_cuda
 @pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
 def test_cuda_entry_points_say_no_gpu_plainly(name):
     args = ()
@@ -96,7 +96,7 @@ def test_cuda_entry_points_say_no_gpu_plainly(name):
     assert np.array_equal(ampy.get_rng_state().numpy(), state.numpy())  # nothing drawn
 
 
-@no_gpu
+@without_cuda
 @pytest.mark.parametrize("name", sorted(CONSTRUCTORS))
 def test_module_constructors_with_cuda_device(name):
     with pytest.raises(RuntimeError) as info:
@@ -104,7 +104,7 @@ def test_module_constructors_with_cuda_device(name):
     check_plain(info.value, 4)
 
 
-@no_gpu
+@without_cuda
 def test_load_onto_cuda_says_no_gpu_and_what_to_pass():
     import io
     buf = io.BytesIO()
@@ -118,7 +118,7 @@ def test_load_onto_cuda_says_no_gpu_and_what_to_pass():
     assert len(ampy_frames(info.value)) <= 2 and info.value.__suppress_context__
 
 
-@no_gpu
+@without_cuda
 def test_module_left_untouched_after_the_raise():
     m = ampy.nn.Linear(2, 2)
     w = m.weight
@@ -128,7 +128,7 @@ def test_module_left_untouched_after_the_raise():
     assert m.weight is w and not w.is_cuda and np.array_equal(w.detach().numpy(), before)
 
 
-@no_gpu
+@without_cuda
 def test_whole_traceback_in_a_fresh_process_is_short():
     code = "import ampy\nampy.nn.Linear(2, 2).cuda()\n"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -140,7 +140,7 @@ def test_whole_traceback_in_a_fresh_process_is_short():
     assert "During handling" not in r.stderr and "direct cause" not in r.stderr
 
 
-@no_gpu
+@without_cuda
 def test_autocast_cuda_warns_and_disables_like_torch():
     with warnings.catch_warnings(record=True) as got:
         warnings.simplefilter("always")
@@ -157,7 +157,7 @@ def test_autocast_cuda_warns_and_disables_like_torch():
             assert (x @ x).dtype is ampy.float32
 
 
-@no_gpu
+@without_cuda
 def test_grad_scaler_cuda_warns_and_disables_like_torch():
     with warnings.catch_warnings(record=True) as got:
         warnings.simplefilter("always")

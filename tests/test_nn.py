@@ -10,17 +10,12 @@ import ampy
 from ampy import nn
 from ampy.nn import functional as F
 
+from _helpers import (TORCH_DTYPE as TORCH_DT, assert_close_ulps, assert_same_bits, grads_cpu_gpu,
+                      requires_cuda, sample, sync_checks)
+
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
 
-HAS_AUTOGRAD = hasattr(ampy, "autograd") and hasattr(ampy.Tensor, "backward")
-needs_autograd = pytest.mark.skipif(not HAS_AUTOGRAD, reason="ampy.autograd not in this build")
-needs_gemm = pytest.mark.skipif(getattr(getattr(ampy, "_gemm", None), "linear", None) is None
-                                and not hasattr(ampy, "linear"), reason="ampy._gemm not built")
-needs_math = pytest.mark.skipif(not hasattr(ampy, "relu"), reason="ampy._math not built")
-
-TORCH_DT = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
-            "float64": torch.float64}
 TOL = {"float32": (2e-5, 2e-6), "float64": (1e-12, 1e-12), "float16": (2e-2, 2e-3),
        "bfloat16": (5e-2, 1e-2)}
 
@@ -57,11 +52,10 @@ def backward(out, grad):
 
 
 # ------------------------------------------------------------------ layer_norm
-@needs_autograd
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
 @pytest.mark.parametrize("shape,norm", [((6, 33), (33,)), ((3, 4, 40), (40,)),
                                         ((2, 5, 6, 7), (6, 7)), ((4, 1), (1,))])
-def test_layer_norm_forward_backward(dtype, shape, norm):
+def test_layer_norm_forward_backward(dtype, shape, norm, cpu_path):
     rng = np.random.default_rng([len(dtype), *shape])
     x = rng.standard_normal(shape) * 3 + 1
     w, b = rng.standard_normal(norm), rng.standard_normal(norm)
@@ -83,7 +77,6 @@ def test_layer_norm_forward_backward(dtype, shape, norm):
     assert aw.grad.dtype is aw.dtype
 
 
-@needs_autograd
 def test_layer_norm_no_affine_and_mixed_weight_dtype():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((8, 50))
@@ -128,11 +121,10 @@ def test_layer_norm_portable_path_matches_simd():
 
 
 # --------------------------------------------------------------- cross_entropy
-@needs_autograd
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("weighted,ls", [(False, 0.0), (True, 0.0), (False, 0.1), (True, 0.25)])
-def test_cross_entropy(dtype, reduction, weighted, ls):
+def test_cross_entropy(dtype, reduction, weighted, ls, cpu_path):
     rng = np.random.default_rng(7)
     n, c = 13, 37
     x = rng.standard_normal((n, c)) * 3
@@ -152,7 +144,6 @@ def test_cross_entropy(dtype, reduction, weighted, ls):
     close(ax.grad, tx.grad, dtype)
 
 
-@needs_autograd
 def test_cross_entropy_kdim_1d_ignore_all_and_module():
     rng = np.random.default_rng(3)
     x = rng.standard_normal((2, 5, 3, 4))
@@ -194,9 +185,8 @@ def test_cross_entropy_bad_targets_leave_inputs():
     np.testing.assert_array_equal(x.numpy(), before)
 
 
-@needs_autograd
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-def test_nll_loss(reduction):
+def test_nll_loss(reduction, cpu_path):
     rng = np.random.default_rng(4)
     x = rng.standard_normal((9, 6))
     t = rng.integers(0, 6, 9)
@@ -213,9 +203,8 @@ def test_nll_loss(reduction):
 
 
 # ------------------------------------------------------------------ embedding
-@needs_autograd
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
-def test_embedding(dtype):
+def test_embedding(dtype, cpu_path):
     rng = np.random.default_rng(5)
     w = rng.standard_normal((11, 70))
     idx = rng.integers(0, 11, (4, 9))
@@ -244,10 +233,9 @@ def test_embedding_module_and_bad_index():
 
 
 # -------------------------------------------------------------------- mse_loss
-@needs_autograd
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-def test_mse_loss(dtype, reduction):
+def test_mse_loss(dtype, reduction, cpu_path):
     rng = np.random.default_rng(6)
     x, y = rng.standard_normal((7, 5)), rng.standard_normal((7, 5))
     ax, ay, tx, ty = a_(x, dtype, True), a_(y, dtype, True), t_(x, dtype, True), t_(y, dtype, True)
@@ -296,7 +284,6 @@ def test_dropout_modes_and_errors():
     assert set(np.unique(h)) <= {0, np.float16(1 / np.float16(0.9))}
 
 
-@needs_autograd
 def test_dropout_backward_uses_the_mask():
     ampy.manual_seed(9)
     x = ampy.randn(1000, requires_grad=True)
@@ -510,11 +497,8 @@ def test_init_constants_and_default_layer_init():
 
 
 # ---------------------------------------------- modules built on math and GEMM
-@needs_autograd
-@needs_gemm
-@needs_math
 @pytest.mark.parametrize("act", ["ReLU", "GELU", "Tanh", "Sigmoid"])
-def test_mlp_matches_torch(act):
+def test_mlp_matches_torch(act, cpu_path):
     tm = torch.nn.Sequential(torch.nn.Linear(12, 16), getattr(torch.nn, act)(),
                              torch.nn.LayerNorm(16), torch.nn.Linear(16, 5))
     am = nn.Sequential(nn.Linear(12, 16), getattr(nn, act)(), nn.LayerNorm(16),
@@ -529,3 +513,99 @@ def test_mlp_matches_torch(act):
     al.backward()
     for (n, ap), (_, tp) in zip(am.named_parameters(), tm.named_parameters()):
         close(ap.grad, tp.grad)
+
+
+# ================================================================ CUDA
+# The nn kernels and Philox dropout (cuda/nn.cu) on a GPU against the CPU;
+# skipped without a GPU.
+
+@requires_cuda
+@pytest.mark.parametrize("dt", [ampy.float32, ampy.float16, ampy.bfloat16, ampy.float64])
+@pytest.mark.parametrize("n", [1, 7, 768, 1500])
+def test_cuda_layer_norm_fwd_bwd_vs_cpu(dt, n):
+    x = sample((13, n), dt, 7, specials=False)
+    w = sample((n,), dt, 8, specials=False)
+    b = sample((n,), dt, 9, specials=False)
+    (oc, gc), (og, gg) = grads_cpu_gpu(lambda x, w, b: F.layer_norm(x, (n,), w, b), x, w, b)
+    assert_close_ulps(og, oc, dt, ulps=4)
+    for a, c in zip(gg, gc):
+        assert_close_ulps(a, c, dt, ulps=64 if n > 1 else 4)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", [ampy.float32, ampy.float16, ampy.bfloat16, ampy.float64])
+@pytest.mark.parametrize("red", ["mean", "sum", "none"])
+@pytest.mark.parametrize("ls,weighted", [(0.0, False), (0.1, True)])
+def test_cuda_cross_entropy_and_nll_vs_cpu(dt, red, ls, weighted):
+    M, C = 50, 1000
+    x = sample((M, C), dt, 10, specials=False)
+    t = ampy.from_numpy(np.random.default_rng(11).integers(0, C, M))
+    t[3] = -100  # ignore_index
+    w = sample((C,), dt, 12, specials=False).abs() if weighted else None
+    for fn in (lambda x: F.cross_entropy(x, t.to(x.device), weight=None if w is None else
+                                         w.to(x.device), reduction=red, label_smoothing=ls),
+               lambda x: F.nll_loss(F.log_softmax(x, 1), t.to(x.device), weight=None if w is None
+                                    else w.to(x.device), reduction=red)):
+        (oc, gc), (og, gg) = grads_cpu_gpu(fn, x)
+        assert_close_ulps(og, oc, dt, ulps=16)
+        assert_close_ulps(gg[0], gc[0], dt, ulps=16)
+    bad = t.clone()
+    bad[0] = C
+    loss = F.cross_entropy(x.cuda(), bad.cuda())  # deferred check: no wait here
+    with pytest.raises((IndexError, RuntimeError), match=f"Target {C} is out of bounds"):
+        loss.cpu()
+    with sync_checks(True), pytest.raises(IndexError, match=f"^Target {C} is out of bounds.$"):
+        F.cross_entropy(x.cuda(), bad.cuda())
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", [ampy.float32, ampy.float16, ampy.bfloat16, ampy.float64])
+@pytest.mark.parametrize("red", ["mean", "sum", "none"])
+def test_cuda_mse_loss_vs_cpu(dt, red):
+    x, y = sample((33, 65), dt, 16, specials=False), sample((33, 65), dt, 17, specials=False)
+    (oc, gc), (og, gg) = grads_cpu_gpu(lambda x, y: F.mse_loss(x, y, reduction=red), x, y)
+    if red == "none":
+        assert_same_bits(og, oc)  # element math identical; only the sums' order differs
+    else:
+        assert_close_ulps(og, oc, dt, ulps=2)
+    for a, c in zip(gg, gc):
+        assert_same_bits(a, c)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", [ampy.float32, ampy.float16, ampy.bfloat16])
+def test_cuda_embedding_fwd_bwd_bitwise(dt):
+    V, D = 100, 64
+    w = sample((V, D), dt, 13, specials=False)
+    idx = ampy.from_numpy(np.random.default_rng(14).integers(0, V, (8, 33)))
+    (oc, gc), (og, gg) = grads_cpu_gpu(lambda w: F.embedding(idx.to(w.device), w,
+                                                              padding_idx=5), w)
+    assert_same_bits(og, oc)
+    assert_same_bits(gg[0], gc[0])  # rows added in index order on both sides
+    out = F.embedding(ampy.tensor([0, V]).cuda(), w.cuda())  # deferred check
+    with pytest.raises((IndexError, RuntimeError), match="index out of range in self"):
+        ampy.cuda.synchronize()
+    with sync_checks(True), pytest.raises(IndexError, match="^index out of range in self$"):
+        F.embedding(ampy.tensor([0, V]).cuda(), w.cuda())
+    del out
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", [ampy.float32, ampy.float16, ampy.bfloat16, ampy.float64])
+def test_cuda_dropout_mask_and_values_match_cpu(dt):
+    x = sample((64, 257), dt, 15, specials=False)
+    ampy.manual_seed(123)
+    c = F.dropout(x, 0.3)
+    ampy.manual_seed(123)
+    g = F.dropout(x.cuda(), 0.3)
+    assert_same_bits(g, c)  # same Philox draws, same mask-and-scale rounding
+
+
+@requires_cuda
+def test_cuda_embedding_backward_many_repeats_bitwise():
+    V, D = 7, 96  # few rows, long segments after the device sort
+    w = sample((V, D), ampy.float16, 39, specials=False)
+    idx = ampy.from_numpy(np.random.default_rng(40).integers(0, V, (64, 50)))
+    (oc, gc), (og, gg) = grads_cpu_gpu(lambda w: F.embedding(idx.to(w.device), w), w)
+    assert_same_bits(og, oc)
+    assert_same_bits(gg[0], gc[0])

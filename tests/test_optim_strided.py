@@ -75,7 +75,7 @@ def strided_pair(layout, dtype_a=ampy.float32, dtype_t=torch.float32):
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize("name", sorted(OPTS))
-def test_float32_strided_matches_torch(name, layout):
+def test_float32_strided_matches_torch(name, layout, cpu_path):
     ab, ap, tb, tp = strided_pair(layout)
     before = A(ab)
     opt_a, opt_t = make_opt(ampy, name, [ap]), make_opt(torch, name, [tp])
@@ -119,7 +119,7 @@ def test_mixed_contiguous_and_strided_group(name):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("name", sorted(OPTS))
-def test_half_master_weights_matches_torch_master(name, dtype):
+def test_half_master_weights_matches_torch_master(name, dtype, cpu_path):
     """master_weights=True: ampy's float16/bfloat16 strided param is torch's
     float32 master (stepped on a float32 param of the same layout) rounded
     once; the master itself is torch's param."""

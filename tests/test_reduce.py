@@ -1,6 +1,5 @@
 """Reductions, softmax, scans, cat and stack vs NumPy float64 (rounded once to
 the result dtype) and torch (indices, NaN rules, dtype promotion)."""
-import ml_dtypes
 import numpy as np
 import pytest
 import torch
@@ -8,13 +7,10 @@ from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import ampy
-from conftest import SHORT
+from _helpers import (EPS, FLOAT_DTYPES, NP_DTYPE as NP, SHORT, assert_close_ulps,
+                      assert_same_bits, requires_cuda, sample)
 
 FLOATS = ["float32", "float16", "bfloat16", "float64"]
-NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
-      "float64": np.float64, "int64": np.int64, "int32": np.int32, "uint8": np.uint8,
-      "bool": np.bool_}
-EPS = {"float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7, "float64": 2.0**-52}
 
 
 def close_to_ref(got, ref64, dtype, ulps=1.0, scale=None):
@@ -42,7 +38,7 @@ def _np_axis(dim):
 
 
 @given(data=st.data())
-def test_reductions_vs_float64(data):
+def test_reductions_vs_float64(data, cpu_path):
     dtype = data.draw(st.sampled_from(FLOATS))
     shape = data.draw(hnp.array_shapes(min_dims=0, max_dims=4, min_side=1, max_side=6))
     rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
@@ -80,7 +76,7 @@ def test_reductions_vs_float64(data):
 
 
 @pytest.mark.parametrize("dtype", ["int64", "int32", "uint8", "bool"])
-def test_integer_reductions_exact(dtype):
+def test_integer_reductions_exact(dtype, cpu_path):
     rng = np.random.default_rng(1)
     x = (rng.integers(0, 2, (5, 7)) if dtype == "bool" else
          rng.integers(0, 100, (5, 7))).astype(NP[dtype])
@@ -95,7 +91,7 @@ def test_integer_reductions_exact(dtype):
     assert ampy.mean(t, dtype=ampy.float64).item() == pytest.approx(x.astype(np.float64).mean())
 
 
-def test_max_min_dim_indices_nan_and_ties_match_torch():
+def test_max_min_dim_indices_nan_and_ties_match_torch(cpu_path):
     nan = float("nan")
     x = np.array([[1.0, 3.0, 3.0, 0.0], [nan, 2.0, nan, 5.0], [-1.0, -1.0, -2.0, -2.0]],
                  dtype=np.float32)
@@ -116,7 +112,7 @@ def test_max_min_dim_indices_nan_and_ties_match_torch():
     assert ampy.max(t, ampy.zeros(4)).shape == (3, 4)  # max(input, other) is maximum
 
 
-def test_softmax_log_softmax_vs_float64_and_stable():
+def test_softmax_log_softmax_vs_float64_and_stable(cpu_path):
     rng = np.random.default_rng(2)
     for dtype in FLOATS:
         x = rng.normal(0, 3, (6, 33)).astype(NP[dtype])
@@ -140,7 +136,7 @@ def test_softmax_log_softmax_vs_float64_and_stable():
     assert ampy.softmax(ampy.tensor([[1.0, 2.0]]).half(), -1).dtype is ampy.float16
 
 
-def test_logsumexp_infinities_match_torch():
+def test_logsumexp_infinities_match_torch(cpu_path):
     inf = float("inf")
     x = np.array([[-inf, -inf], [inf, 1.0], [1e4, 1e4]], dtype=np.float32)
     g = ampy.logsumexp(ampy.tensor(x), 1).numpy()
@@ -148,7 +144,7 @@ def test_logsumexp_infinities_match_torch():
     assert np.array_equal(g, w)
 
 
-def test_var_std_corrections():
+def test_var_std_corrections(cpu_path):
     rng = np.random.default_rng(3)
     x = rng.normal(size=(4, 9))
     t = ampy.tensor(x)
@@ -162,7 +158,7 @@ def test_var_std_corrections():
     assert np.isnan(ampy.var(ampy.tensor([1.0])).item())  # N - 1 == 0: 0/0, as torch
 
 
-def test_norm_kinds():
+def test_norm_kinds(cpu_path):
     rng = np.random.default_rng(4)
     x = rng.normal(size=(3, 5)).astype(np.float32)
     t, tt = ampy.tensor(x), torch.tensor(x)
@@ -171,7 +167,7 @@ def test_norm_kinds():
     assert np.allclose(t.norm(dim=1).numpy(), torch.norm(tt, dim=1).numpy(), rtol=1e-6)
 
 
-def test_all_any_cumsum_cumprod():
+def test_all_any_cumsum_cumprod(cpu_path):
     x = np.array([[1, 0, 2], [3, 4, 5]])
     t = ampy.tensor(x)
     assert ampy.all(t, 1).tolist() == [False, True] and ampy.any(t).item() is True
@@ -201,7 +197,7 @@ def test_empty_reductions():
     assert ampy.sum(s, 0).item() == 5.0 and ampy.max(s, 0).indices.item() == 0
 
 
-def test_large_reductions_threaded():
+def test_large_reductions_threaded(cpu_path):
     n = 1 << 19 if SHORT else 1 << 22
     rng = np.random.default_rng(6)
     x = rng.normal(size=n).astype(np.float32)
@@ -276,3 +272,113 @@ def test_bad_inputs(k):
     fn, exc, msg = ERRORS[k]
     with pytest.raises(exc, match=msg):
         fn()
+
+
+# ================================================================ CUDA
+# Reductions, softmax, scans, cat and stack (cuda/reduce.cu) on a GPU against the CPU;
+# skipped without a GPU.
+
+@requires_cuda
+def test_cuda_cat_stack_on_device():
+    a, b = sample((3, 5), ampy.float32, 20), sample((2, 5), ampy.float16, 21)
+    g = ampy.cat([a.cuda(), b.cuda()], 0)
+    assert g.is_cuda
+    assert_same_bits(g, ampy.cat([a, b], 0))
+    assert_same_bits(ampy.stack([a.cuda(), a.cuda()], 1), ampy.stack([a, a], 1))
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", list(FLOAT_DTYPES) + [ampy.int64, ampy.bool])
+@pytest.mark.parametrize("dims,keep", [(None, False), (0, False), (1, True), ((0, 2), False),
+                                       (-1, False)])
+def test_cuda_reductions_vs_cpu(dt, dims, keep):
+    x = sample((6, 7, 129), dt, 5, specials=False)
+    g = x.cuda()
+    ops = ["sum", "prod", "amax", "amin", "all", "any"]
+    if dt.is_floating_point:
+        ops += ["mean", "var", "std", "norm", "logsumexp"]
+    for name in ops:
+        kw = {}
+        if name in ("amax", "amin"):
+            kw = dict(dim=() if dims is None else dims, keepdim=keep)
+        elif name == "logsumexp":
+            kw = dict(dim=(0, 1, 2) if dims is None else dims, keepdim=keep)
+        elif name == "norm":
+            kw = dict(dim=dims, keepdim=keep)
+        elif name in ("all", "any") and isinstance(dims, tuple):
+            kw = dict(dim=dims[0], keepdim=keep)
+        elif dims is not None:
+            kw = dict(dim=dims, keepdim=keep)
+        c = getattr(ampy, name)(x, **kw)
+        r = getattr(ampy, name)(g, **kw)
+        assert r.is_cuda and r.dtype is c.dtype and tuple(r.shape) == tuple(c.shape), name
+        if name in ("amax", "amin", "all", "any") or not dt.is_floating_point:
+            assert_same_bits(r, c)
+        else:  # double accumulation in another order: at most 1 ulp of the result
+            assert_close_ulps(r, c, c.dtype, ulps=2)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", [ampy.float32, ampy.float16, ampy.int64])
+def test_cuda_split_reductions_vs_cpu(dt):
+    """Few outputs over many elements (several blocks per output) and column
+    sums (a thread per output and chunk): both paths of cuda/reduce.cu."""
+    x = sample((1 << 20,), dt, 18, specials=False)
+    g = x.cuda()
+    for name in ("sum", "amax", "amin", "argmax", "argmin", "any", "all") + (
+            ("mean", "norm") if dt.is_floating_point else ()):
+        c, r = getattr(ampy, name)(x), getattr(ampy, name)(g)
+        if name in ("sum", "mean", "norm") and dt.is_floating_point:
+            assert_close_ulps(r, c, c.dtype, ulps=2)
+        else:
+            assert_same_bits(r, c)
+    m = x.reshape(4096, 256)
+    for dim in (0, 1):
+        assert_close_ulps(ampy.sum(m.cuda(), dim), ampy.sum(m, dim), dt, ulps=2) if dt.is_floating_point \
+            else assert_same_bits(ampy.sum(m.cuda(), dim), ampy.sum(m, dim))
+        cv, ci = ampy.max(m, dim)
+        gv, gi = ampy.max(m.cuda(), dim)
+        assert_same_bits(gv, cv)
+        assert gi.cpu().tolist() == ci.tolist()
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", FLOAT_DTYPES)
+def test_cuda_max_min_argmax_with_nan_and_ties(dt):
+    a = np.array([[1.0, 3.0, 3.0, -2.0], [np.nan, 5.0, np.nan, 1.0], [2.0, 2.0, 2.0, 2.0]])
+    x = ampy.from_numpy(a).to(dt)
+    g = x.cuda()
+    for d in (0, 1):
+        cv, ci = ampy.max(x, d)
+        gv, gi = ampy.max(g, d)
+        assert_same_bits(gv, cv)
+        assert gi.cpu().tolist() == ci.tolist()
+        assert ampy.argmax(g, d).cpu().tolist() == ampy.argmax(x, d).tolist()
+        assert ampy.argmin(g, d).cpu().tolist() == ampy.argmin(x, d).tolist()
+    with pytest.raises(IndexError):
+        ampy.amax(ampy.empty(0, 3).cuda())
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", FLOAT_DTYPES)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("log", [False, True])
+def test_cuda_softmax_vs_cpu(dt, dim, log):
+    x = sample((9, 17, 300), dt, 6, specials=False)
+    f = ampy.log_softmax if log else ampy.softmax
+    c, g = f(x, dim), f(x.cuda(), dim)
+    assert_close_ulps(g, c, dt, ulps=8)
+    xt = x.transpose(0, 2)  # strided lines
+    assert_close_ulps(f(xt.cuda(), 1), f(xt, 1), dt, ulps=8)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", list(FLOAT_DTYPES) + [ampy.int64, ampy.bool])
+def test_cuda_cumsum_cumprod_bitwise(dt):
+    """One thread per line, in order, double (int64) accumulation: the CPU's bits."""
+    x = sample((5, 300, 3), dt, 19, specials=False)
+    if dt.is_floating_point:
+        x = x / 16
+    for f in (ampy.cumsum, ampy.cumprod):
+        for d in (0, 1, -1):
+            assert_same_bits(f(x.cuda(), d), f(x, d))

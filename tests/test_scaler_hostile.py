@@ -17,6 +17,8 @@ from ampy import nn, optim
 from ampy.amp import GradScaler
 from ampy.optim import lr_scheduler
 
+from _helpers import bits
+
 pytestmark = [pytest.mark.filterwarnings("ignore:GradScaler. no float16 is involved"),
               pytest.mark.filterwarnings("ignore:Detected call of")]
 
@@ -26,10 +28,6 @@ W = np.array([1.0, -0.5, 0.25, 2.0], np.float32)
 
 def A(t):
     return t.detach().numpy().copy()
-
-
-def bits(a):
-    return np.ascontiguousarray(a).view(np.uint32)
 
 
 def _model(n_groups=3):

@@ -15,16 +15,13 @@ from ampy import nn, optim
 from ampy.amp import GradScaler
 from ampy.amp import functional as F
 
+from _helpers import bits
+
 pytestmark = [pytest.mark.filterwarnings("ignore:GradScaler. no float16 is involved"),
               pytest.mark.filterwarnings("ignore:optimizer contains a parameter group")]
 
 W0 = np.array([1.0, -0.5, 0.25, 2.0], np.float32)
 X = np.array([0.5, 1.5, -2.0, 0.75], np.float32)
-
-
-def bits(a):
-    a = np.ascontiguousarray(a)
-    return a.view({4: np.uint32, 8: np.uint64, 2: np.uint16}[a.itemsize])
 
 
 def same(a, b):

@@ -19,8 +19,11 @@ from hypothesis import given, settings, strategies as st
 
 import ampy
 from ampy import _dispatch
-from strided_layouts import (JUNK, KINDS, NP, Layout, as_np, contiguous, fixed_layout,
-                             input_dtype, layouts, strided, to_torch, torch_strided, values)
+
+from _helpers import requires_cuda
+from strided_layouts import (FLOAT_NAMES, JUNK, KINDS, Layout, as_np, contiguous,
+                             fixed_layout, input_dtype, layouts, strided, to_torch,
+                             torch_strided, values)
 
 DTYPES = ("float32", "float16", "bfloat16")
 # (rtol, atol): strided vs contiguous ampy, then ampy vs torch
@@ -480,7 +483,7 @@ def test_dropout_backward_of_sum(layout):
     np.testing.assert_array_equal(x.grad.numpy(), keep * 2.0)
 
 
-@pytest.mark.skipif(not ampy.cuda.is_available(), reason="needs a CUDA GPU")
+@requires_cuda
 @pytest.mark.parametrize("kind", [k for k in KINDS if k != "zero"] + ["zero"])
 def test_to_device_strided(kind):
     """to_device (the op behind .to('cuda') / .cpu()) on every layout, both ways."""
@@ -540,7 +543,7 @@ def test_out_strided(name, dtype, kind):
     touched = np.zeros(base.shape[0], dtype=bool)
     touched[np.ravel(pos)] = True
     rest = as_np(base)[~touched]
-    assert (rest == (JUNK if odt in NP else 1)).all(), "out= wrote outside its view"
+    assert (rest == (JUNK if odt in FLOAT_NAMES else 1)).all(), "out= wrote outside its view"
 
 
 # ------------------------------------------- version checks over the op table

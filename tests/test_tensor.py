@@ -11,11 +11,11 @@ from hypothesis.extra import numpy as hnp
 import ampy
 from ampy import _C
 
+from _helpers import (ALL_DTYPES, TORCH_DTYPE as TORCH, assert_same_bits, bits, grads_cpu_gpu,
+                      no_cpu_fallback, requires_cuda, requires_torch_cuda, sample, sync_checks)
+
 DTYPES = [ampy.float32, ampy.float16, ampy.bfloat16, ampy.float64, ampy.int64, ampy.int32,
           ampy.uint8, ampy.bool]
-TORCH = {ampy.float32: torch.float32, ampy.float16: torch.float16,
-         ampy.bfloat16: torch.bfloat16, ampy.float64: torch.float64, ampy.int64: torch.int64,
-         ampy.int32: torch.int32, ampy.uint8: torch.uint8, ampy.bool: torch.bool}
 
 
 def to_torch(t):
@@ -23,11 +23,6 @@ def to_torch(t):
     if t.dtype is ampy.bfloat16:
         return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
     return torch.from_numpy(a.copy())
-
-
-def _bits(a):
-    a = np.ascontiguousarray(a)
-    return a.view(np.uint8).reshape(-1) if a.size else a.reshape(-1).view(np.uint8)
 
 
 def same(t, want):
@@ -38,7 +33,7 @@ def same(t, want):
     got = t.detach().numpy()
     assert tuple(t.shape) == want.shape, (t.shape, want.shape)
     assert got.dtype.itemsize == want.dtype.itemsize
-    assert np.array_equal(_bits(got), _bits(want)), (got, want)
+    assert np.array_equal(bits(got), bits(want)), (got, want)
 
 
 # ------------------------------------------------------------------- dtypes
@@ -434,3 +429,128 @@ def test_conversion_methods_match_torch(meth, tdt):
     ref = getattr(torch.tensor(x), meth)()
     assert ref.dtype == tdt and got.dtype.name == str(tdt).split(".")[1]
     assert np.array_equal(got.to(ampy.float64).numpy(), ref.double().numpy())
+
+
+# ================================================================ CUDA
+# Advanced indexing (cuda/index.cu) on a GPU against the CPU and torch;
+# skipped without a GPU.
+
+def _keys(shape):
+    rng = np.random.default_rng(sum(shape))
+    i0 = rng.integers(-shape[0], shape[0], 17)  # negative indices and repeats
+    i1 = rng.integers(0, shape[1], 17)
+    return [
+        ampy.from_numpy(i0),                                       # one dim
+        (ampy.from_numpy(i0), ampy.from_numpy(i1)),                # adjacent
+        (ampy.from_numpy(i0.reshape(17, 1)), slice(None), ampy.from_numpy(i1 % shape[2])),
+        (slice(1, None), ampy.from_numpy(i1)),                     # placed after a slice
+        [0, 2, 2, -1],                                             # a list
+        (Ellipsis, ampy.from_numpy(i1 % shape[2]).to(ampy.int32)),  # int32 indices
+    ]
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", ALL_DTYPES)
+def test_cuda_advanced_getitem_matches_cpu_bitwise(dt):
+    x = sample((6, 7, 5), dt, 30, specials=dt.is_floating_point)
+    g = x.cuda()
+    with no_cpu_fallback():
+        for key in _keys(tuple(x.shape)):
+            gkey = tuple(k.cuda() if isinstance(k, ampy.Tensor) else k for k in key) \
+                if isinstance(key, tuple) else (key.cuda() if isinstance(key, ampy.Tensor) else key)
+            for kk in (key, gkey):  # CPU index arrays are moved to the device
+                r = g[kk]
+                assert r.is_cuda
+                assert_same_bits(r, x[key])
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", [ampy.float32, ampy.float16, ampy.int64, ampy.bool])
+def test_cuda_bool_mask_getitem_and_setitem(dt):
+    x = sample((5, 9), dt, 31, specials=False)
+    m = ampy.from_numpy(np.random.default_rng(32).random((5, 9)) < 0.4)
+    g = x.cuda()
+    for mk in (m, m.cuda()):  # a CUDA mask syncs once for the count
+        assert_same_bits(g[mk], x[m])
+    row = ampy.from_numpy(np.array([True, False, True, True, False]))
+    assert_same_bits(g[row.cuda()], x[row])
+    assert_same_bits(g[:, 3][row.cuda()], x[:, 3][row])
+    assert_same_bits(g[m.cuda()], x[m])
+    empty = ampy.zeros((5, 9), dtype=ampy.bool)
+    assert tuple(g[empty.cuda()].shape) == (0,)
+    c, d = x.clone(), g.clone()
+    c[m] = 1
+    d[m.cuda()] = 1
+    assert_same_bits(d, c)
+    t = torch.from_numpy(x.numpy().copy())
+    t[torch.from_numpy(m.numpy())] = 1
+    np.testing.assert_array_equal(d.cpu().numpy(), t.numpy())
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", [ampy.float32, ampy.bfloat16, ampy.int64])
+def test_cuda_advanced_setitem_last_repeat_wins_like_cpu(dt):
+    x = sample((6, 7, 5), dt, 33, specials=False)
+    for key in _keys(tuple(x.shape)):
+        c, g = x.clone(), x.cuda()
+        shape = tuple(c[key].shape)
+        v = sample(shape, dt, 34, specials=False)
+        c[key] = v
+        g[key] = v.cuda()
+        assert_same_bits(g, c)
+        c[key] = 3
+        g[key] = 3
+        assert_same_bits(g, c)
+        c[key] = v[-1:] if len(shape) else v  # broadcast value
+        g[key] = (v[-1:] if len(shape) else v).cuda()
+        assert_same_bits(g, c)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", [ampy.float32, ampy.float16, ampy.bfloat16, ampy.float64])
+def test_cuda_getitem_backward_accumulates_repeats_like_cpu(dt):
+    x = sample((40, 33), dt, 35, specials=False)
+    idx = ampy.from_numpy(np.random.default_rng(36).integers(-40, 40, 500))  # many repeats
+    for key in (idx, (idx, idx % 33), (slice(None), idx % 33)):
+        def fn(t):
+            k = tuple(i.to(t.device) if isinstance(i, ampy.Tensor) else i for i in key) \
+                if isinstance(key, tuple) else key.to(t.device)
+            return t[k] * 1.5
+        (oc, gc), (og, gg) = grads_cpu_gpu(fn, x)
+        assert_same_bits(og, oc)
+        assert_same_bits(gg[0], gc[0])  # repeats added one by one in the CPU rule's order
+
+
+@requires_cuda
+@requires_torch_cuda
+def test_advanced_indexing_vs_torch_cuda():
+    x = sample((50, 16), ampy.float32, 37, specials=False)
+    idx = np.random.default_rng(38).integers(0, 50, 300)
+    tx = torch.from_numpy(x.numpy()).cuda().requires_grad_(True)
+    gx = x.cuda().requires_grad_(True)
+    ti, gi = torch.from_numpy(idx).cuda(), ampy.from_numpy(idx).cuda()
+    (tx[ti] * 2).sum().backward()
+    (gx[gi] * 2).sum().backward()
+    np.testing.assert_array_equal(gx[gi].detach().cpu().numpy(),
+                                  tx[ti].detach().cpu().numpy())
+    # torch adds repeats in its own order: equal up to float32 rounding
+    np.testing.assert_allclose(gx.grad.cpu().numpy(), tx.grad.cpu().numpy(), rtol=1e-6)
+
+
+@requires_cuda
+def test_cuda_index_out_of_range_deferred_and_sync_checks():
+    x = ampy.arange(10.0).cuda()
+    bad = ampy.tensor([1, 10]).cuda()
+    r = x[bad]  # no host wait: reported at the next synchronisation
+    with pytest.raises((IndexError, RuntimeError),
+                       match="index 10 is out of bounds for dimension 0 with size 10"):
+        r.cpu()
+    assert x[ampy.tensor([1, -1]).cuda()].cpu().tolist() == [1.0, 9.0]  # cleared
+    with sync_checks(True):
+        with pytest.raises(IndexError, match="^index 10 is out of bounds for dimension 0 "
+                                             "with size 10$"):
+            x[bad]
+        y = x.clone()
+        with pytest.raises(IndexError, match="out of bounds"):
+            y[bad] = 5.0
+        np.testing.assert_array_equal(y.cpu().numpy(), x.cpu().numpy())  # unchanged

@@ -11,13 +11,12 @@ twice). Errors are counted in units in the last place of the result dtype.
 """
 import math
 
-import ml_dtypes
 import numpy as np
 import pytest
 import torch
 
 import ampy
-from conftest import SHORT
+from _helpers import NP_DTYPE as NP, SHORT, ulp_distance
 
 # Worst case measured over 3.4M float32 inputs (random bit patterns, dense
 # [-20, 20] and [-3.15, 3.15], tiny values, specials) is the bound: exp, log,
@@ -69,8 +68,6 @@ FORMATS = {  # mantissa bits (explicit), minimum normal exponent, overflow thres
     "float32": (23, -126, 2.0 ** 128), "float16": (10, -14, 2.0 ** 16),
     "bfloat16": (7, -126, 2.0 ** 128),
 }
-NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
-BITS = {"float32": np.int32, "float16": np.int16, "bfloat16": np.int16}
 
 
 def round_to(v, dtype):
@@ -84,20 +81,6 @@ def round_to(v, dtype):
         r = np.where(np.isfinite(v) & (v != 0), r, v)
         r = np.where(np.abs(r) >= big, np.copysign(np.inf, v), r)
     return r.astype(np.float32).astype(NP[dtype])  # exact from here on
-
-
-def ulp_dist(got, ref, dtype):
-    ib = BITS[dtype]
-    mask = np.iinfo(ib).max
-
-    def ordered(a):
-        i = np.ascontiguousarray(a).view(ib).astype(np.int64)
-        return np.where(i < 0, -(i & mask), i)
-
-    g64, r64 = got.astype(np.float64), ref.astype(np.float64)
-    gn, rn = np.isnan(g64), np.isnan(r64)
-    d = np.abs(ordered(got) - ordered(ref))
-    return np.where(gn & rn, 0, np.where(gn | rn, 1 << 40, d))
 
 
 def test_round_to_is_correct_rounding():
@@ -143,7 +126,7 @@ def test_float32_ulps(name, cpu_path):
     got = AMPY_FN[name](ampy.tensor(x)).numpy()
     with np.errstate(all="ignore"):
         ref = round_to(oracle(name, x.astype(np.float64)), "float32")
-    d = ulp_dist(got, ref, "float32")
+    d = ulp_distance(got, ref)
     bad = d > F32_ULPS[name]
     assert not bad.any(), (f"{bad.sum()} over {F32_ULPS[name]} ulp; x={x[bad][:5]} "
                            f"got={got[bad][:5]} want={ref[bad][:5]} max={d.max()}")
@@ -195,7 +178,7 @@ def test_half_exhaustive(name, dtype, cpu_path):
     assert got.dtype == NP[dtype]
     with np.errstate(all="ignore"):
         ref = round_to(oracle(name, x.astype(np.float64)), dtype)
-    d = ulp_dist(got, ref, dtype)
+    d = ulp_distance(got, ref)
     assert d.max() <= 1, (x[d > 1][:5], got[d > 1][:5], ref[d > 1][:5])
     rate = (d > 0).mean()
     assert rate <= HALF_MISMATCH_MAX, (rate, x[d > 0][:8], got[d > 0][:8], ref[d > 0][:8])
@@ -290,7 +273,7 @@ def test_softmax_rows_vs_float64(shape, dim, dtype, log, cpu_path):
     fn = ampy.log_softmax if log else ampy.softmax
     got = fn(ampy.tensor(x), dim).numpy()
     ref = round_to(softmax64(x.astype(np.float64), dim, log), dtype)
-    d = ulp_dist(got, ref, dtype)
+    d = ulp_distance(got, ref)
     # float32: e^(x - m) with the exact difference (1 ulp) over the rounded sum:
     # measured <= 2 ulp; log_softmax <= 1. Half types: rounded once from that.
     assert d.max() <= (3 if dtype == "float32" else 1), d.max()
@@ -299,7 +282,7 @@ def test_softmax_rows_vs_float64(shape, dim, dtype, log, cpu_path):
     tfn = torch.log_softmax if log else torch.softmax
     tw = tfn(torch.from_numpy(x.astype(np.float32)).to(getattr(torch, dtype)), dim)
     tw = tw.float().numpy().astype(NP[dtype])
-    assert d.max() <= ulp_dist(tw, ref, dtype).max() + 1
+    assert d.max() <= ulp_distance(tw, ref).max() + 1
 
 
 @pytest.mark.parametrize("log", [False, True])
@@ -374,4 +357,4 @@ def test_gelu_far_arm_vector_equals_scalar_form():
     assert np.array_equal(ya.view(np.uint32), yb.view(np.uint32))
     x = v.astype(np.float64)
     ref = x / 2 * np.array([math.erfc(-t / math.sqrt(2)) for t in x])
-    assert ulp_dist(ya, ref.astype(np.float32), "float32").max() <= F32_ULPS["gelu"]
+    assert ulp_distance(ya, ref.astype(np.float32)).max() <= F32_ULPS["gelu"]

@@ -314,7 +314,7 @@ def _inplace_calls():
                    {"clamp_max_", "clamp_min_", "clip_", "round_"})
     found = []
     for n in names:
-        if not hasattr(ampy.Tensor, n) or n == "copy_":
+        if n == "copy_":
             continue
         for nargs in range(4):
             try:

@@ -4,6 +4,12 @@ Semantics follow torch (and NumPy): ints, slices with steps, None, Ellipsis
 give views; integer tensors / lists and boolean masks select copies. Adjacent
 advanced indices place their broadcast shape where they stand; separated ones
 put it first.
+
+Every advanced key is reduced to libampy's form (index.h: the indexed dims
+first, k broadcast int64 index arrays of length P) and handed to
+``_C.index_gather`` / ``_C.index_scatter`` / ``_C.nonzero``, which run CUDA
+tensors on their device themselves (index arrays and values given on the CPU
+are copied there first, as torch does).
 """
 import numpy as np
 
@@ -12,23 +18,6 @@ from . import _dtype as D
 from ._views import wrap_dim
 
 __all__ = ["getitem", "setitem"]
-
-# ampy/cuda/_advindex.py once CUDA is usable: gather/scatter/nonzero of CUDA tensors
-_cuda = None
-
-
-def _dev(t, idx=(), values=None):
-    """The CUDA module for a CUDA tensor t, else None (a CPU t then takes CPU
-    index arrays and values only, as torch)."""
-    if _cuda is not None and t._device_index >= 0:
-        return _cuda
-    if any(ix._device_index >= 0 for ix in idx):
-        raise RuntimeError("indices should be either on cpu or on the same device as the "
-                           "indexed tensor (cpu)")
-    if values is not None and values._device_index >= 0:
-        raise RuntimeError("index_put_: values are on a CUDA device but the indexed tensor "
-                           "is on the cpu")
-    return None
 
 
 def _is_tensor(x):
@@ -109,7 +98,7 @@ def _basic(t, key):
                     raise IndexError(f"The shape of the mask {list(k.shape)} at index {j} does "
                                      f"not match the shape of the indexed tensor {shape} at "
                                      f"index {d + j}")
-                nz = _dev(k).nonzero(k) if _dev(k) else _C.nonzero(k)
+                nz = _C.nonzero(k)
                 for j in range(k.ndim):
                     adv.append((len(new_shape), nz[:, j]))
                     new_shape.append(shape[d + j])
@@ -158,8 +147,7 @@ def getitem(t, key):
     if not adv:
         return view, None
     perm, idx, bshape, place = _prepare_advanced(view, adv)
-    flat = _dev(perm).gather(perm, idx) if _dev(perm, idx) else \
-        _C.index_gather(perm, len(idx), idx)  # [P, rest...]
+    flat = _C.index_gather(perm, len(idx), idx)  # [P, rest...]
     rest_shape = list(flat.shape[1:])
     out = flat.reshape(*(list(bshape) + rest_shape))
     if place:
@@ -190,8 +178,5 @@ def setitem(t, key, value):
         v = v.permute(*order)
     v = _C.cast(v.reshape(*([len(idx[0])] + rest_shape)) if v.is_contiguous() else
                 _C.cast(v, v.dtype).reshape(*([len(idx[0])] + rest_shape)), t.dtype)
-    if _dev(perm, idx, v):
-        _dev(perm).scatter(perm, idx, v)
-    else:
-        _C.index_scatter(perm, len(idx), idx, v)
+    _C.index_scatter(perm, len(idx), idx, v)
     t._bump_version()

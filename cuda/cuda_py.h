@@ -25,9 +25,7 @@ AmpyTensor *ampy_cuda_py_tensor(PyObject *o, const char *fn, const char *arg);
 AmpyTensor *ampy_cuda_py_float_contig(PyObject *o, const char *fn, const char *arg);
 
 extern PyMethodDef ampy_cuda_py_runtime_methods[];
-extern PyMethodDef ampy_cuda_py_amp_methods[];
 extern PyMethodDef ampy_cuda_py_ops_methods[];
-extern PyMethodDef ampy_cuda_py_index_methods[];
 
 /* cuda/check.cu: device-side argument checks raised at the op (1) or at the
  * next synchronisation (0, the default; AMPY_CUDA_SYNC_CHECKS=1 sets 1). */

@@ -40,7 +40,7 @@
 #include <string.h>
 
 #include "common.cuh"
-#include "index_cuda.h"
+#include "ampy/index_cuda.h"
 
 namespace {
 

@@ -6,6 +6,8 @@
  */
 #include "cuda_py.h"
 
+#include "ampy/amp_cuda.h"
+
 #include <limits.h>
 
 PyTypeObject *ampy_cuda_py_tensor_type;
@@ -191,13 +193,39 @@ static PyObject *f_stream(PyObject *self, PyObject *arg)
 }
 
 static const ampy_cuda_api api_table = {
-    AMPY_CUDA_API_VERSION, ampy_cuda_alloc,       ampy_cuda_free,    ampy_cuda_memcpy,
-    ampy_cast_cuda,        ampy_cuda_synchronize, ampy_last_error,   ampy_ewise_cuda,
-    ampy_reduce_cuda,      ampy_softmax_cuda,
-    ampy_nn_layer_norm_fwd_cuda, ampy_nn_layer_norm_bwd_cuda, ampy_nn_cross_entropy_fwd_cuda,
-    ampy_nn_cross_entropy_bwd_cuda, ampy_nn_nll_loss_fwd_cuda, ampy_nn_nll_loss_bwd_cuda,
-    ampy_nn_embedding_fwd_cuda, ampy_nn_embedding_bwd_cuda, ampy_nn_mask_scale_cuda,
-    ampy_fill_random_cuda, ampy_nn_mse_fwd_cuda, ampy_nn_mse_bwd_cuda, ampy_scan_cuda,
+    .version = AMPY_CUDA_API_VERSION,
+    .alloc = ampy_cuda_alloc,
+    .free = ampy_cuda_free,
+    .memcpy = ampy_cuda_memcpy,
+    .cast = ampy_cast_cuda,
+    .synchronize = ampy_cuda_synchronize,
+    .last_error = ampy_last_error,
+    .ewise = ampy_ewise_cuda,
+    .reduce = ampy_reduce_cuda,
+    .softmax = ampy_softmax_cuda,
+    .nn_layer_norm_fwd = ampy_nn_layer_norm_fwd_cuda,
+    .nn_layer_norm_bwd = ampy_nn_layer_norm_bwd_cuda,
+    .nn_cross_entropy_fwd = ampy_nn_cross_entropy_fwd_cuda,
+    .nn_cross_entropy_bwd = ampy_nn_cross_entropy_bwd_cuda,
+    .nn_nll_loss_fwd = ampy_nn_nll_loss_fwd_cuda,
+    .nn_nll_loss_bwd = ampy_nn_nll_loss_bwd_cuda,
+    .nn_embedding_fwd = ampy_nn_embedding_fwd_cuda,
+    .nn_embedding_bwd = ampy_nn_embedding_bwd_cuda,
+    .nn_mask_scale = ampy_nn_mask_scale_cuda,
+    .fill_random = ampy_fill_random_cuda,
+    .nn_mse_fwd = ampy_nn_mse_fwd_cuda,
+    .nn_mse_bwd = ampy_nn_mse_bwd_cuda,
+    .scan = ampy_scan_cuda,
+    .fill = ampy_fill_cuda,
+    .gemm = ampy_gemm_cuda,
+    .index_gather = ampy_index_gather_cuda,
+    .index_scatter = ampy_index_scatter_cuda,
+    .nonzero_count = ampy_nonzero_cuda,
+    .nonzero_fill = ampy_nonzero_fill_cuda,
+    .finite_check_unscale = ampy_finite_check_unscale_cuda,
+    .scaler_update = ampy_scaler_update_cuda,
+    .adam_step = ampy_optim_adam_step_cuda,
+    .sgd_step = ampy_optim_sgd_step_cuda,
 };
 
 /* _api_entries() -> {name: bool}: which entries of the table are filled
@@ -213,7 +241,9 @@ static PyObject *f_api_entries(PyObject *self, PyObject *u)
              E(reduce), E(softmax), E(nn_layer_norm_fwd), E(nn_layer_norm_bwd),
              E(nn_cross_entropy_fwd), E(nn_cross_entropy_bwd), E(nn_nll_loss_fwd),
              E(nn_nll_loss_bwd), E(nn_embedding_fwd), E(nn_embedding_bwd), E(nn_mask_scale),
-             E(fill_random), E(nn_mse_fwd), E(nn_mse_bwd), E(scan)};
+             E(fill_random), E(nn_mse_fwd), E(nn_mse_bwd), E(scan), E(fill), E(gemm),
+             E(index_gather), E(index_scatter), E(nonzero_count), E(nonzero_fill),
+             E(finite_check_unscale), E(scaler_update), E(adam_step), E(sgd_step)};
 #undef E
     PyObject *d = PyDict_New();
     for (size_t i = 0; d && i < sizeof e / sizeof e[0]; i++)
@@ -227,20 +257,56 @@ static PyObject *f_api(PyObject *self, PyObject *u)
     return PyCapsule_New((void *)&api_table, "ampy._C_cuda.api", NULL);
 }
 
-/* _init(TensorBase): the tensor type whose layout the binding reads. */
-static PyObject *f_init(PyObject *self, PyObject *arg)
+/* _init(TensorBase, layout): the tensor type whose layout the binding reads,
+ * and _C._TENSOR_LAYOUT, (version, sizeof AmpyTensor, sizeof AmpyStorage).
+ * A _C built from other sources than this module (another layout version or
+ * struct size) is refused with ImportError: reading it would corrupt memory. */
+static PyObject *f_init(PyObject *self, PyObject *args)
 {
-    if (!PyType_Check(arg)) {
-        PyErr_SetString(PyExc_TypeError, "_init(TensorBase)");
+    PyObject *type;
+    int version;
+    Py_ssize_t tensor_size, storage_size;
+    if (!PyArg_ParseTuple(args, "O!(inn):_init", &PyType_Type, &type, &version, &tensor_size,
+                          &storage_size))
+        return NULL;
+    Py_ssize_t basic = ((PyTypeObject *)type)->tp_basicsize;
+    if (version != AMPY_PY_LAYOUT_VERSION || tensor_size != (Py_ssize_t)sizeof(AmpyTensor) ||
+        storage_size != (Py_ssize_t)sizeof(AmpyStorage) || basic != (Py_ssize_t)sizeof(AmpyTensor)) {
+        PyErr_Format(PyExc_ImportError,
+                     "ampy._C_cuda was built for tensor layout %d (AmpyTensor %zd bytes, "
+                     "AmpyStorage %zd bytes) but ampy._C has layout %d (%zd, %zd bytes; "
+                     "%s is %zd bytes): rebuild ampy",
+                     AMPY_PY_LAYOUT_VERSION, sizeof(AmpyTensor), sizeof(AmpyStorage), version,
+                     tensor_size, storage_size, ((PyTypeObject *)type)->tp_name, basic);
         return NULL;
     }
-    Py_INCREF(arg);
-    Py_XSETREF(ampy_cuda_py_tensor_type, (PyTypeObject *)arg);
+    Py_INCREF(type);
+    Py_XSETREF(ampy_cuda_py_tensor_type, (PyTypeObject *)type);
     Py_RETURN_NONE;
 }
 
+/* set_sync_checks(on) / get_sync_checks(): device-side argument checks raise
+ * at the op (a synchronisation each) instead of at the next sync point. */
+static PyObject *f_set_sync_checks(PyObject *self, PyObject *arg)
+{
+    int on = PyObject_IsTrue(arg);
+    if (on < 0)
+        return NULL;
+    ampy_cuda_set_sync_checks(on);
+    Py_RETURN_NONE;
+}
+
+static PyObject *f_get_sync_checks(PyObject *self, PyObject *u)
+{
+    return PyBool_FromLong(ampy_cuda_get_sync_checks());
+}
+
 PyMethodDef ampy_cuda_py_runtime_methods[] = {
-    {"_init", f_init, METH_O, "_init(TensorBase)\n--\n\nInternal: the tensor type."},
+    {"set_sync_checks", f_set_sync_checks, METH_O,
+     "set_sync_checks(on)\n--\n\nRaise device-side argument errors at the op (syncs)."},
+    {"get_sync_checks", f_get_sync_checks, METH_NOARGS, "get_sync_checks()\n--\n\n"},
+    {"_init", f_init, METH_VARARGS,
+     "_init(TensorBase, layout)\n--\n\nInternal: the tensor type; layout is _C._TENSOR_LAYOUT."},
     {"_api", f_api, METH_NOARGS, "_api()\n--\n\nThe capsule of C entry points for ampy._C."},
     {"_api_entries", f_api_entries, METH_NOARGS,
      "_api_entries()\n--\n\n{entry: filled} of the table ampy._C calls through."},
@@ -262,8 +328,7 @@ PyMethodDef ampy_cuda_py_runtime_methods[] = {
 
 static int module_exec(PyObject *m)
 {
-    PyMethodDef *tables[] = {ampy_cuda_py_runtime_methods, ampy_cuda_py_amp_methods,
-                             ampy_cuda_py_ops_methods, ampy_cuda_py_index_methods};
+    PyMethodDef *tables[] = {ampy_cuda_py_runtime_methods, ampy_cuda_py_ops_methods};
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
         if (PyModule_AddFunctions(m, tables[i]) < 0)
             return -1;

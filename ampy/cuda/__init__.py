@@ -29,7 +29,7 @@ if _ilu.find_spec("ampy._C_cuda") is None:  # not built here (no nvcc at install
 else:
     try:
         from .. import _C_cuda as _K
-        _K._init(_C.TensorBase)
+        _K._init(_C.TensorBase, _C._TENSOR_LAYOUT)
         _C._register_cuda(_K._api())
         _IMPORT_ERROR = ""
     except (ImportError, RuntimeError) as _e:  # built for another Python, or a stale build

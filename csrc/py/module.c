@@ -104,6 +104,13 @@ static int module_exec(PyObject *m)
             return -1;
     if (PyModule_AddIntConstant(m, "MAX_DIMS", AMPY_MAX_DIMS) < 0)
         return -1;
+    /* (version, sizeof AmpyTensor, sizeof AmpyStorage): checked by _C_cuda._init */
+    PyObject *layout = Py_BuildValue("(inn)", AMPY_PY_LAYOUT_VERSION, (Py_ssize_t)sizeof(AmpyTensor),
+                                     (Py_ssize_t)sizeof(AmpyStorage));
+    if (!layout || PyModule_AddObject(m, "_TENSOR_LAYOUT", layout) < 0) {
+        Py_XDECREF(layout);
+        return -1;
+    }
     return 0;
 }
 

@@ -7,7 +7,7 @@ inputs and autograd records the graph (ampy/autograd, ampy/amp install
 themselves here through `set_hooks`). Read the table with `ops()` / `print_ops()`.
 """
 
-__all__ = ["OpDef", "defop", "get_op", "ops", "dispatch", "set_hooks", "forward_for",
+__all__ = ["OpDef", "defop", "get_op", "ops", "dispatch", "set_hooks",
            "dispatch_below_autocast"]
 
 _TABLE = {}
@@ -18,14 +18,13 @@ class OpDef:
     policy: {"cpu": name, "cuda": name} with names from ampy.amp's policies
     ("lower_precision_fp", "fp32", "fp32_set_opt_dtype", "promote") or None."""
 
-    __slots__ = ("name", "forward", "backward", "policy", "cuda", "doc", "_ag")
+    __slots__ = ("name", "forward", "backward", "policy", "doc", "_ag")
 
     def __init__(self, name, forward, backward=None, policy=None, doc=""):
         self.name = name
         self.forward = forward
         self.backward = backward
         self.policy = dict(policy or {})
-        self.cuda = None  # forward for CUDA tensors (installed by ampy.cuda)
         self.doc = doc
         self._ag = None  # autograd's per-rule recording info (ampy/autograd/_recording.py)
 
@@ -65,27 +64,16 @@ def ops():
 class _Hooks:
     autocast = None  # fn(op, args, kwargs) -> (args, kwargs), or None when inactive
     autograd = None  # fn(op, args, kwargs) -> result
-    device = None    # fn(op, args, kwargs) -> forward to run; set only when CUDA is usable
 
 
 _hooks = _Hooks()
 
 
-def set_hooks(autocast=None, autograd=None, device=None):
+def set_hooks(autocast=None, autograd=None):
     if autocast is not None:
         _hooks.autocast = autocast
     if autograd is not None:
         _hooks.autograd = autograd
-    if device is not None:
-        _hooks.device = device
-
-
-def forward_for(op, args, kwargs):
-    """The forward to run for these arguments: op.cuda for CUDA tensors (when
-    ampy.cuda installed a device hook), else op.forward. The autograd hook
-    calls this too, so recorded ops run on the right device."""
-    dev = _hooks.device
-    return op.forward if dev is None else dev(op, args, kwargs)
 
 
 def dispatch(op, *args, **kwargs):
@@ -95,9 +83,6 @@ def dispatch(op, *args, **kwargs):
     ag = _hooks.autograd
     if ag is not None:
         return ag(op, args, kwargs)
-    dev = _hooks.device
-    if dev is not None:
-        return dev(op, args, kwargs)(*args, **kwargs)
     return op.forward(*args, **kwargs)
 
 
@@ -107,7 +92,4 @@ def dispatch_below_autocast(op, args, kwargs):
     ag = _hooks.autograd
     if ag is not None:
         return ag(op, args, kwargs)
-    dev = _hooks.device
-    if dev is not None:
-        return dev(op, args, kwargs)(*args, **kwargs)
     return op.forward(*args, **kwargs)

@@ -1,5 +1,7 @@
 /* module_py.c — ampy._C_cuda: module definition and the runtime functions
- * (devices, memory, the API capsule that ampy._C calls through).
+ * (devices, memory, cuBLAS's search path, the API capsule that ampy._C calls
+ * through). Every op reaches the kernels of this module through that table,
+ * from ampy._C's bindings (csrc/py): this binding handles no tensors.
  *
  * Importing this module makes no CUDA call: a machine without a GPU or a
  * driver imports it fine, and _device_count() reports why there is no device.
@@ -7,10 +9,9 @@
 #include "cuda_py.h"
 
 #include "ampy/amp_cuda.h"
+#include "ampy/gemm_cuda.h"
 
 #include <limits.h>
-
-PyTypeObject *ampy_cuda_py_tensor_type;
 
 PyObject *ampy_cuda_py_raise(ampy_status s)
 {
@@ -26,50 +27,6 @@ PyObject *ampy_cuda_py_raise(ampy_status s)
     }
     PyErr_SetString(type, (msg && msg[0]) ? msg : "ampy: CUDA operation failed");
     return NULL;
-}
-
-AmpyTensor *ampy_cuda_py_tensor(PyObject *o, const char *fn, const char *arg)
-{
-    if (!ampy_cuda_py_tensor_type || !PyObject_TypeCheck(o, ampy_cuda_py_tensor_type)) {
-        PyErr_Format(PyExc_TypeError, "%s: argument '%s' must be a Tensor, not %s", fn, arg,
-                     Py_TYPE(o)->tp_name);
-        return NULL;
-    }
-    AmpyTensor *t = (AmpyTensor *)o;
-    if (t->device < 0) {
-        PyErr_Format(PyExc_ValueError, "%s: %s is on the CPU; expected a CUDA tensor", fn, arg);
-        return NULL;
-    }
-    return t;
-}
-
-static int contiguous(const AmpyTensor *t)
-{
-    int64_t expect = 1;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        if (t->shape[d] != 1 && t->strides[d] != expect)
-            return 0;
-        expect *= t->shape[d];
-    }
-    return 1;
-}
-
-AmpyTensor *ampy_cuda_py_float_contig(PyObject *o, const char *fn, const char *arg)
-{
-    AmpyTensor *t = ampy_cuda_py_tensor(o, fn, arg);
-    if (!t)
-        return NULL;
-    if (t->dtype != AMPY_FLOAT32 && !ampy_dtype_is_half(t->dtype)) {
-        PyErr_Format(PyExc_TypeError, "%s: %s has dtype %s; expected float32, float16 or bfloat16",
-                     fn, arg, ampy_dtype_name(t->dtype));
-        return NULL;
-    }
-    if (!contiguous(t)) {
-        PyErr_Format(PyExc_ValueError, "%s: %s is not contiguous (call .contiguous() first)", fn,
-                     arg);
-        return NULL;
-    }
-    return t;
 }
 
 /* ---- runtime functions -------------------------------------------------------- */
@@ -257,10 +214,12 @@ static PyObject *f_api(PyObject *self, PyObject *u)
     return PyCapsule_New((void *)&api_table, "ampy._C_cuda.api", NULL);
 }
 
-/* _init(TensorBase, layout): the tensor type whose layout the binding reads,
- * and _C._TENSOR_LAYOUT, (version, sizeof AmpyTensor, sizeof AmpyStorage).
- * A _C built from other sources than this module (another layout version or
- * struct size) is refused with ImportError: reading it would corrupt memory. */
+/* _init(TensorBase, layout): check that ampy._C was built from the same
+ * tensor layout as this module: layout is _C._TENSOR_LAYOUT, (version,
+ * sizeof AmpyTensor, sizeof AmpyStorage), and TensorBase's basic size must be
+ * sizeof AmpyTensor. The kernels behind the table see only data pointers, but
+ * pyampy.h is shared with this module, so a mismatch means a stale build:
+ * ImportError (ampy.cuda then disables CUDA with a warning). */
 static PyObject *f_init(PyObject *self, PyObject *args)
 {
     PyObject *type;
@@ -280,8 +239,18 @@ static PyObject *f_init(PyObject *self, PyObject *args)
                      tensor_size, storage_size, ((PyTypeObject *)type)->tp_name, basic);
         return NULL;
     }
-    Py_INCREF(type);
-    Py_XSETREF(ampy_cuda_py_tensor_type, (PyTypeObject *)type);
+    Py_RETURN_NONE;
+}
+
+/* _blas_add_path(dir): a directory searched for libcublas at the first GEMM. */
+static PyObject *f_blas_add_path(PyObject *self, PyObject *arg)
+{
+    const char *dir = PyUnicode_AsUTF8(arg);
+    if (!dir)
+        return NULL;
+    ampy_status s = ampy_cuda_blas_add_path(dir);
+    if (s != AMPY_OK)
+        return ampy_cuda_py_raise(s);
     Py_RETURN_NONE;
 }
 
@@ -306,7 +275,9 @@ PyMethodDef ampy_cuda_py_runtime_methods[] = {
      "set_sync_checks(on)\n--\n\nRaise device-side argument errors at the op (syncs)."},
     {"get_sync_checks", f_get_sync_checks, METH_NOARGS, "get_sync_checks()\n--\n\n"},
     {"_init", f_init, METH_VARARGS,
-     "_init(TensorBase, layout)\n--\n\nInternal: the tensor type; layout is _C._TENSOR_LAYOUT."},
+     "_init(TensorBase, layout)\n--\n\nInternal: check _C's tensor layout (_C._TENSOR_LAYOUT)."},
+    {"_blas_add_path", f_blas_add_path, METH_O,
+     "_blas_add_path(dir)\n--\n\nA directory searched for libcublas at the first GEMM."},
     {"_api", f_api, METH_NOARGS, "_api()\n--\n\nThe capsule of C entry points for ampy._C."},
     {"_api_entries", f_api_entries, METH_NOARGS,
      "_api_entries()\n--\n\n{entry: filled} of the table ampy._C calls through."},
@@ -328,11 +299,7 @@ PyMethodDef ampy_cuda_py_runtime_methods[] = {
 
 static int module_exec(PyObject *m)
 {
-    PyMethodDef *tables[] = {ampy_cuda_py_runtime_methods, ampy_cuda_py_ops_methods};
-    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
-        if (PyModule_AddFunctions(m, tables[i]) < 0)
-            return -1;
-    return 0;
+    return PyModule_AddFunctions(m, ampy_cuda_py_runtime_methods);
 }
 
 static PyModuleDef_Slot module_slots[] = {

@@ -150,8 +150,19 @@ def test_index_checks_are_shared():
         _C.index_scatter(z, 1, [idx], on(device, np.zeros((3, 2), np.float32)), True)
     kind, msg = _raises_same(bad_values)
     assert kind is ValueError and "values must be" in msg
-    with pytest.raises(RuntimeError, match="indexed tensor is on the cpu"):
+
+    def int_accumulate(device):
+        z = on(device, np.zeros(5, np.int64))
+        idx = on(device, np.array([0, 0], np.int64))
+        _C.index_scatter(z, 1, [idx], on(device, np.ones(2, np.int64)), True)
+    kind, msg = _raises_same(int_accumulate)
+    assert kind is TypeError and "accumulate=True" in msg
+    with pytest.raises(RuntimeError, match=r"indices should be either on cpu or on the same "
+                                           r"device as the indexed tensor \(cpu\)"):
         _C.index_gather(ampy.zeros(4), 1, [fake_cuda(np.array([0], np.int64))])
+    with pytest.raises(RuntimeError, match="values are on cuda:0 but the indexed tensor is on "
+                                           "the cpu"):
+        _C.index_scatter(ampy.zeros(4), 1, [ampy.tensor([0])], fake_cuda(np.ones(1, np.float32)))
 
 
 def test_cat_checks_devices():

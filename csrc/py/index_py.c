@@ -9,6 +9,8 @@
  */
 #include "pyampy.h"
 
+#include <string.h>
+
 #include "ampy/cuda.h"
 #include "ampy/index.h"
 
@@ -51,10 +53,12 @@ static AmpyTensor *on_device_of(const AmpyTensor *t, AmpyTensor *x, const char *
     }
     if (x->device == AMPY_DEV_CPU)
         return to_device(x, t->device);
-    if (t->device == AMPY_DEV_CPU)
-        PyErr_Format(PyExc_RuntimeError, "%s: %s are on cuda:%d but the indexed tensor is on the "
-                     "cpu (indices should be either on cpu or on the same device as the indexed "
-                     "tensor)", fn, arg, x->device);
+    if (t->device == AMPY_DEV_CPU && strcmp(arg, "values") == 0)
+        PyErr_Format(PyExc_RuntimeError, "%s: values are on cuda:%d but the indexed tensor is on "
+                     "the cpu", fn, x->device);
+    else if (t->device == AMPY_DEV_CPU)
+        PyErr_SetString(PyExc_RuntimeError, "indices should be either on cpu or on the same "
+                        "device as the indexed tensor (cpu)");
     else
         PyErr_Format(PyExc_RuntimeError, "%s: Expected all tensors to be on the same device, but "
                      "found at least two devices, cuda:%d and cuda:%d!", fn, t->device, x->device);
@@ -213,10 +217,16 @@ static ampy_status run_scatter(const index_call *c, AmpyTensor *t, const AmpyTen
 
 /* The checks on dst and values shared by both devices; values on dst's
  * device in *vd (a new reference). */
-static int scatter_checks(const index_call *c, AmpyTensor *t, AmpyTensor *v, AmpyTensor **vd)
+static int scatter_checks(const index_call *c, AmpyTensor *t, AmpyTensor *v, int accumulate,
+                          AmpyTensor **vd)
 {
     if (ampy_py_check_write(t, "index_put_", "self", 0) < 0)
         return -1;
+    if (accumulate && !ampy_dtype_is_float(t->dtype)) { /* index.h's contract, both devices */
+        PyErr_Format(PyExc_TypeError, "index_put_ with accumulate=True: expected a float32, "
+                     "float64, float16 or bfloat16 tensor, got %s", ampy_dtype_name(t->dtype));
+        return -1;
+    }
     int overlap = ampy_py_internal_overlap(t);
     if (overlap < 0 ||
         (overlap && PyErr_WarnEx(PyExc_UserWarning, /* torch warns, then writes */
@@ -249,7 +259,7 @@ static PyObject *f_index_scatter(PyObject *self, PyObject *const *args, Py_ssize
         return NULL;
     index_call c;
     AmpyTensor *vd = NULL;
-    if (make_spec(&c, t, args[1], args[2], "index_put_") < 0 || scatter_checks(&c, t, v, &vd) < 0) {
+    if (make_spec(&c, t, args[1], args[2], "index_put_") < 0 || scatter_checks(&c, t, v, accumulate, &vd) < 0) {
         index_call_free(&c);
         return NULL;
     }

@@ -5,6 +5,44 @@
 #include "ampy/cuda.h"
 #include "ampy/scaler.h"
 
+/* The numbers of the call (args[3..8]) into *o; *h = hysteresis. */
+static int parse_options(PyObject *const *args, ampy_scaler_options *o, long *hp, const char *fn)
+{
+    ampy_scaler_options_default(o);
+    o->growth_factor = PyFloat_AsDouble(args[3]);
+    if (o->growth_factor == -1.0 && PyErr_Occurred())
+        return -1;
+    o->backoff_factor = PyFloat_AsDouble(args[4]);
+    if (o->backoff_factor == -1.0 && PyErr_Occurred())
+        return -1;
+    long long gi = PyLong_AsLongLong(args[5]);
+    if (gi == -1 && PyErr_Occurred())
+        return -1;
+    o->growth_interval = (int64_t)gi;
+    if (args[6] != Py_None) {
+        o->has_min_scale = 1;
+        o->min_scale = PyFloat_AsDouble(args[6]);
+        if (o->min_scale == -1.0 && PyErr_Occurred())
+            return -1;
+    }
+    if (args[7] != Py_None) {
+        o->has_max_scale = 1;
+        o->max_scale = PyFloat_AsDouble(args[7]);
+        if (o->max_scale == -1.0 && PyErr_Occurred())
+            return -1;
+    }
+    long h = PyLong_AsLong(args[8]);
+    if (h == -1 && PyErr_Occurred())
+        return -1;
+    if (h < 1 || h > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "%s: hysteresis must be an integer >= 1, got %ld", fn, h);
+        return -1;
+    }
+    o->hysteresis = (int32_t)h;
+    *hp = h;
+    return 0;
+}
+
 /* _amp_update_scale_(scale, growth_tracker, found_inf, growth_factor,
  *                    backoff_factor, growth_interval, min_scale, max_scale,
  *                    hysteresis, hysteresis_tracker) */
@@ -24,37 +62,9 @@ static PyObject *f_update_scale(PyObject *self, PyObject *const *args, Py_ssize_
         ampy_py_check_write((AmpyTensor *)args[1], fn, "growth_tracker", 0) < 0)
         return NULL;
     ampy_scaler_options o;
-    ampy_scaler_options_default(&o);
-    o.growth_factor = PyFloat_AsDouble(args[3]);
-    if (o.growth_factor == -1.0 && PyErr_Occurred())
+    long h;
+    if (parse_options(args, &o, &h, fn) < 0)
         return NULL;
-    o.backoff_factor = PyFloat_AsDouble(args[4]);
-    if (o.backoff_factor == -1.0 && PyErr_Occurred())
-        return NULL;
-    long long gi = PyLong_AsLongLong(args[5]);
-    if (gi == -1 && PyErr_Occurred())
-        return NULL;
-    o.growth_interval = (int64_t)gi;
-    if (args[6] != Py_None) {
-        o.has_min_scale = 1;
-        o.min_scale = PyFloat_AsDouble(args[6]);
-        if (o.min_scale == -1.0 && PyErr_Occurred())
-            return NULL;
-    }
-    if (args[7] != Py_None) {
-        o.has_max_scale = 1;
-        o.max_scale = PyFloat_AsDouble(args[7]);
-        if (o.max_scale == -1.0 && PyErr_Occurred())
-            return NULL;
-    }
-    long h = PyLong_AsLong(args[8]);
-    if (h == -1 && PyErr_Occurred())
-        return NULL;
-    if (h < 1 || h > INT32_MAX) {
-        PyErr_Format(PyExc_ValueError, "%s: hysteresis must be an integer >= 1, got %ld", fn, h);
-        return NULL;
-    }
-    o.hysteresis = (int32_t)h;
     int32_t *htracker = NULL;
     if (args[9] != Py_None) {
         htracker = ampy_py_amp_scalar(args[9], AMPY_INT32, fn, "hysteresis_tracker", &dev);

@@ -168,7 +168,8 @@ static ampy_status gemm_cuda(int device, int n, const int64_t *shape, const int6
     const ampy_cuda_api *api = ampy_py_cuda_api();
     if (!api)
         return AMPY_ERR_RUNTIME;
-    const int64_t isz = (int64_t)ampy_dtype_size(g.in_dtype), osz = (int64_t)ampy_dtype_size(g.out_dtype);
+    const int64_t isz = (int64_t)ampy_dtype_size(g.in_dtype);
+    const int64_t osz = (int64_t)ampy_dtype_size(g.out_dtype);
     const char *a0 = g.a, *b0 = g.b;
     char *c0 = g.c;
     g.batch = n ? shape[n - 1] : 1;

@@ -259,7 +259,8 @@ static PyObject *f_index_scatter(PyObject *self, PyObject *const *args, Py_ssize
         return NULL;
     index_call c;
     AmpyTensor *vd = NULL;
-    if (make_spec(&c, t, args[1], args[2], "index_put_") < 0 || scatter_checks(&c, t, v, accumulate, &vd) < 0) {
+    if (make_spec(&c, t, args[1], args[2], "index_put_") < 0 ||
+        scatter_checks(&c, t, v, accumulate, &vd) < 0) {
         index_call_free(&c);
         return NULL;
     }

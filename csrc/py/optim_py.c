@@ -185,7 +185,8 @@ static int parse_sgd(PyObject *args, PyObject *kw, sgd_args *a, ampy_sgd_options
         return -1;
     }
     *o = (ampy_sgd_options){0.0, 0.0, 0.0, 0.0, 0, 0, 1};
-    return get_double(lr, &o->lr, fn, "lr") < 0 || opt_double(mom, &o->momentum, fn, "momentum") < 0 ||
+    return get_double(lr, &o->lr, fn, "lr") < 0 ||
+                   opt_double(mom, &o->momentum, fn, "momentum") < 0 ||
                    opt_double(damp, &o->dampening, fn, "dampening") < 0 ||
                    opt_bool(nest, &o->nesterov) < 0 ||
                    opt_double(wd, &o->weight_decay, fn, "weight_decay") < 0 ||

@@ -18,7 +18,7 @@ import sys
 from ._policy_lists import DEVICES, torch_policy
 
 __all__ = ["OpDef", "defop", "backward", "get_op", "ops", "dispatch", "set_hooks",
-           "forward_for", "dispatch_below_autocast", "op_table", "print_ops", "CPU", "CPU_CUDA"]
+           "dispatch_below_autocast", "op_table", "print_ops", "CPU", "CPU_CUDA"]
 
 _TABLE = {}
 
@@ -36,8 +36,7 @@ class OpDef:
     for the devices the op is autocast on; devices: where the forward runs;
     names: the Python names it is exposed under ("ampy.add", "Tensor.__add__")."""
 
-    __slots__ = ("name", "forward", "backward", "policy", "cuda", "devices", "names", "doc",
-                 "_ag")
+    __slots__ = ("name", "forward", "backward", "policy", "devices", "names", "doc", "_ag")
 
     def __init__(self, name, forward, backward=None, policy=None, doc="", devices=CPU,
                  names=()):
@@ -45,7 +44,6 @@ class OpDef:
         self.forward = forward
         self.backward = backward
         self.policy = dict(policy or {})
-        self.cuda = None  # forward for CUDA tensors (installed by ampy.cuda)
         self.devices = tuple(devices)
         self.names = tuple(names)
         self.doc = doc
@@ -179,27 +177,16 @@ def print_ops(file=None):
 class _Hooks:
     autocast = None  # fn(op, args, kwargs) -> (args, kwargs), or None when inactive
     autograd = None  # fn(op, args, kwargs) -> result
-    device = None    # fn(op, args, kwargs) -> forward to run; set only when CUDA is usable
 
 
 _hooks = _Hooks()
 
 
-def set_hooks(autocast=None, autograd=None, device=None):
+def set_hooks(autocast=None, autograd=None):
     if autocast is not None:
         _hooks.autocast = autocast
     if autograd is not None:
         _hooks.autograd = autograd
-    if device is not None:
-        _hooks.device = device
-
-
-def forward_for(op, args, kwargs):
-    """The forward to run for these arguments: op.cuda for CUDA tensors (when
-    ampy.cuda installed a device hook), else op.forward. The autograd hook
-    calls this too, so recorded ops run on the right device."""
-    dev = _hooks.device
-    return op.forward if dev is None else dev(op, args, kwargs)
 
 
 def dispatch(op, *args, **kwargs):
@@ -209,9 +196,6 @@ def dispatch(op, *args, **kwargs):
     ag = _hooks.autograd
     if ag is not None:
         return ag(op, args, kwargs)
-    dev = _hooks.device
-    if dev is not None:
-        return dev(op, args, kwargs)(*args, **kwargs)
     return op.forward(*args, **kwargs)
 
 
@@ -221,7 +205,4 @@ def dispatch_below_autocast(op, args, kwargs):
     ag = _hooks.autograd
     if ag is not None:
         return ag(op, args, kwargs)
-    dev = _hooks.device
-    if dev is not None:
-        return dev(op, args, kwargs)(*args, **kwargs)
     return op.forward(*args, **kwargs)

@@ -137,9 +137,10 @@ def _matmul_fwd(input, other, *, out_dtype=None):
     return V.squeeze(out, -2) if a.ndim == 1 else out
 
 
-def _scaled_into(input, shape, dtype, beta):
-    """A fresh (shape) tensor holding input broadcast, to be updated in place."""
-    out = _C.empty(shape, dtype)
+def _scaled_into(input, shape, dtype, beta, like):
+    """A fresh (shape) tensor on like's device holding input broadcast, to be
+    updated in place."""
+    out = _C._empty_device(shape, dtype, like._device_index)
     if beta != 0:
         _C.copy_(out, input)
     return out
@@ -164,7 +165,7 @@ def _addmm_fwd(input, mat1, mat2, *, beta=1, alpha=1):
             row = _C.cast(row, D.float32) if row.dtype is not D.float32 else row
             row = _math.mul(row, float(beta))
         return _gemm(mat1, mat2, alpha=float(alpha), bias=row)
-    out = _scaled_into(input, (mat1.shape[0], N), mat1.dtype, beta)
+    out = _scaled_into(input, (mat1.shape[0], N), mat1.dtype, beta, mat1)
     return _gemm(mat1, mat2, out=out, alpha=float(alpha), beta=float(beta))
 
 
@@ -176,7 +177,7 @@ def _baddbmm_fwd(input, batch1, batch2, *, beta=1, alpha=1):
         raise RuntimeError("baddbmm: batch1 and batch2 must be 3-D with matching batch and inner"
                            f" sizes, got {list(batch1.shape)} and {list(batch2.shape)}")
     out = _scaled_into(input, (batch1.shape[0], batch1.shape[1], batch2.shape[2]), batch1.dtype,
-                       beta)
+                       beta, batch1)
     return _gemm(batch1, batch2, out=out, alpha=float(alpha), beta=float(beta))
 
 
@@ -203,7 +204,7 @@ def _linear_fwd(input, weight, bias=None):
             # x2 @ W^T + bias, the bias added in fp32 in the GEMM's epilogue
             out = _gemm(x2, wt, bias=V.expand(bias, weight.shape[0]))
         else:  # any other broadcastable bias: copied into the output first
-            out = _scaled_into(bias, (x2.shape[0], weight.shape[0]), input.dtype, 1)
+            out = _scaled_into(bias, (x2.shape[0], weight.shape[0]), input.dtype, 1, input)
             out = _gemm(x2, wt, out=out, beta=1.0)
     return out if flat else V.reshape(out, tuple(input.shape[:-1]) + (weight.shape[0],))
 

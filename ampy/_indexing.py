@@ -4,6 +4,12 @@ Semantics follow torch (and NumPy): ints, slices with steps, None, Ellipsis
 give views; integer tensors / lists and boolean masks select copies. Adjacent
 advanced indices place their broadcast shape where they stand; separated ones
 put it first.
+
+Every advanced key is reduced to libampy's form (index.h: the indexed dims
+first, k broadcast int64 index arrays of length P) and handed to
+``_C.index_gather`` / ``_C.index_scatter`` / ``_C.nonzero``, which run CUDA
+tensors on their device themselves (index arrays and values given on the CPU
+are copied there first, as torch does).
 """
 import numpy as np
 
@@ -12,40 +18,7 @@ from . import _dtype as D
 from ._convert import as_tensor_like, tensor as _tensor
 from ._shape import broadcast_shapes
 
-__all__ = ["getitem", "setitem", "index_plan", "set_backend", "backend_for"]
-
-# The module that runs advanced indexing of CUDA tensors: gather(perm, idx),
-# scatter(perm, idx, v) and index_put_accumulate(z, key, g) (ampy/cuda
-# registers its own when a GPU is usable; CPU tensors take _C's kernels).
-_cuda = None
-
-
-def set_backend(device_type, module):
-    """Run advanced indexing of `device_type` ("cuda") tensors through `module`."""
-    global _cuda
-    if device_type != "cuda":
-        raise ValueError(f"set_backend: device_type must be 'cuda', not {device_type!r}")
-    _cuda = module
-
-
-def backend_for(t):
-    """The registered backend module for tensor t's device, or None (CPU)."""
-    return _cuda if t._device_index >= 0 else None
-
-
-def _dev(t, idx=(), values=None):
-    """The backend module for a CUDA tensor t, else None (a CPU t then takes
-    CPU index arrays and values only, as torch)."""
-    be = backend_for(t)
-    if be is not None:
-        return be
-    if any(ix._device_index >= 0 for ix in idx):
-        raise RuntimeError("indices should be either on cpu or on the same device as the "
-                           "indexed tensor (cpu)")
-    if values is not None and values._device_index >= 0:
-        raise RuntimeError("index_put_: values are on a CUDA device but the indexed tensor "
-                           "is on the cpu")
-    return None
+__all__ = ["getitem", "setitem", "index_plan"]
 
 
 def _is_tensor(x):
@@ -124,7 +97,7 @@ def _basic(t, key):
                     raise IndexError(f"The shape of the mask {list(k.shape)} at index {j} does "
                                      f"not match the shape of the indexed tensor {shape} at "
                                      f"index {d + j}")
-                nz = _dev(k).nonzero(k) if _dev(k) else _C.nonzero(k)
+                nz = _C.nonzero(k)
                 for j in range(k.ndim):
                     adv.append((len(new_shape), nz[:, j]))
                     new_shape.append(shape[d + j])
@@ -182,8 +155,7 @@ def getitem(t, key):
     if not adv:
         return view, None
     perm, idx, bshape, place = _prepare_advanced(view, adv)
-    flat = _dev(perm).gather(perm, idx) if _dev(perm, idx) else \
-        _C.index_gather(perm, len(idx), idx)  # [P, rest...]
+    flat = _C.index_gather(perm, len(idx), idx)  # [P, rest...]
     rest_shape = list(flat.shape[1:])
     out = flat.reshape(*(list(bshape) + rest_shape))
     if place:
@@ -212,8 +184,5 @@ def setitem(t, key, value):
         v = v.permute(*order)
     v = _C.cast(v.reshape(*([len(idx[0])] + rest_shape)) if v.is_contiguous() else
                 _C.cast(v, v.dtype).reshape(*([len(idx[0])] + rest_shape)), t.dtype)
-    if _dev(perm, idx, v):
-        _dev(perm).scatter(perm, idx, v)
-    else:
-        _C.index_scatter(perm, len(idx), idx, v)
+    _C.index_scatter(perm, len(idx), idx, v)
     t._bump_version()

@@ -363,11 +363,14 @@ def _cat_fwd(tensors, dim=0):
                 raise RuntimeError(f"cat: Sizes of tensors must match except in dimension {d}. "
                                    f"Expected size {ref.shape[k]} but got size {t.shape[k]} "
                                    f"for tensor number {i} in the list.")
-        if t.is_cuda:
-            raise RuntimeError("cat: expected CPU tensors")
+    dev = ts[0]._device_index
+    for t in ts:  # one device (copy_ below runs CUDA parts on the device)
+        if t._device_index != dev:
+            raise RuntimeError("cat: Expected all tensors to be on the same device, but found at "
+                               f"least two devices, {ts[0].device} and {t.device}!")
     shape = list(ref.shape)
     shape[d] = _b.sum(t.shape[d] for t in parts)
-    out = _C.empty(tuple(shape), dtype)
+    out = _C._empty_device(tuple(shape), dtype, dev)
     off = 0
     for t in parts:
         n = t.shape[d]

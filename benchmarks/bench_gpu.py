@@ -68,7 +68,7 @@ def copy_bandwidth():
 
 
 def gemm():
-    from ampy.cuda import _kernels
+    import ampy as _kernels  # the GEMM ops route CUDA tensors to cuBLAS in _C
     shapes = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 768, 3072), (8192, 3072, 768),
               (4096, 11008, 4096)]
     if QUICK:
@@ -88,7 +88,7 @@ def gemm():
 
 
 def unscale(copy_bw):
-    from ampy.cuda import _amp
+    from ampy.amp import functional as _amp  # routes CUDA tensors in _C
     total = 128 << 20 if not QUICK else 32 << 20
     for tdt, isz in ((torch.float32, 4), (torch.float16, 2)):
         sizes = [total // 64] * 64
@@ -108,7 +108,7 @@ def unscale(copy_bw):
 
 
 def adam(copy_bw):
-    from ampy.cuda import _amp
+    from ampy.amp import functional as _amp  # routes CUDA tensors in _C
     n_total = 100_000_000 if not QUICK else 25_000_000
     sizes = [n_total // 50] * 50
     # ampy: fp16 params + fp32 masters + fp16 grads + fp32 moments

@@ -1,6 +1,8 @@
 /* index.c — gather/scatter by integer index arrays and nonzero (index.h). */
 #include <string.h>
 
+#include "ampy/dtype.h"
+#include "ampy/elem.h"
 #include "ampy/index.h"
 #include "ampy/iter.h"
 
@@ -93,6 +95,64 @@ ampy_status ampy_index_scatter(const ampy_index_spec *s, char *dst, const char *
         char *ptrs[2] = {to, (char *)from};
         ampy_iter_run(s->rest_ndim, s->rest_shape, 2, ptrs, strides, copy_elems,
                       (void *)&s->itemsize, 0);
+    }
+    return AMPY_OK;
+}
+
+/* dst += a element by element, rounded to the dtype after each addition
+ * (halves: added in float, as torch's c10::Half arithmetic). */
+static void add_elems(char **ptrs, const int64_t *st, int64_t n, void *ctx)
+{
+    const ampy_dtype dt = *(const ampy_dtype *)ctx;
+    char *d = ptrs[0];
+    const char *a = ptrs[1];
+    for (int64_t i = 0; i < n; i++, d += st[0], a += st[1]) {
+        if (dt == AMPY_FLOAT32) {
+            float x, y;
+            memcpy(&x, d, 4);
+            memcpy(&y, a, 4);
+            x += y;
+            memcpy(d, &x, 4);
+        } else if (dt == AMPY_FLOAT64) {
+            double x, y;
+            memcpy(&x, d, 8);
+            memcpy(&y, a, 8);
+            x += y;
+            memcpy(d, &x, 8);
+        } else {
+            uint16_t x, y;
+            memcpy(&x, d, 2);
+            memcpy(&y, a, 2);
+            x = dt == AMPY_FLOAT16 ? ampy_f32_to_f16(ampy_f16_to_f32(x) + ampy_f16_to_f32(y))
+                                   : ampy_f32_to_bf16(ampy_bf16_to_f32(x) + ampy_bf16_to_f32(y));
+            memcpy(d, &x, 2);
+        }
+    }
+}
+
+ampy_status ampy_index_put_accumulate(const ampy_index_spec *s, char *dst, ampy_dtype dtype,
+                                      const char *values, const int64_t *vstrides)
+{
+    if (!ampy_dtype_is_float(dtype) || ampy_dtype_size(dtype) != s->itemsize)
+        return ampy_error(AMPY_ERR_DTYPE,
+                          "index_put_ with accumulate=True: expected a float32, float64, float16 "
+                          "or bfloat16 tensor, got %s",
+                          ampy_dtype_name(dtype));
+    ampy_status st = check_indices(s);
+    if (st != AMPY_OK)
+        return st;
+    int64_t one[2] = {1, 1}, strides[2 * AMPY_MAX_DIMS];
+    const int64_t *shape = s->rest_ndim ? s->rest_shape : one;
+    const int nd = s->rest_ndim ? s->rest_ndim : 1;
+    for (int d = 0; d < s->rest_ndim; d++) {
+        strides[d] = s->rest_strides[d];
+        strides[nd + d] = vstrides[1 + d];
+    }
+    if (!s->rest_ndim)
+        strides[0] = strides[1] = 0;
+    for (int64_t p = 0; p < s->P; p++) { /* in index order: torch's serial CPU loop */
+        char *ptrs[2] = {dst + offset_of(s, p), (char *)(values + p * vstrides[0])};
+        ampy_iter_run(nd, shape, 2, ptrs, strides, add_elems, &dtype, 0);
     }
     return AMPY_OK;
 }

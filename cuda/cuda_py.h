@@ -1,11 +1,8 @@
-/* cuda_py.h — shared declarations of ampy._C_cuda's CPython binding
- * (the cuda/..._py.c files, plain C compiled by the host compiler).
- *
- * The binding reads ampy tensors through the AmpyTensor layout of
- * csrc/py/pyampy.h (the same struct ampy._C defines); it never creates
- * tensors: the Python adapters (ampy/cuda/_ops.py) allocate outputs with
- * ampy._C._empty_device and pass them in. The tensor type is handed over by
- * _C_cuda._init(TensorBase) at import.
+/* cuda_py.h — declarations of ampy._C_cuda's CPython module (module_py.c,
+ * plain C compiled by the host compiler): devices, memory, the capsule of
+ * the ampy_cuda_api table. It handles no tensors (ampy._C's bindings do, and
+ * call the kernels through the table); pyampy.h is included for the tensor
+ * layout that _init checks against ampy._C's.
  */
 #ifndef AMPY_CUDA_PY_H
 #define AMPY_CUDA_PY_H
@@ -14,20 +11,10 @@
 
 #include "ampy/cuda.h"
 
-extern PyTypeObject *ampy_cuda_py_tensor_type;
-
 /* The exception for `s` with this module's last message; returns NULL. */
 PyObject *ampy_cuda_py_raise(ampy_status s);
-/* `o` as a CUDA tensor (device >= 0), else NULL + TypeError/ValueError
- * naming fn and arg. */
-AmpyTensor *ampy_cuda_py_tensor(PyObject *o, const char *fn, const char *arg);
-/* Same, and contiguous and of one of the float dtypes float32/16/bf16. */
-AmpyTensor *ampy_cuda_py_float_contig(PyObject *o, const char *fn, const char *arg);
 
 extern PyMethodDef ampy_cuda_py_runtime_methods[];
-extern PyMethodDef ampy_cuda_py_amp_methods[];
-extern PyMethodDef ampy_cuda_py_ops_methods[];
-extern PyMethodDef ampy_cuda_py_index_methods[];
 
 /* cuda/check.cu: device-side argument checks raised at the op (1) or at the
  * next synchronisation (0, the default; AMPY_CUDA_SYNC_CHECKS=1 sets 1). */

@@ -1,7 +1,8 @@
 /* index.cu — advanced (integer-array / boolean-mask) indexing on the device:
  * the CUDA twins of ampy_index_gather / ampy_index_scatter / ampy_nonzero_*
- * (csrc/index.c, index.h), reached from ampy/_indexing.py through
- * ampy/cuda/_advindex.py and the _C_cuda bindings of index_py.c.
+ * and ampy_index_put_accumulate (csrc/index.c, index.h), reached from
+ * ampy._C's index bindings (csrc/py/index_py.c) through the ampy_cuda_api
+ * table.
  *
  * The form is index.h's: the k indexed dims are the first k dims of the view,
  * the k index arrays are contiguous int64 of one length P (already
@@ -23,9 +24,9 @@
  *               rounded to the dtype after each addition (the element-wise
  *               add of ewise_expr.h's kinds: float for float32/float16/
  *               bfloat16, double for float64, wrapping int64 for integers),
- *               in decreasing p (order = -1: what ampy's CPU
- *               index_put_accumulate does, one winner per round) or
- *               increasing p (order = +1: torch's CPU index_put_(accumulate)).
+ *               in increasing p (order = +1: torch's CPU
+ *               index_put_(accumulate) and ampy_index_put_accumulate; what
+ *               the binding passes) or decreasing p (order = -1).
  * Both sort the tuples' flat destinations stably (cub radix sort of
  * (destination, p) pairs), so each destination's repeats form one segment in
  * increasing p; one thread per (segment, rest element) writes or adds the
@@ -40,7 +41,7 @@
 #include <string.h>
 
 #include "common.cuh"
-#include "index_cuda.h"
+#include "ampy/index_cuda.h"
 
 namespace {
 

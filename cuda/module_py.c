@@ -1,14 +1,17 @@
 /* module_py.c — ampy._C_cuda: module definition and the runtime functions
- * (devices, memory, the API capsule that ampy._C calls through).
+ * (devices, memory, cuBLAS's search path, the API capsule that ampy._C calls
+ * through). Every op reaches the kernels of this module through that table,
+ * from ampy._C's bindings (csrc/py): this binding handles no tensors.
  *
  * Importing this module makes no CUDA call: a machine without a GPU or a
  * driver imports it fine, and _device_count() reports why there is no device.
  */
 #include "cuda_py.h"
 
-#include <limits.h>
+#include "ampy/amp_cuda.h"
+#include "ampy/gemm_cuda.h"
 
-PyTypeObject *ampy_cuda_py_tensor_type;
+#include <limits.h>
 
 PyObject *ampy_cuda_py_raise(ampy_status s)
 {
@@ -24,50 +27,6 @@ PyObject *ampy_cuda_py_raise(ampy_status s)
     }
     PyErr_SetString(type, (msg && msg[0]) ? msg : "ampy: CUDA operation failed");
     return NULL;
-}
-
-AmpyTensor *ampy_cuda_py_tensor(PyObject *o, const char *fn, const char *arg)
-{
-    if (!ampy_cuda_py_tensor_type || !PyObject_TypeCheck(o, ampy_cuda_py_tensor_type)) {
-        PyErr_Format(PyExc_TypeError, "%s: argument '%s' must be a Tensor, not %s", fn, arg,
-                     Py_TYPE(o)->tp_name);
-        return NULL;
-    }
-    AmpyTensor *t = (AmpyTensor *)o;
-    if (t->device < 0) {
-        PyErr_Format(PyExc_ValueError, "%s: %s is on the CPU; expected a CUDA tensor", fn, arg);
-        return NULL;
-    }
-    return t;
-}
-
-static int contiguous(const AmpyTensor *t)
-{
-    int64_t expect = 1;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        if (t->shape[d] != 1 && t->strides[d] != expect)
-            return 0;
-        expect *= t->shape[d];
-    }
-    return 1;
-}
-
-AmpyTensor *ampy_cuda_py_float_contig(PyObject *o, const char *fn, const char *arg)
-{
-    AmpyTensor *t = ampy_cuda_py_tensor(o, fn, arg);
-    if (!t)
-        return NULL;
-    if (t->dtype != AMPY_FLOAT32 && !ampy_dtype_is_half(t->dtype)) {
-        PyErr_Format(PyExc_TypeError, "%s: %s has dtype %s; expected float32, float16 or bfloat16",
-                     fn, arg, ampy_dtype_name(t->dtype));
-        return NULL;
-    }
-    if (!contiguous(t)) {
-        PyErr_Format(PyExc_ValueError, "%s: %s is not contiguous (call .contiguous() first)", fn,
-                     arg);
-        return NULL;
-    }
-    return t;
 }
 
 /* ---- runtime functions -------------------------------------------------------- */
@@ -191,13 +150,39 @@ static PyObject *f_stream(PyObject *self, PyObject *arg)
 }
 
 static const ampy_cuda_api api_table = {
-    AMPY_CUDA_API_VERSION, ampy_cuda_alloc,       ampy_cuda_free,    ampy_cuda_memcpy,
-    ampy_cast_cuda,        ampy_cuda_synchronize, ampy_last_error,   ampy_ewise_cuda,
-    ampy_reduce_cuda,      ampy_softmax_cuda,
-    ampy_nn_layer_norm_fwd_cuda, ampy_nn_layer_norm_bwd_cuda, ampy_nn_cross_entropy_fwd_cuda,
-    ampy_nn_cross_entropy_bwd_cuda, ampy_nn_nll_loss_fwd_cuda, ampy_nn_nll_loss_bwd_cuda,
-    ampy_nn_embedding_fwd_cuda, ampy_nn_embedding_bwd_cuda, ampy_nn_mask_scale_cuda,
-    ampy_fill_random_cuda, ampy_nn_mse_fwd_cuda, ampy_nn_mse_bwd_cuda, ampy_scan_cuda,
+    .version = AMPY_CUDA_API_VERSION,
+    .alloc = ampy_cuda_alloc,
+    .free = ampy_cuda_free,
+    .memcpy = ampy_cuda_memcpy,
+    .cast = ampy_cast_cuda,
+    .synchronize = ampy_cuda_synchronize,
+    .last_error = ampy_last_error,
+    .ewise = ampy_ewise_cuda,
+    .reduce = ampy_reduce_cuda,
+    .softmax = ampy_softmax_cuda,
+    .nn_layer_norm_fwd = ampy_nn_layer_norm_fwd_cuda,
+    .nn_layer_norm_bwd = ampy_nn_layer_norm_bwd_cuda,
+    .nn_cross_entropy_fwd = ampy_nn_cross_entropy_fwd_cuda,
+    .nn_cross_entropy_bwd = ampy_nn_cross_entropy_bwd_cuda,
+    .nn_nll_loss_fwd = ampy_nn_nll_loss_fwd_cuda,
+    .nn_nll_loss_bwd = ampy_nn_nll_loss_bwd_cuda,
+    .nn_embedding_fwd = ampy_nn_embedding_fwd_cuda,
+    .nn_embedding_bwd = ampy_nn_embedding_bwd_cuda,
+    .nn_mask_scale = ampy_nn_mask_scale_cuda,
+    .fill_random = ampy_fill_random_cuda,
+    .nn_mse_fwd = ampy_nn_mse_fwd_cuda,
+    .nn_mse_bwd = ampy_nn_mse_bwd_cuda,
+    .scan = ampy_scan_cuda,
+    .fill = ampy_fill_cuda,
+    .gemm = ampy_gemm_cuda,
+    .index_gather = ampy_index_gather_cuda,
+    .index_scatter = ampy_index_scatter_cuda,
+    .nonzero_count = ampy_nonzero_cuda,
+    .nonzero_fill = ampy_nonzero_fill_cuda,
+    .finite_check_unscale = ampy_finite_check_unscale_cuda,
+    .scaler_update = ampy_scaler_update_cuda,
+    .adam_step = ampy_optim_adam_step_cuda,
+    .sgd_step = ampy_optim_sgd_step_cuda,
 };
 
 /* _api_entries() -> {name: bool}: which entries of the table are filled
@@ -213,7 +198,9 @@ static PyObject *f_api_entries(PyObject *self, PyObject *u)
              E(reduce), E(softmax), E(nn_layer_norm_fwd), E(nn_layer_norm_bwd),
              E(nn_cross_entropy_fwd), E(nn_cross_entropy_bwd), E(nn_nll_loss_fwd),
              E(nn_nll_loss_bwd), E(nn_embedding_fwd), E(nn_embedding_bwd), E(nn_mask_scale),
-             E(fill_random), E(nn_mse_fwd), E(nn_mse_bwd), E(scan)};
+             E(fill_random), E(nn_mse_fwd), E(nn_mse_bwd), E(scan), E(fill), E(gemm),
+             E(index_gather), E(index_scatter), E(nonzero_count), E(nonzero_fill),
+             E(finite_check_unscale), E(scaler_update), E(adam_step), E(sgd_step)};
 #undef E
     PyObject *d = PyDict_New();
     for (size_t i = 0; d && i < sizeof e / sizeof e[0]; i++)
@@ -227,20 +214,70 @@ static PyObject *f_api(PyObject *self, PyObject *u)
     return PyCapsule_New((void *)&api_table, "ampy._C_cuda.api", NULL);
 }
 
-/* _init(TensorBase): the tensor type whose layout the binding reads. */
-static PyObject *f_init(PyObject *self, PyObject *arg)
+/* _init(TensorBase, layout): check that ampy._C was built from the same
+ * tensor layout as this module: layout is _C._TENSOR_LAYOUT, (version,
+ * sizeof AmpyTensor, sizeof AmpyStorage), and TensorBase's basic size must be
+ * sizeof AmpyTensor. The kernels behind the table see only data pointers, but
+ * pyampy.h is shared with this module, so a mismatch means a stale build:
+ * ImportError (ampy.cuda then disables CUDA with a warning). */
+static PyObject *f_init(PyObject *self, PyObject *args)
 {
-    if (!PyType_Check(arg)) {
-        PyErr_SetString(PyExc_TypeError, "_init(TensorBase)");
+    PyObject *type;
+    int version;
+    Py_ssize_t tensor_size, storage_size;
+    if (!PyArg_ParseTuple(args, "O!(inn):_init", &PyType_Type, &type, &version, &tensor_size,
+                          &storage_size))
+        return NULL;
+    Py_ssize_t basic = ((PyTypeObject *)type)->tp_basicsize;
+    if (version != AMPY_PY_LAYOUT_VERSION || tensor_size != (Py_ssize_t)sizeof(AmpyTensor) ||
+        storage_size != (Py_ssize_t)sizeof(AmpyStorage) || basic != (Py_ssize_t)sizeof(AmpyTensor)) {
+        PyErr_Format(PyExc_ImportError,
+                     "ampy._C_cuda was built for tensor layout %d (AmpyTensor %zd bytes, "
+                     "AmpyStorage %zd bytes) but ampy._C has layout %d (%zd, %zd bytes; "
+                     "%s is %zd bytes): rebuild ampy",
+                     AMPY_PY_LAYOUT_VERSION, sizeof(AmpyTensor), sizeof(AmpyStorage), version,
+                     tensor_size, storage_size, ((PyTypeObject *)type)->tp_name, basic);
         return NULL;
     }
-    Py_INCREF(arg);
-    Py_XSETREF(ampy_cuda_py_tensor_type, (PyTypeObject *)arg);
     Py_RETURN_NONE;
 }
 
+/* _blas_add_path(dir): a directory searched for libcublas at the first GEMM. */
+static PyObject *f_blas_add_path(PyObject *self, PyObject *arg)
+{
+    const char *dir = PyUnicode_AsUTF8(arg);
+    if (!dir)
+        return NULL;
+    ampy_status s = ampy_cuda_blas_add_path(dir);
+    if (s != AMPY_OK)
+        return ampy_cuda_py_raise(s);
+    Py_RETURN_NONE;
+}
+
+/* set_sync_checks(on) / get_sync_checks(): device-side argument checks raise
+ * at the op (a synchronisation each) instead of at the next sync point. */
+static PyObject *f_set_sync_checks(PyObject *self, PyObject *arg)
+{
+    int on = PyObject_IsTrue(arg);
+    if (on < 0)
+        return NULL;
+    ampy_cuda_set_sync_checks(on);
+    Py_RETURN_NONE;
+}
+
+static PyObject *f_get_sync_checks(PyObject *self, PyObject *u)
+{
+    return PyBool_FromLong(ampy_cuda_get_sync_checks());
+}
+
 PyMethodDef ampy_cuda_py_runtime_methods[] = {
-    {"_init", f_init, METH_O, "_init(TensorBase)\n--\n\nInternal: the tensor type."},
+    {"set_sync_checks", f_set_sync_checks, METH_O,
+     "set_sync_checks(on)\n--\n\nRaise device-side argument errors at the op (syncs)."},
+    {"get_sync_checks", f_get_sync_checks, METH_NOARGS, "get_sync_checks()\n--\n\n"},
+    {"_init", f_init, METH_VARARGS,
+     "_init(TensorBase, layout)\n--\n\nInternal: check _C's tensor layout (_C._TENSOR_LAYOUT)."},
+    {"_blas_add_path", f_blas_add_path, METH_O,
+     "_blas_add_path(dir)\n--\n\nA directory searched for libcublas at the first GEMM."},
     {"_api", f_api, METH_NOARGS, "_api()\n--\n\nThe capsule of C entry points for ampy._C."},
     {"_api_entries", f_api_entries, METH_NOARGS,
      "_api_entries()\n--\n\n{entry: filled} of the table ampy._C calls through."},
@@ -262,12 +299,7 @@ PyMethodDef ampy_cuda_py_runtime_methods[] = {
 
 static int module_exec(PyObject *m)
 {
-    PyMethodDef *tables[] = {ampy_cuda_py_runtime_methods, ampy_cuda_py_amp_methods,
-                             ampy_cuda_py_ops_methods, ampy_cuda_py_index_methods};
-    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
-        if (PyModule_AddFunctions(m, tables[i]) < 0)
-            return -1;
-    return 0;
+    return PyModule_AddFunctions(m, ampy_cuda_py_runtime_methods);
 }
 
 static PyModuleDef_Slot module_slots[] = {

@@ -40,7 +40,7 @@ def test_cuda_module_built_where_nvcc_exists():
     if not _cuda_expected():
         pytest.skip("no CUDA toolkit here (or AMPY_CUDA=0): the CPU package is all there is")
     mod = importlib.import_module("ampy._C_cuda")
-    assert hasattr(mod, "_api") and hasattr(mod, "_gemm")
+    assert hasattr(mod, "_api") and hasattr(mod, "_blas_add_path")
     assert ampy._C._cuda_registered()
 
 
@@ -74,7 +74,9 @@ def test_cpu_path_has_no_device_hook():
     if ampy.cuda.is_available():
         pytest.skip("a GPU is present")
     from ampy import _dispatch
-    assert _dispatch._hooks.device is None
+    assert not hasattr(_dispatch._hooks, "device")
+    assert not any(getattr(op.forward, "ampy_cpu_fallback", False)
+                   for op in _dispatch.ops().values())
 
 
 def test_build_flags(monkeypatch):
@@ -149,6 +151,8 @@ KERNEL_ENTRY_POINTS = [
     "ampy_cast_cuda", "ampy_fill_cuda", "ampy_gemm_cuda",
     "ampy_index_gather_cuda", "ampy_index_scatter_cuda", "ampy_nonzero_cuda",
     "ampy_nonzero_fill_cuda", "ampy_cuda_set_sync_checks",
+    "ampy_finite_check_unscale_cuda", "ampy_scaler_update_cuda", "ampy_optim_adam_step_cuda",
+    "ampy_optim_sgd_step_cuda",
 ]
 KERNELS = ["ewise_kernel", "reduce_kernel", "softmax_kernel", "ln_fwd_kernel", "ln_bwd_dx_kernel",
            "ln_bwd_dw_kernel", "ce_fwd_kernel", "ce_bwd_kernel", "nll_rows_kernel",
@@ -206,31 +210,17 @@ def test_every_table_entry_is_called_by_a_binding():
         if f.endswith(".c"):
             src += open(os.path.join(HERE, "csrc", "py", f)).read()
     kernels = [n for n in mod._api_entries()
-               if n in ("cast", "ewise", "reduce", "softmax", "scan", "fill_random")
+               if n in ("cast", "ewise", "reduce", "softmax", "scan", "fill_random", "fill",
+                        "gemm", "index_gather", "index_scatter", "nonzero_count",
+                        "nonzero_fill", "finite_check_unscale", "scaler_update", "adam_step",
+                        "sgd_step")
                or n.startswith("nn_")]
-    assert len(kernels) == 17
+    assert len(kernels) == 27
     for name in kernels:
         if name.startswith("nn_"):
             assert f"NN_CALL({name[3:]}," in src, name
         else:
             assert f"->{name}(" in src, name
-
-
-def test_routed_ops_exist_in_the_op_table():
-    """Ops the device hook runs with their own forward on CUDA tensors (their
-    _C calls route to the kernels) and ops with a CUDA forward are all real
-    ops: a rename would otherwise silently fall back to the CPU."""
-    from ampy import _dispatch
-    from ampy.cuda import _ops
-    names = _ops.routed_ops()
-    table = _dispatch.ops()
-    missing = sorted(n for n in _ops._ROUTED_IN_C if n not in table)
-    assert not missing, missing
-    assert names <= set(table)
-    for n in ("add", "mul", "gelu", "sum", "amax", "softmax", "log_softmax", "where", "var"):
-        assert n in names
-    if _ops._CUDA_FORWARDS:  # filled at install (GPU only)
-        assert all(n in table for n in _ops._CUDA_FORWARDS)
 
 
 def test_elementwise_formulas_are_shared_with_the_cpu():
@@ -255,143 +245,6 @@ def test_elementwise_formulas_are_shared_with_the_cpu():
     # the nn and random kernels use the CPU's elem-level helpers too
     nn = "".join(open(os.path.join(HERE, "cuda", f)).read() for f in ("nn.cu", "nn_embed.cu"))
     assert "ampy_nn_expf" in nn and "ampy_philox4x32" in nn
-
-
-def test_cuda_cat_stack_forwards_agree_with_cpu():
-    """The CUDA forwards of cat/stack (ampy/cuda/_kernels.py) are plain Python
-    over _C._empty_device + copy_: run them here with device -1 (the CPU)."""
-    import numpy as np
-    from ampy.cuda import _kernels as K
-    a = ampy.arange(12.0).reshape(3, 4)
-    b = ampy.arange(8, dtype=ampy.float16).reshape(2, 4)
-    np.testing.assert_array_equal(K.cat([a, b], 0).numpy(), ampy.cat([a, b], 0).numpy())
-    assert K.cat([a, b], 0).dtype is ampy.cat([a, b], 0).dtype
-    np.testing.assert_array_equal(K.cat([a, a.t().t()], -1).numpy(), ampy.cat([a, a], -1).numpy())
-    np.testing.assert_array_equal(K.stack([a, a * 2], 1).numpy(), ampy.stack([a, a * 2], 1).numpy())
-    with pytest.raises(RuntimeError, match="Sizes"):
-        K.cat([a, ampy.ones(2, 3)], 0)
-    with pytest.raises(RuntimeError, match="zero-dimensional"):
-        K.cat([ampy.tensor(1.0)], 0)
-
-
-def test_device_hook_treats_basic_indexing_as_views():
-    from ampy.cuda._ops import _basic_key
-    assert _basic_key((slice(None), slice(0, 8))) and _basic_key(3)
-    assert _basic_key((Ellipsis, None, -1))
-    assert not _basic_key(True) and not _basic_key([0, 1])
-    assert not _basic_key((slice(None), ampy.tensor([0, 1])))
-
-
-def test_cuda_table_covers_the_routed_ops_and_their_forwards_route():
-    """cuda_table() (what install() puts in OpDef.cuda) has an entry for every
-    routed op; and the forward of each routed op calls only _C functions that
-    send CUDA tensors to the device kernels (no host allocation, no CPU-only
-    kernel), so registering it as the CUDA forward is honest."""
-    import inspect
-    from ampy import _dispatch
-    from ampy.cuda import _ops
-    table = _ops.cuda_table()
-    for n in _ops.routed_ops() | {"matmul", "mm", "bmm", "linear", "addmm", "cat", "stack"}:
-        assert n in table, n
-        assert n in _dispatch.ops()
-    cpu_only = ("_C.empty(", "_C.index_", "_C.nonzero", ".numpy(", "_C.gemm")
-    for n in sorted(_ops._ROUTED_IN_C):
-        fwd = _dispatch.get_op(n).forward
-        try:
-            src = inspect.getsource(fwd)
-        except (OSError, TypeError):
-            continue
-        for bad in cpu_only:
-            assert bad not in src, f"{n}: its forward calls {bad} (CPU only)"
-
-
-# ---------------------------------------------------------------- advanced indexing adapters
-class _FakeIndexKernels:
-    """The documented semantics of cuda/index.cu's entry points, built from the
-    CPU's kernels, so ampy/cuda/_advindex.py's plumbing (key normalisation,
-    layout of values, the accumulate order) runs here on CPU tensors (device
-    -1). Accumulate: each repeat added one at a time, rounded to the dtype,
-    in `order` of positions."""
-
-    def _index_gather(self, src, idx, out):
-        _C = ampy._C
-        _C.copy_(out, _C.index_gather(src, len(idx), idx))
-
-    def _index_scatter(self, dst, idx, values, accumulate, order):
-        from ampy.autograd._ops import O
-        _C = ampy._C
-        if not accumulate:
-            _C.index_scatter(dst, len(idx), idx, values)
-            return
-        P = idx[0].shape[0]
-        for p in (range(P) if order > 0 else range(P - 1, -1, -1)):
-            one = [ix[p:p + 1].contiguous() for ix in idx]
-            cur = _C.index_gather(dst, len(one), one)
-            _C.index_scatter(dst, len(one), one, O.add(cur, values[p:p + 1]))
-
-
-@pytest.mark.parametrize("dt", [ampy.float16, ampy.bfloat16, ampy.float32])
-def test_advindex_accumulate_order_reproduces_the_cpu_rule(dt, monkeypatch):
-    """index_put_accumulate through _advindex (with the kernels' semantics)
-    gives the CPU autograd rule's bits: ACCUMULATE_ORDER is the CPU's order
-    (halves with many repeats make the order visible in the bits)."""
-    import numpy as np
-    from ampy.autograd import _rules_views as RV
-    from ampy.cuda import _advindex
-    monkeypatch.setattr(ampy.cuda, "_K", _FakeIndexKernels())
-    rng = np.random.default_rng(0)
-    idx = ampy.from_numpy(rng.integers(-20, 20, 300))
-    for key, gshape in ((idx, (300, 7)), ((slice(None), idx % 7), (20, 300)),
-                        ((idx, idx % 7), (300,))):
-        g = ampy.from_numpy(rng.standard_normal(gshape) * 100).to(dt)
-        want = RV.index_put_accumulate(ampy.zeros((20, 7), dtype=dt), key, g)
-        got = _advindex.index_put_accumulate(ampy.zeros((20, 7), dtype=dt), key, g)
-        np.testing.assert_array_equal(got.numpy().view(np.uint16 if dt.itemsize == 2 else
-                                                       np.uint32),
-                                      want.numpy().view(np.uint16 if dt.itemsize == 2 else
-                                                        np.uint32))
-        assert ampy.cuda._K is not None
-    # the opposite order differs somewhere: the test can fail
-    monkeypatch.setattr(_advindex, "ACCUMULATE_ORDER", 1)
-    g = ampy.from_numpy(rng.standard_normal((300, 7)) * 100).to(dt)
-    want = RV.index_put_accumulate(ampy.zeros((20, 7), dtype=dt), idx, g)
-    got = _advindex.index_put_accumulate(ampy.zeros((20, 7), dtype=dt), idx, g)
-    assert dt is ampy.float32 or not np.array_equal(got.numpy(), want.numpy())
-
-
-def test_advindex_gather_scatter_adapters_match_cpu(monkeypatch):
-    import numpy as np
-    from ampy import _indexing
-    from ampy.cuda import _advindex
-    monkeypatch.setattr(ampy.cuda, "_K", _FakeIndexKernels())
-    x = ampy.arange(60.0).reshape(3, 4, 5)
-    ref = x.clone()
-    ref[ampy.tensor([2, 0, 2]), :, [1, -1, 0]] = 0.0
-    key = _indexing._normalize_key(x, (ampy.tensor([2, 0, 2]), slice(None), [1, -1, 0]))
-    view, adv = _indexing._basic(x, key)
-    perm, idx, bshape, place = _indexing._prepare_advanced(view, adv)
-    got = _advindex.gather(perm, idx)
-    np.testing.assert_array_equal(got.numpy(), ampy._C.index_gather(perm, len(idx), idx).numpy())
-    _advindex.scatter(perm, idx, ampy.zeros(tuple(got.shape)))
-    np.testing.assert_array_equal(x.numpy(), ref.numpy())
-    assert x.numpy().sum() > 0
-
-
-def test_advindex_install_routes_only_cuda_tensors(monkeypatch):
-    from ampy import _indexing
-    from ampy.autograd import _rules_views as RV
-    from ampy.cuda import _advindex
-    monkeypatch.setattr(_indexing, "_cuda", None)
-    monkeypatch.setattr(RV, "index_put_accumulate", RV.index_put_accumulate)
-    cpu = RV.index_put_accumulate
-    _advindex.install()
-    assert _indexing._cuda is _advindex
-    assert RV.index_put_accumulate is not cpu and RV.index_put_accumulate._ampy_cuda
-    _advindex.install()  # idempotent
-    z = RV.index_put_accumulate(ampy.zeros(4), ampy.tensor([1, 1, 3]), ampy.ones(3))
-    assert z.tolist() == [0.0, 2.0, 0.0, 1.0]  # CPU tensors keep the CPU rule
-    assert _indexing._dev(ampy.zeros(2)) is None
-    monkeypatch.setattr(_indexing, "_cuda", None)
 
 
 def test_cuda_sources_stay_under_the_file_limit():
@@ -423,73 +276,9 @@ def test_host_waits_are_only_the_documented_ones():
     assert "read_flag" not in open(os.path.join(d, "nn_common.cuh")).read()
 
 
-def test_index_bindings_and_routes():
+def test_sync_checks_switch():
     mod = _cuda_module()
-    for n in ("_index_gather", "_index_scatter", "_nonzero_count", "_nonzero_fill",
-              "set_sync_checks", "get_sync_checks"):
-        assert hasattr(mod, n), n
-    assert mod.get_sync_checks() in (False, True)
-    from ampy.cuda import _ops
-    table = _ops.cuda_table()
-    for n in ("getitem", "setitem", "baddbmm"):
-        assert n in table, n  # no CPU fallback for these any more
     assert ampy.cuda.get_sync_checks() is False or os.environ.get("AMPY_CUDA_SYNC_CHECKS")
-
-
-class _FakeGemm:
-    """cuBLAS's contract for ampy_gemm_cuda in NumPy (float64 accumulation):
-    c = alpha * a @ b + beta * c over a strided batch, element strides; beta
-    == 0 ignores c. Lets the CUDA forward of baddbmm run here on CPU tensors."""
-
-    def _gemm(self, a, b, c, batch, m, n, k, sa_b, sa_m, sa_k, sb_b, sb_k, sb_n, sc_b, ldc,
-              alpha, beta):
-        import numpy as np
-        from numpy.lib.stride_tricks import as_strided
-        isz = c.numpy().itemsize
-        A = as_strided(a.numpy(), (batch, m, k), (sa_b * isz, sa_m * isz, sa_k * isz))
-        B = as_strided(b.numpy(), (batch, k, n), (sb_b * isz, sb_k * isz, sb_n * isz))
-        C = as_strided(c.numpy(), (batch, m, n), (sc_b * isz, ldc * isz, isz))
-        r = alpha * (A.astype(np.float64) @ B.astype(np.float64))
-        if beta != 0:
-            r = r + beta * C.astype(np.float64)
-        C[...] = r.astype(C.dtype)
-
-
-def test_cuda_baddbmm_forward_plumbing_agrees_with_cpu(monkeypatch):
-    """ampy/cuda/_kernels.baddbmm (input broadcast, beta == 0 skipping input,
-    strides of transposed operands, alpha/beta) run with device -1 and a
-    NumPy GEMM of cuBLAS's contract, against the CPU op."""
-    import numpy as np
-    from ampy.cuda import _kernels as K
-    monkeypatch.setattr(K, "_K", _FakeGemm())
-    rng = np.random.default_rng(3)
-    a = ampy.from_numpy(rng.standard_normal((3, 5, 4)).astype(np.float32))
-    b = ampy.from_numpy(rng.standard_normal((3, 6, 4)).astype(np.float32)).transpose(1, 2)
-    for inp, beta, alpha in ((ampy.ones(6) * 2, 0.5, -1.5),
-                             (ampy.from_numpy(rng.standard_normal((5, 6)).astype(np.float32)), 1, 1),
-                             (ampy.full((3, 5, 6), float("nan")), 0, 2.0)):
-        got = K.baddbmm(inp, a, b, beta=beta, alpha=alpha)
-        want = ampy.baddbmm(inp, a, b, beta=beta, alpha=alpha)
-        assert tuple(got.shape) == (3, 5, 6) and got.dtype is ampy.float32
-        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
-    with pytest.raises(RuntimeError, match="baddbmm"):
-        K.baddbmm(ampy.ones(1), a, a, beta=1, alpha=1)
-    with pytest.raises(TypeError, match="dtype"):
-        K.baddbmm(ampy.ones(1), a, b.double(), beta=1, alpha=1)
-
-
-def test_index_bindings_reject_bad_arguments_without_touching_a_device():
-    mod = _cuda_module()
-    x = ampy.arange(6.0)
-    i = ampy.tensor([0, 1])
-    with pytest.raises(ValueError, match="on the CPU"):
-        mod._index_gather(x, [i], ampy.empty(2))
-    with pytest.raises(ValueError, match="on the CPU"):
-        mod._index_scatter(x, [i], ampy.ones(2), False, -1)
-    with pytest.raises(TypeError, match="must be a Tensor"):
-        mod._index_gather([1], [i], x)
-    with pytest.raises(ValueError, match="on the CPU"):
-        mod._nonzero_count(ampy.ones(3, dtype=ampy.bool), ampy.empty(7, dtype=ampy.int64))
     prev = mod.get_sync_checks()
     try:
         mod.set_sync_checks(True)

@@ -19,34 +19,17 @@ PKG = os.path.join(ROOT, "ampy")
 # (importing module, imported module): why the import runs inside a function.
 # A pair that no longer occurs fails test_allow_list_has_no_stale_entries.
 FUNCTION_IMPORT_ALLOW = {
-    # amp.functional reaches the CUDA multi-tensor kernels only for a CUDA
-    # tensor, and autograd's no_grad around its strided copies
-    ("ampy.amp.functional", "ampy.cuda._amp"): "CUDA kernels, for CUDA tensors only",
+    # amp.functional: autograd's no_grad around its strided copies (autograd
+    # sits above amp's kernels wrappers)
     ("ampy.amp.functional", "ampy.autograd"): "no_grad for the strided write-back",
-    # ampy/cuda: the Python CUDA forwards (_kernels), the advanced-indexing
-    # routing (_advindex) and the device hook (_ops) are loaded and installed
-    # only when a GPU is usable, and reach back into the package and the
-    # layers below at call time
+    # ampy/cuda reaches back into the layers below at call time
     ("ampy.cuda", "ampy._tensor"): "device() argument parsing",
     ("ampy.cuda", "ampy._creation"): "cuda.manual_seed seeds the default generator",
-    ("ampy.cuda", "ampy.cuda._ops"): "installed only when a GPU is usable",
-    ("ampy.cuda._ops", "ampy.cuda._kernels"): "installed only when a GPU is usable",
-    ("ampy.cuda._ops", "ampy.cuda._advindex"): "installed only when a GPU is usable",
-    ("ampy.cuda._ops", "ampy._tensor"): "Tensor.item for CUDA tensors",
-    ("ampy.cuda._advindex", "ampy.cuda"): "the _C_cuda handle",
-    ("ampy.cuda._advindex", "ampy._indexing"): "the CUDA indexing backend",
-    ("ampy.cuda._advindex", "ampy.autograd._rules_views"): "the accumulate rule",
-    ("ampy.cuda._advindex", "ampy.autograd._ops"): "the accumulate rule",
-    ("ampy.cuda._amp", "ampy._dtype"): "dtype checks of the CUDA AMP kernels",
-    ("ampy.cuda._kernels", "ampy._dtype"): "cat/stack dtype promotion",
-    ("ampy.cuda._kernels", "ampy._views"): "cat/stack dimension checks",
-    ("ampy.cuda._kernels", "ampy._gemm"): "the GEMM argument checks",
 }
 
-# Cycles inside ampy/cuda between the package, its device hook (_ops) and the
-# Python CUDA forwards (_kernels, which import the package for its _C_cuda
-# handle). A listed cycle that no longer exists fails the test below.
-KNOWN_CYCLES = [["ampy.cuda", "ampy.cuda._advindex", "ampy.cuda._kernels", "ampy.cuda._ops"]]
+# Cycles that are known and tolerated (none today). A listed cycle that no
+# longer exists fails the test below.
+KNOWN_CYCLES = []
 
 
 def _modules():

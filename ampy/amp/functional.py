@@ -16,9 +16,13 @@ tensors or elements):
   skipped step changes nothing but that write-back, step counts included)
   and keeps float32 master weights for float16/bfloat16 parameters.
 
-Every tensor argument of the optimizer steps must be a contiguous CPU
-tensor; non-contiguous tensors are rejected (call ``.contiguous()``), never
-silently copied. ``non_finite_check_and_unscale_`` also takes strided and
+The tensors of one call live on one device, the CPU or one GPU: the same
+``_C`` binding checks the arguments and then runs libampy or the CUDA kernel
+(cuda/amp.cu, cuda/optim.cu; these read ``found_inf`` on the device and never
+synchronise, so on a GPU the optimizer steps return None instead of
+"stepped"). Every tensor argument of the optimizer steps must be contiguous;
+non-contiguous tensors are rejected (call ``.contiguous()``), never silently
+copied. ``non_finite_check_and_unscale_`` also takes strided and
 float64 gradients (torch's), unscaled in place.
 ``found_inf`` and ``inv_scale`` are 1-element float32 tensors. Arguments are
 checked completely before any memory is written, so a call that raises
@@ -27,17 +31,6 @@ leaves every input unchanged. The tensors of one call must not overlap.
 from .. import _C
 
 __all__ = ["non_finite_check_and_unscale_", "update_scale_", "sgd_step_", "adam_step_"]
-
-
-def _cuda(x):
-    """ampy.cuda._amp (the CUDA multi-tensor kernels) when x -- a tensor or the
-    first tensor of a list -- lives on a CUDA device, else None."""
-    if isinstance(x, (list, tuple)):
-        x = x[0] if len(x) else None
-    if getattr(x, "_device_index", -1) >= 0:
-        from ..cuda import _amp
-        return _amp
-    return None
 
 
 def _as_list(x, name, fn):
@@ -109,10 +102,7 @@ def _unscale_once(grads, found_inf, inv_scale):
         grads = list(grads)
         for i, g in strided:
             grads[i] = g.contiguous()
-    if _cuda(grads):
-        _cuda(grads).non_finite_check_and_unscale_(grads, found_inf, inv_scale)
-    else:
-        _C._amp_non_finite_check_and_unscale_(grads, found_inf, inv_scale)
+    _C._amp_non_finite_check_and_unscale_(grads, found_inf, inv_scale)
     if strided:
         with _no_grad():
             for i, g in strided:
@@ -149,11 +139,6 @@ def update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_facto
     if max_scale is not None:
         max_scale = _number(max_scale, "max_scale", fn)
     hysteresis = _int(hysteresis, "hysteresis", fn)
-    if _cuda(scale):
-        return _cuda(scale).update_scale_(scale, growth_tracker, found_inf, growth_factor,
-                                          backoff_factor, growth_interval, min_scale=min_scale,
-                                          max_scale=max_scale, hysteresis=hysteresis,
-                                          hysteresis_tracker=hysteresis_tracker)
     _C._amp_update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor,
                           growth_interval, min_scale, max_scale, hysteresis, hysteresis_tracker)
 
@@ -178,24 +163,21 @@ def sgd_step_(params, grads, momentum_buffers, *, lr, momentum=0, dampening=0, n
     ``found_inf[0] != 0`` nothing else changes. A tensor may appear only once
     in the lists.
 
-    Returns True when the step was applied, False when it was skipped.
+    Returns True when the step was applied, False when it was skipped (None
+    for CUDA tensors).
     """
     fn = "sgd_step_"
     params = _distinct(_as_list(params, "params", fn), "params", fn)
     grads = _distinct(_as_list(grads, "grads", fn), "grads", fn)
-    if _cuda(params):  # CUDA: found_inf read on the device, returns None (no sync)
-        return _cuda(params).sgd_step_(
-            params, grads, momentum_buffers, lr=lr, momentum=momentum, dampening=dampening,
-            nesterov=nesterov, weight_decay=weight_decay, maximize=maximize,
-            master_params=master_params, inv_scale=inv_scale, found_inf=found_inf)
     if momentum_buffers is None:
-        momentum_buffers = [None] * len(_as_list(params, "params", fn))
-    return _C._amp_sgd_step_(params, grads,
-                             momentum_buffers, master_params, inv_scale, found_inf,
-                             _number(lr, "lr", fn), _number(momentum, "momentum", fn),
-                             _number(dampening, "dampening", fn), bool(nesterov),
-                             _number(weight_decay, "weight_decay", fn), bool(maximize),
-                             bool(unscale_grads))
+        momentum_buffers = [None] * len(params)
+    return _C._amp_sgd_step_(params, grads, momentum_buffers, master_params=master_params,
+                             inv_scale=inv_scale, found_inf=found_inf, lr=_number(lr, "lr", fn),
+                             momentum=_number(momentum, "momentum", fn),
+                             dampening=_number(dampening, "dampening", fn),
+                             nesterov=bool(nesterov),
+                             weight_decay=_number(weight_decay, "weight_decay", fn),
+                             maximize=bool(maximize), write_grads=bool(unscale_grads))
 
 
 def adam_step_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, *, lr, beta1, beta2,
@@ -211,25 +193,21 @@ def adam_step_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, *, 
     grads, ``inv_scale``, ``found_inf`` and ``unscale_grads`` as in
     :func:`sgd_step_`.
 
-    Returns True when the step was applied, False when it was skipped.
+    Returns True when the step was applied, False when it was skipped (None
+    for CUDA tensors).
     """
     fn = "adam_step_"
     params = _distinct(_as_list(params, "params", fn), "params", fn)
     grads = _distinct(_as_list(grads, "grads", fn), "grads", fn)
-    if _cuda(params):  # CUDA: found_inf read on the device, returns None (no sync)
-        return _cuda(params).adam_step_(
-            params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, lr=lr, beta1=beta1,
-            beta2=beta2, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize,
-            decoupled_weight_decay=decoupled_weight_decay, master_params=master_params,
-            inv_scale=inv_scale, found_inf=found_inf)
     if max_exp_avg_sqs is not None:
         max_exp_avg_sqs = _as_list(max_exp_avg_sqs, "max_exp_avg_sqs", fn)
     return _C._amp_adam_step_(
-        params, grads,
-        _as_list(exp_avgs, "exp_avgs", fn), _as_list(exp_avg_sqs, "exp_avg_sqs", fn),
-        max_exp_avg_sqs, _as_list(steps, "steps", fn),
-        None if master_params is None else _as_list(master_params, "master_params", fn),
-        inv_scale, found_inf, _number(lr, "lr", fn), _number(beta1, "beta1", fn),
-        _number(beta2, "beta2", fn), _number(eps, "eps", fn),
-        _number(weight_decay, "weight_decay", fn), bool(amsgrad), bool(maximize),
-        bool(decoupled_weight_decay), bool(unscale_grads))
+        params, grads, _as_list(exp_avgs, "exp_avgs", fn),
+        _as_list(exp_avg_sqs, "exp_avg_sqs", fn), max_exp_avg_sqs, _as_list(steps, "steps", fn),
+        master_params=None if master_params is None else _as_list(master_params,
+                                                                  "master_params", fn),
+        inv_scale=inv_scale, found_inf=found_inf, lr=_number(lr, "lr", fn),
+        beta1=_number(beta1, "beta1", fn), beta2=_number(beta2, "beta2", fn),
+        eps=_number(eps, "eps", fn), weight_decay=_number(weight_decay, "weight_decay", fn),
+        amsgrad=bool(amsgrad), maximize=bool(maximize),
+        decoupled_weight_decay=bool(decoupled_weight_decay), write_grads=bool(unscale_grads))

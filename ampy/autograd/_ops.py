@@ -7,7 +7,7 @@ backward computation is itself recorded and can be differentiated again.
 """
 from .. import _C
 from .. import _dtype as D
-from .._dispatch import dispatch, forward_for, get_op
+from .._dispatch import dispatch, get_op
 from .._shape import wrap_dim
 from ._grad_mode import _state
 
@@ -27,7 +27,7 @@ class _OpCaller:
             op = self.op = get_op(self.name)
         if _state.create_graph:
             return dispatch(op, *args, **kwargs)
-        return forward_for(op, args, kwargs)(*args, **kwargs)
+        return op.forward(*args, **kwargs)
 
 
 class _Ops:

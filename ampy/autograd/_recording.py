@@ -20,7 +20,7 @@ multi-output bookkeeping.
 import inspect
 
 from .. import _C
-from .._dispatch import _hooks, dispatch_below_autocast, get_op
+from .._dispatch import dispatch_below_autocast, get_op
 from ._grad_mode import _OFF_LIST, _state
 from ._node import _SEQ, Meta, accumulator, node_class
 from ._registry import NAMES
@@ -72,9 +72,6 @@ def autograd_hook(op, args, kwargs):
                 return _record(op, args, kwargs)
         if kwargs and _wants_grad((), kwargs):
             return _record(op, args, kwargs)
-    dev = _hooks.device
-    if dev is not None:
-        return dev(op, args, kwargs)(*args, **kwargs)
     if kwargs:
         return op.forward(*args, **kwargs)
     return op.forward(*args)
@@ -288,8 +285,7 @@ def _record(op, args, kwargs):
     _OFF_LIST.append(None)
     st.enabled = False
     try:
-        dev = _hooks.device
-        fwd = op.forward if dev is None else dev(op, args, kwargs)
+        fwd = op.forward
         out = fwd(*args, **kwargs) if kwargs else fwd(*args)
     finally:
         if not st.enabled:  # (unless the forward itself switched grad mode back on)

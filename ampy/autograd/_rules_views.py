@@ -6,12 +6,9 @@ for narrow/select/getitem. Casts are differentiable: the gradient is cast back
 to the input's dtype (so an fp32 parameter used in fp16 gets an fp32 .grad).
 
 Advanced indexing with repeated indices must accumulate (x[[0, 0]] sends
-twice the gradient to x[0]). libampy's index_scatter lets the last write win,
-so `index_put_accumulate` below adds in rounds: each round scatters the
-positions of the pending rows, reads them back to find one winner per
-destination, adds the winners' rows and drops them. One round when the
-indices are unique, max-multiplicity rounds otherwise (a C index_add kernel
-would do it in one pass).
+twice the gradient to x[0]): `index_put_accumulate` below is one call of
+libampy's ampy_index_put_accumulate (index.h), which adds every repeat in
+index order, as torch's CPU index_put_(accumulate=True).
 """
 from .. import _C
 from .. import _dtype as D
@@ -151,8 +148,7 @@ def _is_advanced(key):
 
 
 def accumulate_plan(z, key, g):
-    """The shared first half of z[key] += g for an advanced key (this module's
-    index_put_accumulate and its CUDA twin in ampy/cuda/_advindex.py):
+    """The first half of z[key] += g for an advanced key (index_put_accumulate):
     (perm, k, idx, v) with perm the view of z written through its k index
     dims (first), idx the k index tensors of P rows, and v = g laid out as
     [P, rest...]; None when there are no rows."""
@@ -177,11 +173,9 @@ def accumulate_plan(z, key, g):
 
 
 def index_put_accumulate(z, key, g):
-    """z[key] += g, summing rows whose index tuples repeat. Returns z. A
-    tensor on a device with its own indexing backend takes that backend's."""
-    be = _indexing.backend_for(z)
-    if be is not None:
-        return be.index_put_accumulate(z, key, g)
+    """z[key] += g, summing rows whose index tuples repeat (one C pass,
+    repeats added in index order as torch's index_put_(accumulate=True)).
+    Returns z."""
     if not _is_advanced(key):
         cur = O.getitem(z, key)
         return O.setitem(z, key, O.add(cur, g))
@@ -189,41 +183,11 @@ def index_put_accumulate(z, key, g):
     if plan is None:
         return z
     perm, k, idx, v = plan
-    P = v.shape[0]
-    pos = _arange(P)
-    owner = _C.empty(tuple(perm.shape[:k]), D.int64)
-    _C.index_scatter(owner, k, idx, pos)
-    won = _C.index_gather(owner, k, idx)
-    if _all_equal(won, pos):  # unique index tuples: one scatter
-        cur = _C.index_gather(perm, k, idx)
-        _C.index_scatter(perm, k, idx, O.add(cur, v))
-        z._bump_version()
-        return z
-    pending = pos
-    while pending.shape[0]:
-        sub_idx = [_take(ix, pending) for ix in idx]
-        _C.index_scatter(owner, k, sub_idx, pending)
-        won = _C.index_gather(owner, k, sub_idx)
-        rows = _C.nonzero(O.eq(won, pending)).reshape(-1)
-        w_idx = [_take(ix, rows) for ix in sub_idx]
-        cur = _C.index_gather(perm, k, w_idx)
-        _C.index_scatter(perm, k, w_idx, O.add(cur, _take(v, _take(pending, rows))))
-        pending = _take(pending, _C.nonzero(O.ne(won, pending)).reshape(-1))
+    if v.dtype is not z.dtype:
+        v = _C.cast(v, z.dtype)
+    _C.index_scatter(perm, k, idx, v, True)
     z._bump_version()
     return z
-
-
-def _arange(n):
-    return arange(n, dtype=D.int64)
-
-
-def _take(t, rows):
-    """t[rows] along dim 0 (rows: 1-d int64), as a contiguous copy."""
-    return _C.index_gather(t, 1, [rows])
-
-
-def _all_equal(a, b):
-    return _C.nonzero(O.ne(a, b)).shape[0] == 0
 
 
 # ------------------------------------------------------------- as_strided

@@ -3,9 +3,10 @@
 Importing this package never fails and makes no CUDA call beyond
 ``cudaGetDeviceCount``: on a machine without ``ampy._C_cuda`` (no nvcc at build
 time), without a driver or without a GPU, :func:`is_available` returns False
-and everything else raises a clear RuntimeError. Only when a device is usable
-does it install the op table's device hook (so the CPU path pays nothing) and
-the CUDA forwards of ampy/cuda/_ops.py.
+and everything else raises a clear RuntimeError. CUDA tensors go through the
+same ops as CPU tensors: ampy._C's bindings send them to this module's
+kernels (the ampy_cuda_api table). Only when a device is usable does it wrap
+the ops declared CPU-only with the CPU fallback of ampy/cuda/_fallback.py.
 
 Semantics: each device has one current stream; ampy's kernels and copies run
 on it asynchronously; ``item()``, ``tolist()``, ``numpy()``, printing and
@@ -28,10 +29,10 @@ if _ilu.find_spec("ampy._C_cuda") is None:  # not built here (no nvcc at install
 else:
     try:
         from .. import _C_cuda as _K
-        _K._init(_C.TensorBase)
+        _K._init(_C.TensorBase, _C._TENSOR_LAYOUT)
         _C._register_cuda(_K._api())
         _IMPORT_ERROR = ""
-    except (ImportError, RuntimeError) as _e:  # built for another Python, or a stale build
+    except (ImportError, RuntimeError) as _e:  # another Python, a stale build, another layout
         import warnings as _w
         _K = None
         _IMPORT_ERROR = str(_e)
@@ -252,10 +253,29 @@ def get_sync_checks():
         else False
 
 
+def _add_blas_paths():
+    """Directories where the nvidia-cublas wheel (a torch dependency) keeps
+    libcublas, searched after the default loader path at the first GEMM."""
+    import os
+    import sys
+    seen = set()
+    for base in sys.path:
+        for sub in (("nvidia", "cu13", "lib"), ("nvidia", "cublas", "lib")):
+            d = os.path.join(base, *sub)
+            if d not in seen and os.path.isdir(d):
+                seen.add(d)
+                try:
+                    _K._blas_add_path(d)
+                except ValueError:
+                    return
+
+
 def _install():
-    """Hooks that make CUDA tensors work through the op table (only with a GPU)."""
-    from . import _ops
-    _ops.install()
+    """With a GPU: cuBLAS's search path, and the CPU fallback of the ops
+    declared CPU-only (ampy/cuda/_fallback.py). Everything else is routed by
+    ampy._C's bindings themselves."""
+    _add_blas_paths()
+    _fallback.install()
 
 
 if is_available():

@@ -19,12 +19,21 @@ typedef struct {
 #define AMPY_PY_AMP_WRITE 4      /* written in place: the write check of pyampy.h     */
 #define AMPY_PY_AMP_F64 8        /* float64 allowed too                          */
 
-/* Every entry: a Tensor on the CPU, contiguous, of an allowed dtype. */
+/* The device of one call. Every tensor of one call must be on one device
+ * (the CPU or one GPU): *device starts at AMPY_PY_AMP_NO_DEVICE and takes the
+ * first tensor's device; a tensor elsewhere is a ValueError naming it. The
+ * bindings run every check first, then branch once on *device: libampy for
+ * the CPU, the ampy_cuda_api table (ampy/cuda.h) for a GPU. */
+#define AMPY_PY_AMP_NO_DEVICE (-2)
+int ampy_py_amp_device(const AmpyTensor *t, int *device, const char *fn, const char *what);
+
+/* Every entry: a contiguous Tensor of an allowed dtype on *device. */
 int ampy_py_amp_list(PyObject *seq, ampy_py_amp_tensors *out, const char *fn, const char *arg,
-                     int flags);
+                     int flags, int *device);
 void ampy_py_amp_list_free(ampy_py_amp_tensors *l);
-/* A 1-element CPU tensor of `dtype`: returns its data pointer. */
-void *ampy_py_amp_scalar(PyObject *o, int dtype, const char *fn, const char *arg);
+/* A 1-element tensor of `dtype` on *device: returns its data pointer (device
+ * memory for a CUDA tensor: never read it on the host then). */
+void *ampy_py_amp_scalar(PyObject *o, int dtype, const char *fn, const char *arg, int *device);
 /* Equal shapes of a (from list what_a) and b (from list what_b) at index i. */
 int ampy_py_amp_same_shape(const AmpyTensor *a, const AmpyTensor *b, const char *fn,
                            const char *what_a, const char *what_b, Py_ssize_t i);

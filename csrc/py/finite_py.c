@@ -5,21 +5,27 @@
 #include "pyampy.h"
 
 #include "amp_py.h"
+#include "ampy/cuda.h"
 #include "ampy/finite.h"
 
 /* ---- shared helpers --------------------------------------------------------- */
 
-static int check_cpu(const AmpyTensor *t, const char *fn, const char *what)
+int ampy_py_amp_device(const AmpyTensor *t, int *device, const char *fn, const char *what)
 {
-    if (t->device == AMPY_DEV_CPU)
+    if (*device == AMPY_PY_AMP_NO_DEVICE || *device == t->device) {
+        *device = t->device;
         return 0;
-    PyErr_Format(PyExc_ValueError, "%s: %s is on cuda:%d; these kernels take CPU tensors", fn,
-                 what, t->device);
+    }
+    char had[16], got[16];
+    snprintf(had, sizeof had, *device == AMPY_DEV_CPU ? "cpu" : "cuda:%d", *device);
+    snprintf(got, sizeof got, t->device == AMPY_DEV_CPU ? "cpu" : "cuda:%d", t->device);
+    PyErr_Format(PyExc_ValueError, "%s: %s is on %s but the tensors before it are on %s; every "
+                 "tensor of one call must be on one device", fn, what, got, had);
     return -1;
 }
 
 int ampy_py_amp_list(PyObject *seq, ampy_py_amp_tensors *out, const char *fn, const char *arg,
-                     int flags)
+                     int flags, int *device)
 {
     out->n = 0;
     out->t = NULL;
@@ -58,7 +64,7 @@ int ampy_py_amp_list(PyObject *seq, ampy_py_amp_tensors *out, const char *fn, co
                                   : "float32, float16 or bfloat16");
             goto fail;
         }
-        if (check_cpu(x, fn, what) < 0)
+        if (ampy_py_amp_device(x, device, fn, what) < 0)
             goto fail;
         if (x->numel > 1 && !ampy_py_is_contiguous(x)) {
             PyErr_Format(PyExc_ValueError, "%s: %s is not contiguous (call .contiguous() first)",
@@ -89,7 +95,7 @@ void ampy_py_amp_list_free(ampy_py_amp_tensors *l)
     l->n = 0;
 }
 
-void *ampy_py_amp_scalar(PyObject *o, int dtype, const char *fn, const char *arg)
+void *ampy_py_amp_scalar(PyObject *o, int dtype, const char *fn, const char *arg, int *device)
 {
     if (!ampy_py_is_tensor(o)) {
         PyErr_Format(PyExc_TypeError, "%s: argument '%s' must be a 1-element %s Tensor, not %s", fn,
@@ -107,7 +113,7 @@ void *ampy_py_amp_scalar(PyObject *o, int dtype, const char *fn, const char *arg
                      fn, arg, (long long)t->numel);
         return NULL;
     }
-    if (check_cpu(t, fn, arg) < 0)
+    if (ampy_py_amp_device(t, device, fn, arg) < 0)
         return NULL;
     return t->data;
 }
@@ -139,6 +145,32 @@ int ampy_py_amp_len(const ampy_py_amp_tensors *a, const ampy_py_amp_tensors *b, 
 
 /* ---- non_finite_check_and_unscale_ -------------------------------------------- */
 
+/* The kernel over the checked list: libampy on the CPU (inv_scale read on the
+ * host), cuda/amp.cu through the table for CUDA tensors (read on the device). */
+static ampy_status run_unscale(int device, const ampy_py_amp_tensors *g, void **data,
+                               const int64_t *numel, const int *dtype, float *found,
+                               const float *inv, int64_t total, int *wrote)
+{
+    if (device >= 0) {
+        const ampy_cuda_api *api = ampy_py_cuda_api();
+        if (!api)
+            return AMPY_ERR_RUNTIME;
+        *wrote = 1;
+        return api->finite_check_unscale(device, g->n, data, numel, dtype, found, inv);
+    }
+    float inv_v = *inv;
+    *wrote = inv_v != 1.0f;
+    ampy_status s;
+    if (total >= AMPY_PY_GIL_RELEASE_MIN) {
+        Py_BEGIN_ALLOW_THREADS
+        s = ampy_finite_check_unscale(g->n, data, numel, dtype, found, &inv_v);
+        Py_END_ALLOW_THREADS
+    } else {
+        s = ampy_finite_check_unscale(g->n, data, numel, dtype, found, &inv_v);
+    }
+    return s;
+}
+
 static PyObject *f_unscale(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     static const char *fn = "non_finite_check_and_unscale_";
@@ -147,12 +179,13 @@ static PyObject *f_unscale(PyObject *self, PyObject *const *args, Py_ssize_t nar
                      fn, nargs);
         return NULL;
     }
-    float *found = ampy_py_amp_scalar(args[1], AMPY_FLOAT32, fn, "found_inf");
-    float *inv = found ? ampy_py_amp_scalar(args[2], AMPY_FLOAT32, fn, "inv_scale") : NULL;
+    int dev = AMPY_PY_AMP_NO_DEVICE;
+    float *found = ampy_py_amp_scalar(args[1], AMPY_FLOAT32, fn, "found_inf", &dev);
+    float *inv = found ? ampy_py_amp_scalar(args[2], AMPY_FLOAT32, fn, "inv_scale", &dev) : NULL;
     if (!inv || ampy_py_check_write((AmpyTensor *)args[1], fn, "found_inf", 0) < 0)
         return NULL;
     ampy_py_amp_tensors g;
-    if (ampy_py_amp_list(args[0], &g, fn, "grads", AMPY_PY_AMP_WRITE | AMPY_PY_AMP_F64) < 0)
+    if (ampy_py_amp_list(args[0], &g, fn, "grads", AMPY_PY_AMP_WRITE | AMPY_PY_AMP_F64, &dev) < 0)
         return NULL;
     PyObject *result = NULL;
     void **data = PyMem_Calloc((size_t)g.n + 1, sizeof *data);
@@ -175,21 +208,15 @@ static PyObject *f_unscale(PyObject *self, PyObject *const *args, Py_ssize_t nar
         dtype[i] = x->dtype;
         total += x->numel;
     }
-    float inv_v = *inv;
-    ampy_status s;
-    if (total >= AMPY_PY_GIL_RELEASE_MIN) {
-        Py_BEGIN_ALLOW_THREADS
-        s = ampy_finite_check_unscale(g.n, data, numel, dtype, found, &inv_v);
-        Py_END_ALLOW_THREADS
-    } else {
-        s = ampy_finite_check_unscale(g.n, data, numel, dtype, found, &inv_v);
-    }
+    int wrote = 0;
+    ampy_status s = run_unscale(dev, &g, data, numel, dtype, found, inv, total, &wrote);
     if (s != AMPY_OK) {
-        ampy_py_raise(s);
+        if (!PyErr_Occurred())
+            dev >= 0 ? ampy_py_raise_cuda(s) : ampy_py_raise(s);
         goto done;
     }
     ampy_py_bump_version((AmpyTensor *)args[1]);
-    if (inv_v != 1.0f)
+    if (wrote)
         for (Py_ssize_t i = 0; i < g.n; i++)
             if (g.t[i]->numel)
                 ampy_py_bump_version(g.t[i]);
@@ -205,7 +232,8 @@ done:
 PyMethodDef ampy_py_finite_methods[] = {
     {"_amp_non_finite_check_and_unscale_", (PyCFunction)(void (*)(void))f_unscale, METH_FASTCALL,
      "_amp_non_finite_check_and_unscale_($module, grads, found_inf, inv_scale, /)\n--\n\n"
-     "In place over contiguous CPU float32/float16/bfloat16/float64 grads: set found_inf[0] = 1.0 if\n"
+     "In place over contiguous float32/float16/bfloat16/float64 grads (CPU; CUDA without\n"
+     "float64): set found_inf[0] = 1.0 if\n"
      "any value is inf/NaN (or becomes inf when multiplied by inv_scale[0]), and multiply\n"
      "every value by inv_scale[0] unless it is 1. See csrc/include/ampy/finite.h."},
     {NULL, NULL, 0, NULL},

@@ -1,4 +1,4 @@
-/* gemm_py.c — binding of gemm.h.
+/* gemm_py.c — binding of gemm.h / gemm_matmul.h, for CPU and CUDA tensors.
  *
  * _C.gemm(a, b, out=None, out_dtype=None, alpha=1.0, beta=0.0, bias=None) -> Tensor
  *   a: (M, K) or (batch, M, K); b: (K, N) or (batch, K, N), same ndim and
@@ -6,29 +6,47 @@
  *   broadcast). out: None (a new contiguous tensor of dtype out_dtype or
  *   a.dtype; beta is then ignored) or a tensor of shape (…, M, N) that is
  *   updated in place: out = alpha * a @ b + beta * out. bias: None or a 1-d
- *   CPU tensor of N (= b's columns) float32/float16/bfloat16 values (float64
+ *   tensor of N (= b's columns) float32/float16/bfloat16 values (float64
  *   with float64 inputs), any stride, added to every row in float32 (double
- *   for float64) before the single rounding.
+ *   for float64) before the single rounding (on a
+ *   GPU: copied into the new output first, then beta = 1; not with out).
+ * _C.gemm_batched(a, b, out=None, out_dtype=None, alpha=1.0, beta=0.0):
+ *   a (..., M, K) @ b (..., K, N) with the batch dims broadcast as in torch
+ *   (gemm_matmul.h), every operand read in place through its strides.
  * _C.gemm_set_impl(name), _C.gemm_impl_name(dtype),
  * _C.gemm_impl_available(name): implementation selection (gemm.h).
+ * The tensors of one call are on one device. Every check is made here for
+ * both devices; then libampy runs CPU tensors, and CUDA tensors go through
+ * the ampy_cuda_api table to cuBLAS (cuda/blas.cu, gemm_cuda.h; an operand
+ * with neither matrix stride 1 is copied to contiguous memory first).
  * Shape and broadcasting rules of matmul/addmm/linear live in ampy/_gemm.py.
  */
 #include "pyampy.h"
 
+#include "ampy/cuda.h"
 #include "ampy/gemm.h"
+#include "ampy/gemm_matmul.h"
 
 static int check_operand(AmpyTensor *t, const char *arg)
 {
-    if (t->device != AMPY_DEV_CPU) {
-        PyErr_Format(PyExc_RuntimeError, "gemm: %s is on cuda:%d; this kernel takes CPU tensors",
-                     arg, t->device);
-        return -1;
-    }
     if (t->ndim != 2 && t->ndim != 3) {
         PyErr_Format(PyExc_ValueError, "gemm: %s must be 2-d or 3-d, got %d-d", arg, t->ndim);
         return -1;
     }
     return 0;
+}
+
+/* t is on the device of a (the first operand). */
+static int same_device(const AmpyTensor *a, const AmpyTensor *t, const char *fn)
+{
+    if (!t || t->device == a->device)
+        return 0;
+    char da[16], dt[16];
+    snprintf(da, sizeof da, a->device < 0 ? "cpu" : "cuda:%d", a->device);
+    snprintf(dt, sizeof dt, t->device < 0 ? "cpu" : "cuda:%d", t->device);
+    PyErr_Format(PyExc_RuntimeError, "%s: Expected all tensors to be on the same device, but "
+                 "found at least two devices, %s and %s!", fn, da, dt);
+    return -1;
 }
 
 /* Sizes and element strides of t as (batch, rows, cols). */
@@ -41,23 +59,32 @@ static void dims3(const AmpyTensor *t, int64_t d[3], int64_t s[3])
     d[2] = t->shape[o + 1], s[2] = t->strides[o + 1];
 }
 
-static AmpyTensor *make_out(PyObject *out_obj, int ndim, const int64_t *shape, int dtype,
-                            int *created)
+/* A given out of shape[ndim] and an allowed dtype, on a's device (a new
+ * reference), or a new contiguous one (*created). */
+static AmpyTensor *make_out(PyObject *out_obj, const AmpyTensor *a, int ndim,
+                            const int64_t *shape, int dtype, const char *fn, int *created)
 {
     *created = out_obj == Py_None;
     if (*created)
-        return ampy_py_empty(dtype, ndim, shape, AMPY_DEV_CPU);
-    AmpyTensor *c = ampy_py_tensor_arg(out_obj, "gemm", "out");
-    if (!c || check_operand(c, "out") < 0 ||
-        ampy_py_check_write(c, "matmul", "out", AMPY_PY_WRITE_OVERLAP) < 0)
+        return ampy_py_empty(dtype, ndim, shape, a->device);
+    AmpyTensor *c = ampy_py_tensor_arg(out_obj, fn, "out");
+    if (!c)
         return NULL;
-    int same = c->ndim == ndim;
+    int same = c->ndim == ndim && c->device == a->device;
     for (int i = 0; same && i < ndim; i++)
         same = c->shape[i] == shape[i];
     if (!same) {
-        PyErr_Format(PyExc_ValueError, "gemm: out has the wrong shape for a (%d-d) @ b", ndim);
+        PyErr_Format(PyExc_ValueError, "%s: out must be a tensor of the shape of a @ b (%d-d) on "
+                     "a's device", fn, ndim);
         return NULL;
     }
+    if (c->dtype != a->dtype && c->dtype != AMPY_FLOAT32) {
+        PyErr_Format(PyExc_TypeError, "%s: out must be %s or float32, got %s", fn,
+                     ampy_dtype_name(a->dtype), ampy_dtype_name(c->dtype));
+        return NULL;
+    }
+    if (ampy_py_check_write(c, "matmul", "out", AMPY_PY_WRITE_OVERLAP) < 0)
+        return NULL;
     Py_INCREF(c);
     return c;
 }
@@ -69,26 +96,24 @@ static PyObject *gemm_done(PyThreadState *ts, ampy_status st, AmpyTensor *c, int
     if (ts)
         PyEval_RestoreThread(ts);
     if (st != AMPY_OK) {
+        int device = c->device;
         Py_DECREF(c);
-        return ampy_py_raise(st);
+        if (PyErr_Occurred())
+            return NULL;
+        return device >= 0 ? ampy_py_raise_cuda(st) : ampy_py_raise(st);
     }
     if (!created)
         ampy_py_bump_version(c);
     return (PyObject *)c;
 }
 
-/* bias: a 1-d CPU float32/float16/bfloat16/float64 tensor of n elements
+/* bias: a 1-d float32/float16/bfloat16/float64 tensor of n elements
  * (float64 only with float64 inputs: ampy_gemm_bias checks). */
 static int check_bias(PyObject *o, int64_t n, AmpyTensor **out)
 {
     AmpyTensor *t = ampy_py_tensor_arg(o, "gemm", "bias");
     if (!t)
         return -1;
-    if (t->device != AMPY_DEV_CPU) {
-        PyErr_Format(PyExc_RuntimeError, "gemm: bias is on cuda:%d; this kernel takes CPU "
-                     "tensors", t->device);
-        return -1;
-    }
     if (t->dtype != AMPY_FLOAT32 && t->dtype != AMPY_FLOAT16 && t->dtype != AMPY_BFLOAT16 &&
         t->dtype != AMPY_FLOAT64) {
         PyErr_Format(PyExc_TypeError, "gemm: bias must be float32, float16, bfloat16 or "
@@ -105,6 +130,127 @@ static int check_bias(PyObject *o, int64_t n, AmpyTensor **out)
     return 0;
 }
 
+static int check_out_dtype(PyObject *dt_obj, const AmpyTensor *a, const char *fn, int *out_dt)
+{
+    if (ampy_py_parse_dtype(dt_obj, a->dtype, out_dt, fn, "out_dtype") < 0)
+        return -1;
+    if (*out_dt != a->dtype && *out_dt != AMPY_FLOAT32) {
+        PyErr_Format(PyExc_TypeError, "%s: out_dtype must be %s (the inputs' dtype) or "
+                     "float32, got %s", fn, ampy_dtype_name(a->dtype), ampy_dtype_name(*out_dt));
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the CUDA branch ---------------------------------------------------------- */
+
+/* t (a new reference) when one of its two matrix strides is 1, else a
+ * contiguous copy on its device: cuBLAS reads row- or column-major matrices. */
+static AmpyTensor *cublas_readable(AmpyTensor *t)
+{
+    const int nd = t->ndim;
+    if (t->strides[nd - 1] == 1 || t->strides[nd - 2] == 1) {
+        Py_INCREF(t);
+        return t;
+    }
+    AmpyTensor *c = ampy_py_empty(t->dtype, nd, t->shape, t->device);
+    PyObject *r = c ? ampy_py_device_cast(t, t->strides, c) : NULL;
+    if (!r) {
+        Py_XDECREF(c);
+        return NULL;
+    }
+    Py_DECREF(r);
+    return c;
+}
+
+/* g over the batch dims shape[n] (element batch strides as/bs/cs): the
+ * innermost dim is cuBLAS's strided batch, one call per item of the others. */
+static ampy_status gemm_cuda(int device, int n, const int64_t *shape, const int64_t *as,
+                             const int64_t *bs, const int64_t *cs, ampy_gemm_cuda_args g)
+{
+    const ampy_cuda_api *api = ampy_py_cuda_api();
+    if (!api)
+        return AMPY_ERR_RUNTIME;
+    const int64_t isz = (int64_t)ampy_dtype_size(g.in_dtype);
+    const int64_t osz = (int64_t)ampy_dtype_size(g.out_dtype);
+    const char *a0 = g.a, *b0 = g.b;
+    char *c0 = g.c;
+    g.batch = n ? shape[n - 1] : 1;
+    g.sa_b = n ? as[n - 1] : 0, g.sb_b = n ? bs[n - 1] : 0, g.sc_b = n ? cs[n - 1] : 0;
+    int64_t outer = 1;
+    for (int d = 0; d < n - 1; d++)
+        outer *= shape[d];
+    for (int64_t i = 0; i < outer; i++) {
+        int64_t r = i, oa = 0, ob = 0, oc = 0;
+        for (int d = n - 2; d >= 0; d--) {
+            const int64_t j = r % shape[d];
+            r /= shape[d];
+            oa += j * as[d], ob += j * bs[d], oc += j * cs[d];
+        }
+        g.a = a0 + oa * isz, g.b = b0 + ob * isz, g.c = c0 + oc * osz;
+        ampy_status s = api->gemm(device, &g);
+        if (s != AMPY_OK)
+            return s;
+    }
+    return AMPY_OK;
+}
+
+/* c = bias broadcast over c's rows (converted to c's dtype), on the device. */
+static ampy_status bias_into_cuda(const AmpyTensor *bias, AmpyTensor *c)
+{
+    const ampy_cuda_api *api = ampy_py_cuda_api();
+    if (!api)
+        return AMPY_ERR_RUNTIME;
+    int64_t bstr[3] = {0, 0, 0};
+    bstr[c->ndim - 1] = bias->strides[0];
+    return api->cast(c->device, c->ndim, c->shape, bias->data, bstr, (ampy_dtype)bias->dtype,
+                     c->data, c->strides, (ampy_dtype)c->dtype);
+}
+
+/* _C.gemm for CUDA tensors (operands already checked). */
+static ampy_status gemm3_cuda(AmpyTensor *a, AmpyTensor *b, AmpyTensor *c, const AmpyTensor *bias,
+                              double alpha, double beta)
+{
+    AmpyTensor *ra = cublas_readable(a), *rb = ra ? cublas_readable(b) : NULL;
+    ampy_status st = rb ? AMPY_OK : AMPY_ERR_RUNTIME;
+    if (st == AMPY_OK && bias) {
+        st = bias_into_cuda(bias, c);
+        beta = 1.0;
+    }
+    if (st == AMPY_OK) {
+        int64_t ad[3], as[3], bd[3], bs[3], cd[3], cs[3];
+        dims3(ra, ad, as);
+        dims3(rb, bd, bs);
+        dims3(c, cd, cs);
+        ampy_gemm_cuda_args g = {.m = ad[1], .n = bd[2], .k = ad[2], .a = ra->data,
+                                 .sa_m = as[1], .sa_k = as[2], .b = rb->data, .sb_k = bs[1],
+                                 .sb_n = bs[2], .c = c->data, .ldc = cs[1],
+                                 .in_dtype = (ampy_dtype)a->dtype,
+                                 .out_dtype = (ampy_dtype)c->dtype, .alpha = alpha, .beta = beta};
+        st = gemm_cuda(c->device, 1, ad, as, bs, cs, g);
+    }
+    Py_XDECREF(ra);
+    Py_XDECREF(rb);
+    return st;
+}
+
+/* ---- _C.gemm ------------------------------------------------------------------- */
+
+static ampy_status gemm3_cpu(const AmpyTensor *a, const AmpyTensor *b, AmpyTensor *c,
+                             const AmpyTensor *bias, double alpha, double beta, int created)
+{
+    int64_t ad[3], as[3], bd[3], bs[3], cd[3], cs[3];
+    dims3(a, ad, as);
+    dims3(b, bd, bs);
+    dims3(c, cd, cs);
+    return ampy_gemm_bias(ad[0], ad[1], bd[2], ad[2], alpha, a->data, (ampy_dtype)a->dtype,
+                          as[0], as[1], as[2], b->data, (ampy_dtype)b->dtype, bs[0], bs[1], bs[2],
+                          created ? 0.0 : beta, c->data, (ampy_dtype)c->dtype, cs[0],
+                          cs[1], cs[2], bias ? bias->data : NULL,
+                          bias ? (ampy_dtype)bias->dtype : AMPY_FLOAT32,
+                          bias ? bias->strides[0] : 0);
+}
+
 static PyObject *f_gemm(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"a", "b", "out", "out_dtype", "alpha", "beta", "bias", NULL};
@@ -115,7 +261,8 @@ static PyObject *f_gemm(PyObject *self, PyObject *args, PyObject *kw)
         return NULL;
     AmpyTensor *a = ampy_py_tensor_arg(ao, "gemm", "a");
     AmpyTensor *b = a ? ampy_py_tensor_arg(bo, "gemm", "b") : NULL;
-    if (!b || check_operand(a, "a") < 0 || check_operand(b, "b") < 0)
+    if (!b || check_operand(a, "a") < 0 || check_operand(b, "b") < 0 ||
+        same_device(a, b, "gemm") < 0)
         return NULL;
     if (a->dtype != b->dtype) {
         PyErr_Format(PyExc_TypeError,
@@ -134,157 +281,106 @@ static PyObject *f_gemm(PyObject *self, PyObject *args, PyObject *kw)
         return NULL;
     }
     AmpyTensor *bias = NULL;
-    if (bias_obj != Py_None && check_bias(bias_obj, bd[2], &bias) < 0)
+    int out_dt, created;
+    if ((bias_obj != Py_None && (check_bias(bias_obj, bd[2], &bias) < 0 ||
+                                 same_device(a, bias, "gemm") < 0)) ||
+        check_out_dtype(dt_obj, a, "gemm", &out_dt) < 0)
         return NULL;
-    int out_dt;
-    if (ampy_py_parse_dtype(dt_obj, a->dtype, &out_dt, "gemm", "out_dtype") < 0)
-        return NULL;
-    if (out_dt != a->dtype && out_dt != AMPY_FLOAT32) {
-        PyErr_Format(PyExc_TypeError, "gemm: out_dtype must be %s (the inputs' dtype) or "
-                     "float32, got %s", ampy_dtype_name(a->dtype), ampy_dtype_name(out_dt));
+    if (bias && out_obj != Py_None && a->device >= 0) {
+        PyErr_SetString(PyExc_ValueError, "gemm: bias with out is not supported for CUDA tensors");
         return NULL;
     }
     int64_t shape[3] = {ad[0], ad[1], bd[2]};
-    int created;
-    AmpyTensor *c = make_out(out_obj, a->ndim, a->ndim == 3 ? shape : shape + 1, out_dt,
-                             &created);
+    AmpyTensor *c = make_out(out_obj, a, a->ndim, a->ndim == 3 ? shape : shape + 1, out_dt,
+                             "gemm", &created);
     if (!c)
         return NULL;
-    int64_t cd[3], cs[3];
-    dims3(c, cd, cs);
+    if (a->device >= 0)
+        return gemm_done(NULL, gemm3_cuda(a, b, c, bias, alpha, created ? 0.0 : beta), c, created);
     double work = (double)ad[0] * (double)ad[1] * (double)ad[2] * (double)bd[2];
-    ampy_status st;
     PyThreadState *ts = work >= AMPY_PY_GIL_RELEASE_MIN ? PyEval_SaveThread() : NULL;
-    st = ampy_gemm_bias(ad[0], ad[1], bd[2], ad[2], alpha, a->data,
-                        (ampy_dtype)a->dtype, as[0], as[1], as[2], b->data, (ampy_dtype)b->dtype,
-                        bs[0], bs[1], bs[2], created ? 0.0 : beta, c->data,
-                        (ampy_dtype)c->dtype, cs[0], cs[1], cs[2], bias ? bias->data : NULL,
-                        bias ? (ampy_dtype)bias->dtype : AMPY_FLOAT32,
-                        bias ? bias->strides[0] : 0);
+    ampy_status st = gemm3_cpu(a, b, c, bias, alpha, beta, created);
     return gemm_done(ts, st, c, created);
 }
 
-/* _C.gemm_batched(a, b, out=None, out_dtype=None, alpha=1.0, beta=0.0):
- * a (..., M, K) @ b (..., K, N) with the batch dims broadcast as in torch
- * (missing leading dims and size-1 dims), every operand read in place through
- * its strides (permuted, transposed, expanded views) by ONE ampy_gemm_batched
- * call. out: None (a new contiguous tensor) or a tensor of the broadcast
- * shape (..., M, N), updated as out = alpha * a @ b + beta * out. */
+/* ---- _C.gemm_batched ------------------------------------------------------------- */
+
+static void operand_of(const AmpyTensor *t, ampy_gemm_operand *o)
+{
+    o->data = t->data;
+    o->dtype = (ampy_dtype)t->dtype;
+    o->ndim = t->ndim;
+    o->shape = t->shape;
+    o->strides = t->strides;
+}
+
+/* The broadcast batched GEMM of the plan on CUDA tensors. */
+static ampy_status matmul_cuda(const ampy_gemm_plan *p, AmpyTensor *a, AmpyTensor *b,
+                               AmpyTensor *c, double alpha, double beta)
+{
+    AmpyTensor *ra = cublas_readable(a), *rb = ra ? cublas_readable(b) : NULL;
+    ampy_status st = rb ? AMPY_OK : AMPY_ERR_RUNTIME;
+    ampy_gemm_operand oa, ob;
+    ampy_gemm_plan q;
+    int n = 0;
+    int64_t sh[AMPY_GEMM_MAX_BATCH_DIMS], as[AMPY_GEMM_MAX_BATCH_DIMS],
+        bs[AMPY_GEMM_MAX_BATCH_DIMS], cs[AMPY_GEMM_MAX_BATCH_DIMS];
+    if (st == AMPY_OK) { /* the copies' strides */
+        operand_of(ra, &oa);
+        operand_of(rb, &ob);
+        st = ampy_gemm_matmul_plan(&oa, &ob, &q);
+    }
+    if (st == AMPY_OK)
+        st = ampy_gemm_matmul_batch(&q, c->strides, &n, sh, as, bs, cs);
+    if (st == AMPY_OK) {
+        const int an = ra->ndim, bn = rb->ndim, nd = p->nd;
+        ampy_gemm_cuda_args g = {.m = p->M, .n = p->N, .k = p->K, .a = ra->data,
+                                 .sa_m = ra->strides[an - 2], .sa_k = ra->strides[an - 1],
+                                 .b = rb->data, .sb_k = rb->strides[bn - 2],
+                                 .sb_n = rb->strides[bn - 1], .c = c->data, .ldc = c->strides[nd],
+                                 .in_dtype = (ampy_dtype)a->dtype,
+                                 .out_dtype = (ampy_dtype)c->dtype, .alpha = alpha, .beta = beta};
+        st = gemm_cuda(c->device, n, sh, as, bs, cs, g);
+    }
+    Py_XDECREF(ra);
+    Py_XDECREF(rb);
+    return st;
+}
+
 static PyObject *f_gemm_batched(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"a", "b", "out", "out_dtype", "alpha", "beta", NULL};
+    static const char fn[] = "gemm_batched";
     PyObject *ao, *bo, *out_obj = Py_None, *dt_obj = Py_None;
     double alpha = 1.0, beta = 0.0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOdd:gemm_batched", kwlist, &ao, &bo,
                                      &out_obj, &dt_obj, &alpha, &beta))
         return NULL;
-    AmpyTensor *a = ampy_py_tensor_arg(ao, "gemm_batched", "a");
-    AmpyTensor *b = a ? ampy_py_tensor_arg(bo, "gemm_batched", "b") : NULL;
+    AmpyTensor *a = ampy_py_tensor_arg(ao, fn, "a");
+    AmpyTensor *b = a ? ampy_py_tensor_arg(bo, fn, "b") : NULL;
     if (!b)
         return NULL;
-    AmpyTensor *ops[2] = {a, b};
-    for (int i = 0; i < 2; i++) {
-        if (ops[i]->device != AMPY_DEV_CPU) {
-            PyErr_Format(PyExc_RuntimeError, "gemm_batched: %s is on cuda:%d; this kernel "
-                         "takes CPU tensors", i ? "b" : "a", ops[i]->device);
-            return NULL;
-        }
-        if (ops[i]->ndim < 2) {
-            PyErr_Format(PyExc_ValueError, "gemm_batched: %s must be at least 2-d, got %d-d",
-                         i ? "b" : "a", ops[i]->ndim);
-            return NULL;
-        }
-    }
-    if (a->dtype != b->dtype) {
-        PyErr_Format(PyExc_TypeError,
-                     "expected mat1 and mat2 to have the same dtype, but got: %s != %s",
-                     ampy_dtype_name(a->dtype), ampy_dtype_name(b->dtype));
+    ampy_gemm_operand oa, ob, oc;
+    ampy_gemm_plan p;
+    operand_of(a, &oa);
+    operand_of(b, &ob);
+    ampy_status st = ampy_gemm_matmul_plan(&oa, &ob, &p);
+    if (st != AMPY_OK)
+        return ampy_py_raise(st);
+    int out_dt, created;
+    if (same_device(a, b, fn) < 0 || check_out_dtype(dt_obj, a, fn, &out_dt) < 0)
         return NULL;
-    }
-    int an = a->ndim, bn = b->ndim;
-    int64_t M = a->shape[an - 2], K = a->shape[an - 1], N = b->shape[bn - 1];
-    if (b->shape[bn - 2] != K) {
-        PyErr_Format(PyExc_ValueError, "gemm_batched: a's last dim (%lld) must equal b's "
-                     "second-to-last dim (%lld)", (long long)K, (long long)b->shape[bn - 2]);
+    AmpyTensor *c = make_out(out_obj, a, p.nd + 2, p.shape, out_dt, fn, &created);
+    if (!c)
         return NULL;
-    }
-    /* broadcast batch shape, right-aligned */
-    int nd = (an > bn ? an : bn) - 2;
-    int64_t shape[AMPY_MAX_DIMS], ast[AMPY_MAX_DIMS], bst[AMPY_MAX_DIMS];
-    for (int d = 0; d < nd; d++) {
-        int ai = d - (nd - (an - 2)), bi = d - (nd - (bn - 2));
-        int64_t sa = ai >= 0 ? a->shape[ai] : 1, sb = bi >= 0 ? b->shape[bi] : 1;
-        if (sa != sb && sa != 1 && sb != 1) {
-            PyErr_Format(PyExc_ValueError, "gemm_batched: batch dims of a and b do not "
-                         "broadcast: a's size %lld vs b's size %lld at batch dim %d",
-                         (long long)sa, (long long)sb, d);
-            return NULL;
-        }
-        shape[d] = sa == 1 ? sb : sa;
-        ast[d] = sa == 1 ? 0 : a->strides[ai];
-        bst[d] = sb == 1 ? 0 : b->strides[bi];
-    }
-    int out_dt;
-    if (ampy_py_parse_dtype(dt_obj, a->dtype, &out_dt, "gemm_batched", "out_dtype") < 0)
-        return NULL;
-    if (out_dt != a->dtype && out_dt != AMPY_FLOAT32) {
-        PyErr_Format(PyExc_TypeError, "gemm_batched: out_dtype must be %s (the inputs' dtype) "
-                     "or float32, got %s", ampy_dtype_name(a->dtype), ampy_dtype_name(out_dt));
-        return NULL;
-    }
-    int64_t oshape[AMPY_MAX_DIMS];
-    memcpy(oshape, shape, (size_t)nd * sizeof *shape);
-    oshape[nd] = M, oshape[nd + 1] = N;
-    int created = out_obj == Py_None;
-    AmpyTensor *c;
-    if (created) {
-        c = ampy_py_empty(out_dt, nd + 2, oshape, AMPY_DEV_CPU);
-        if (!c)
-            return NULL;
-    } else {
-        c = ampy_py_tensor_arg(out_obj, "gemm_batched", "out");
-        if (!c)
-            return NULL;
-        int same = c->ndim == nd + 2 && c->device == AMPY_DEV_CPU;
-        for (int i = 0; same && i < nd + 2; i++)
-            same = c->shape[i] == oshape[i];
-        if (!same) {
-            PyErr_Format(PyExc_ValueError, "gemm_batched: out must be a CPU tensor of the "
-                         "broadcast shape of a @ b (%d-d)", nd + 2);
-            return NULL;
-        }
-        if (c->dtype != a->dtype && c->dtype != AMPY_FLOAT32) {
-            PyErr_Format(PyExc_TypeError, "gemm_batched: out must be %s or float32, got %s",
-                         ampy_dtype_name(a->dtype), ampy_dtype_name(c->dtype));
-            return NULL;
-        }
-        if (ampy_py_check_write(c, "matmul", "out", AMPY_PY_WRITE_OVERLAP) < 0)
-            return NULL;
-        Py_INCREF(c);
-    }
-    /* drop size-1 batch dims (the C API takes at most AMPY_GEMM_MAX_BATCH_DIMS) */
-    int64_t fs[AMPY_MAX_DIMS], fa[AMPY_MAX_DIMS], fb[AMPY_MAX_DIMS], fc[AMPY_MAX_DIMS];
-    int n = 0;
-    double work = (double)M * (double)N * (double)K;
-    for (int d = 0; d < nd; d++) {
-        work *= (double)shape[d];
-        if (shape[d] == 1)
-            continue;
-        fs[n] = shape[d], fa[n] = ast[d], fb[n] = bst[d], fc[n] = c->strides[d];
-        n++;
-    }
-    if (n > AMPY_GEMM_MAX_BATCH_DIMS) {
-        Py_DECREF(c);
-        PyErr_Format(PyExc_ValueError, "gemm_batched: at most %d batch dims of size > 1, got %d",
-                     AMPY_GEMM_MAX_BATCH_DIMS, n);
-        return NULL;
-    }
+    if (a->device >= 0)
+        return gemm_done(NULL, matmul_cuda(&p, a, b, c, alpha, created ? 0.0 : beta), c, created);
+    operand_of(c, &oc);
+    double work = (double)p.M * (double)p.N * (double)p.K;
+    for (int d = 0; d < p.nd; d++)
+        work *= (double)p.shape[d];
     PyThreadState *ts = work >= AMPY_PY_GIL_RELEASE_MIN ? PyEval_SaveThread() : NULL;
-    ampy_status st = ampy_gemm_batched(
-        n, fs, M, N, K, alpha, a->data, (ampy_dtype)a->dtype, fa, a->strides[an - 2],
-        a->strides[an - 1], b->data, (ampy_dtype)b->dtype, fb, b->strides[bn - 2],
-        b->strides[bn - 1], created ? 0.0 : beta, c->data, (ampy_dtype)c->dtype, fc,
-        c->strides[nd], c->strides[nd + 1]);
+    st = ampy_gemm_matmul(&p, alpha, &oa, &ob, created ? 0.0 : beta, &oc);
     return gemm_done(ts, st, c, created);
 }
 
@@ -318,13 +414,13 @@ static PyObject *f_impl_available(PyObject *self, PyObject *arg)
 PyMethodDef ampy_py_gemm_methods[] = {
     {"gemm", (PyCFunction)(void (*)(void))f_gemm, METH_VARARGS | METH_KEYWORDS,
      "gemm($module, /, a, b, out=None, out_dtype=None, alpha=1.0, beta=0.0, bias=None)\n--\n\n"
-     "out = alpha * a @ b + beta * out (+ bias[j] per column) for 2-d or 3-d (batched) CPU "
-     "tensors, float32 accumulation, rounded once to out's dtype. A new tensor when out is "
-     "None."},
+     "out = alpha * a @ b + beta * out (+ bias[j] per column) for 2-d or 3-d (batched) "
+     "tensors of one device, float32 accumulation, rounded once to out's dtype. A new tensor "
+     "when out is None."},
     {"gemm_batched", (PyCFunction)(void (*)(void))f_gemm_batched, METH_VARARGS | METH_KEYWORDS,
      "gemm_batched($module, /, a, b, out=None, out_dtype=None, alpha=1.0, beta=0.0)\n--\n\n"
-     "out = alpha * a @ b + beta * out for (..., M, K) @ (..., K, N) CPU tensors with "
-     "broadcast batch dims, all read in place through their strides, in one C call."},
+     "out = alpha * a @ b + beta * out for (..., M, K) @ (..., K, N) tensors of one device "
+     "with broadcast batch dims, all read in place through their strides, in one C call."},
     {"gemm_set_impl", f_set_impl, METH_O,
      "gemm_set_impl($module, name, /)\n--\n\n"
      "Select the GEMM implementation: 'auto', 'amx', 'avx512', 'avx2' or 'portable'."},

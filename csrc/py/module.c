@@ -102,6 +102,13 @@ static int module_exec(PyObject *m)
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
         if (add_methods(m, tables[i]) < 0)
             return -1;
+    /* (version, sizeof AmpyTensor, sizeof AmpyStorage): checked by _C_cuda._init */
+    PyObject *layout = Py_BuildValue("(inn)", AMPY_PY_LAYOUT_VERSION, (Py_ssize_t)sizeof(AmpyTensor),
+                                     (Py_ssize_t)sizeof(AmpyStorage));
+    if (!layout || PyModule_AddObject(m, "_TENSOR_LAYOUT", layout) < 0) {
+        Py_XDECREF(layout);
+        return -1;
+    }
     return ampy_py_add_enums(m);
 }
 

@@ -50,6 +50,12 @@ typedef struct {
 #define AMPY_STORAGE_ALIGN_COPY 2u /* the aligned copy from_numpy/from_dlpack made of
                                     * misaligned memory: writes would not reach it */
 
+/* The version of the AmpyStorage / AmpyTensor layout. ampy._C_cuda reads
+ * both structs by layout: its _init refuses (ImportError) a _C whose version
+ * or struct sizes differ from the ones it was compiled with. Bump it with any
+ * change to either struct. */
+#define AMPY_PY_LAYOUT_VERSION 1
+
 /* ampy._C.TensorBase. Strides are in ELEMENTS, like torch. `data` points at
  * the first element; `base` is the AmpyStorage holding the memory (never
  * NULL); views share it, and with it the version counter. */

@@ -514,9 +514,15 @@ static PyObject *m_item(AmpyTensor *t, PyObject *u)
                      (long long)t->numel);
         return NULL;
     }
-    if (t->device != AMPY_DEV_CPU) {
-        PyErr_SetString(PyExc_RuntimeError, "item(): copy CUDA tensors to the CPU first");
-        return NULL;
+    if (t->device != AMPY_DEV_CPU) { /* one copy to the host, which synchronises (torch) */
+        AmpyTensor *h = ampy_py_empty(t->dtype, t->ndim, t->shape, AMPY_DEV_CPU);
+        PyObject *r = h ? ampy_py_device_cast(t, t->strides, h) : NULL;
+        if (r) {
+            Py_DECREF(r);
+            r = m_item(h, NULL);
+        }
+        Py_XDECREF(h);
+        return r;
     }
     const char *p = t->data;
     switch (t->dtype) {

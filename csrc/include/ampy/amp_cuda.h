@@ -22,8 +22,8 @@
  * parameters (< 4 KiB), so one launch covers up to a hundred tensors and a
  * list of any length is a few launches, never one per tensor.
  *
- * This header needs optim.h/scaler.h (the AMP-kernel work); cuda/amp.cu and
- * the binding compile to nothing while those headers are absent.
+ * ampy._C's bindings (csrc/py/{finite,scaler,optim}_py.c) check the
+ * arguments as for the CPU and call these through the ampy_cuda_api table.
  */
 #ifndef AMPY_AMP_CUDA_H
 #define AMPY_AMP_CUDA_H

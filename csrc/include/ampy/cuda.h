@@ -26,6 +26,10 @@
 #include <stdint.h>
 
 #include "ampy/dtype.h"
+#include "ampy/gemm_cuda.h"
+#include "ampy/index_cuda.h"
+#include "ampy/optim.h"
+#include "ampy/scaler.h"
 #include "ampy/status.h"
 
 #ifdef __cplusplus
@@ -168,7 +172,7 @@ ampy_status ampy_fill_random_cuda(int device, void *dst, ampy_dtype dtype, int64
 
 /* ---- the table ampy._C uses (through a PyCapsule named "ampy._C_cuda.api") ---
  * ampy._C never links CUDA: it calls the runtime through these pointers. */
-#define AMPY_CUDA_API_VERSION 2
+#define AMPY_CUDA_API_VERSION 3
 typedef struct ampy_cuda_api {
     int version; /* AMPY_CUDA_API_VERSION */
     ampy_status (*alloc)(int device, size_t nbytes, void **out);
@@ -219,6 +223,34 @@ typedef struct ampy_cuda_api {
                               void *, void *);
     ampy_status (*scan)(int, int, int, const int64_t *, const void *, const int64_t *, ampy_dtype,
                         int, void *, const int64_t *, ampy_dtype);
+    /* version 3: GEMM, advanced indexing and the AMP kernels (gemm_cuda.h,
+     * index_cuda.h, amp_cuda.h), and fills; the _C bindings of those ops
+     * (csrc/py/{gemm,index,finite,scaler,optim}_py.c) call them for CUDA tensors. */
+    ampy_status (*fill)(int device, void *dst, ampy_dtype dtype, int64_t n, double value);
+    ampy_status (*gemm)(int device, const ampy_gemm_cuda_args *g);
+    ampy_status (*index_gather)(int device, const ampy_index_cuda_spec *s, const void *src,
+                                void *out);
+    ampy_status (*index_scatter)(int device, const ampy_index_cuda_spec *s, void *dst,
+                                 const void *values, const int64_t *vstrides, int dtype,
+                                 int accumulate, int order);
+    ampy_status (*nonzero_count)(int device, int ndim, const int64_t *shape,
+                                 const int64_t *strides, const uint8_t *mask, int64_t *scratch,
+                                 int64_t *count);
+    ampy_status (*nonzero_fill)(int device, int ndim, const int64_t *shape,
+                                const int64_t *strides, const uint8_t *mask,
+                                const int64_t *scratch, int64_t *out);
+    ampy_status (*finite_check_unscale)(int device, int64_t ntensors, void *const *data,
+                                        const int64_t *numel, const int *dtype, float *found_inf,
+                                        const float *inv_scale);
+    ampy_status (*scaler_update)(int device, float *scale, int32_t *growth_tracker,
+                                 int32_t *hysteresis_tracker, const float *found_inf,
+                                 const ampy_scaler_options *o);
+    ampy_status (*adam_step)(int device, int64_t n, const ampy_adam_tensor *t,
+                             const ampy_adam_options *o, const float *inv_scale,
+                             const float *found_inf);
+    ampy_status (*sgd_step)(int device, int64_t n, const ampy_sgd_tensor *t,
+                            const ampy_sgd_options *o, const float *inv_scale,
+                            const float *found_inf);
 } ampy_cuda_api;
 
 #ifdef __cplusplus

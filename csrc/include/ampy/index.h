@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ampy/dtype.h"
 #include "ampy/status.h"
 
 #ifdef __cplusplus
@@ -40,6 +41,15 @@ ampy_status ampy_index_gather(const ampy_index_spec *spec, const char *src, char
  * Repeated index tuples: the last write wins (serial order). */
 ampy_status ampy_index_scatter(const ampy_index_spec *spec, char *dst, const char *values,
                                const int64_t *vstrides);
+
+/* dst[idx...] += values (torch's index_put_ with accumulate=True), arguments
+ * as ampy_index_scatter. Every repeat of an index tuple is added, one
+ * addition at a time rounded to `dtype` (float16/bfloat16: added in float),
+ * in increasing position p: torch's serial CPU loop, bit for bit. dtype must
+ * be a float dtype of spec->itemsize bytes (else AMPY_ERR_DTYPE); a bad
+ * index is AMPY_ERR_INDEX with nothing written. */
+ampy_status ampy_index_put_accumulate(const ampy_index_spec *spec, char *dst, ampy_dtype dtype,
+                                      const char *values, const int64_t *vstrides);
 
 /* Count the non-zero bytes (bool elements) of a strided view. */
 int64_t ampy_nonzero_count(int ndim, const int64_t *shape, const int64_t *strides,

@@ -45,6 +45,11 @@ typedef struct ampy_scaler_options {
 /* Fills *o with torch's defaults (2.0, 0.5, 2000, hysteresis 1, no bounds). */
 void ampy_scaler_options_default(ampy_scaler_options *o);
 
+/* The checks of ampy_scaler_update on the options alone (hysteresis >= 1,
+ * a tracker when hysteresis > 1, the bounds): AMPY_OK or AMPY_ERR_VALUE. The
+ * binding runs it before choosing the CPU or the CUDA update. */
+ampy_status ampy_scaler_options_check(const ampy_scaler_options *o, int has_hysteresis_tracker);
+
 /* One update of the loss scale, in place.
  *   scale               in,out  one float32 (the current loss scale)
  *   growth_tracker      in,out  one int32 (successful steps since the last

@@ -1,5 +1,6 @@
 /* index_cuda.h — the entry points of cuda/index.cu (advanced indexing on the
- * device), called by the binding cuda/index_py.c. Plain C: no CUDA types. */
+ * device), called by ampy._C's binding csrc/py/index_py.c through the
+ * ampy_cuda_api table (cuda.h). Plain C: no CUDA types. */
 #ifndef AMPY_INDEX_CUDA_H
 #define AMPY_INDEX_CUDA_H
 

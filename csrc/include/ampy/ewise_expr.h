@@ -42,6 +42,9 @@
 #define AMPY_EX_LEAKY_RELU(R, x, p0) ((x) > (R)0 ? (x) : (x) * (p0))
 #define AMPY_EX_ELU(R, x, p0) ((x) > (R)0 ? (x) : expm1(x) * (p0))
 #define AMPY_EX_MISH(R, x) ((x) * tanh(log1p(exp(x))))
+/* torch's hardswish: x * min(max(x + 3, 0), 6) / 6, NaN kept by both clamps */
+#define AMPY_EX_RELU6_(R, t) ((t) < (R)0 ? (R)0 : ((R)6 < (t) ? (R)6 : (t)))
+#define AMPY_EX_HARDSWISH(R, x) ((x) * AMPY_EX_RELU6_(R, (x) + (R)3) / (R)6)
 #define AMPY_EX_FRAC(R, x) ((x) - trunc(x))
 #define AMPY_EX_LOGICAL_NOT(R, x) ((x) == (R)0)
 

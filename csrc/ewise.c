@@ -21,73 +21,24 @@
 #include "ampy/elem.h"
 #include "ampy/ewise.h"
 #include "ampy/iter.h"
+#include "ewise_table.h"
 #include "vmath.h"
 
-/* ---- op metadata ---------------------------------------------------------- */
-#define I2F AMPY_EWF_INT_TO_FLOAT
-#define OB AMPY_EWF_OUT_BOOL
-#define SI AMPY_EWF_SAME_INT
-typedef struct {
-    const char *name;
-    unsigned char arity;
-    unsigned char cost; /* 1 = a few cycles per element, 2 = a libm call */
-    unsigned flags;
-} op_info;
-
-static const op_info ops[AMPY_EW_NUM_OPS] = {
-    [AMPY_EW_ABS] = {"abs", 1, 1, 0}, [AMPY_EW_NEG] = {"neg", 1, 1, AMPY_EWF_NO_BOOL},
-    [AMPY_EW_RECIPROCAL] = {"reciprocal", 1, 1, I2F}, [AMPY_EW_SQUARE] = {"square", 1, 1, 0},
-    [AMPY_EW_SIGN] = {"sign", 1, 1, 0}, [AMPY_EW_EXP] = {"exp", 1, 2, I2F},
-    [AMPY_EW_EXPM1] = {"expm1", 1, 2, I2F}, [AMPY_EW_EXP2] = {"exp2", 1, 2, I2F},
-    [AMPY_EW_LOG] = {"log", 1, 2, I2F}, [AMPY_EW_LOG1P] = {"log1p", 1, 2, I2F},
-    [AMPY_EW_LOG2] = {"log2", 1, 2, I2F}, [AMPY_EW_LOG10] = {"log10", 1, 2, I2F},
-    [AMPY_EW_SQRT] = {"sqrt", 1, 1, I2F}, [AMPY_EW_RSQRT] = {"rsqrt", 1, 1, I2F},
-    [AMPY_EW_SIN] = {"sin", 1, 2, I2F}, [AMPY_EW_COS] = {"cos", 1, 2, I2F},
-    [AMPY_EW_TAN] = {"tan", 1, 2, I2F}, [AMPY_EW_TANH] = {"tanh", 1, 2, I2F},
-    [AMPY_EW_ATAN] = {"atan", 1, 2, I2F}, [AMPY_EW_SIGMOID] = {"sigmoid", 1, 2, I2F},
-    [AMPY_EW_RELU] = {"relu", 1, 1, 0}, [AMPY_EW_GELU] = {"gelu", 1, 2, I2F},
-    [AMPY_EW_GELU_TANH] = {"gelu_tanh", 1, 2, I2F}, [AMPY_EW_ERF] = {"erf", 1, 2, I2F},
-    [AMPY_EW_SILU] = {"silu", 1, 2, I2F}, [AMPY_EW_SOFTPLUS] = {"softplus", 1, 2, I2F},
-    [AMPY_EW_LEAKY_RELU] = {"leaky_relu", 1, 1, I2F}, [AMPY_EW_FLOOR] = {"floor", 1, 1, SI},
-    [AMPY_EW_CEIL] = {"ceil", 1, 1, SI}, [AMPY_EW_ROUND] = {"round", 1, 1, SI},
-    [AMPY_EW_TRUNC] = {"trunc", 1, 1, SI}, [AMPY_EW_FRAC] = {"frac", 1, 1, 0},
-    [AMPY_EW_ISNAN] = {"isnan", 1, 1, OB}, [AMPY_EW_ISINF] = {"isinf", 1, 1, OB},
-    [AMPY_EW_ISFINITE] = {"isfinite", 1, 1, OB},
-    [AMPY_EW_LOGICAL_NOT] = {"logical_not", 1, 1, OB},
-    [AMPY_EW_BITWISE_NOT] = {"bitwise_not", 1, 1, AMPY_EWF_INT_ONLY},
-    [AMPY_EW_ELU] = {"elu", 1, 2, I2F}, [AMPY_EW_MISH] = {"mish", 1, 2, I2F},
-    [AMPY_EW_ASIN] = {"asin", 1, 2, I2F}, [AMPY_EW_ACOS] = {"acos", 1, 2, I2F},
-    [AMPY_EW_SINH] = {"sinh", 1, 2, I2F}, [AMPY_EW_COSH] = {"cosh", 1, 2, I2F},
-    [AMPY_EW_LOGSIGMOID] = {"logsigmoid", 1, 2, I2F},
-    [AMPY_EW_ADD] = {"add", 2, 1, 0}, [AMPY_EW_SUB] = {"sub", 2, 1, AMPY_EWF_NO_BOOL},
-    [AMPY_EW_MUL] = {"mul", 2, 1, 0}, [AMPY_EW_DIV] = {"div", 2, 1, I2F},
-    [AMPY_EW_POW] = {"pow", 2, 2, 0}, [AMPY_EW_MAXIMUM] = {"maximum", 2, 1, 0},
-    [AMPY_EW_MINIMUM] = {"minimum", 2, 1, 0}, [AMPY_EW_FMAX] = {"fmax", 2, 1, 0},
-    [AMPY_EW_FMIN] = {"fmin", 2, 1, 0}, [AMPY_EW_FMOD] = {"fmod", 2, 2, 0},
-    [AMPY_EW_REMAINDER] = {"remainder", 2, 2, 0},
-    [AMPY_EW_FLOOR_DIVIDE] = {"floor_divide", 2, 2, 0}, [AMPY_EW_ATAN2] = {"atan2", 2, 2, I2F},
-    [AMPY_EW_EQ] = {"eq", 2, 1, OB}, [AMPY_EW_NE] = {"ne", 2, 1, OB},
-    [AMPY_EW_LT] = {"lt", 2, 1, OB}, [AMPY_EW_LE] = {"le", 2, 1, OB},
-    [AMPY_EW_GT] = {"gt", 2, 1, OB}, [AMPY_EW_GE] = {"ge", 2, 1, OB},
-    [AMPY_EW_LOGICAL_AND] = {"logical_and", 2, 1, OB},
-    [AMPY_EW_LOGICAL_OR] = {"logical_or", 2, 1, OB},
-    [AMPY_EW_LOGICAL_XOR] = {"logical_xor", 2, 1, OB},
-    [AMPY_EW_BITWISE_AND] = {"bitwise_and", 2, 1, AMPY_EWF_INT_ONLY},
-    [AMPY_EW_BITWISE_OR] = {"bitwise_or", 2, 1, AMPY_EWF_INT_ONLY},
-    [AMPY_EW_BITWISE_XOR] = {"bitwise_xor", 2, 1, AMPY_EWF_INT_ONLY},
-    [AMPY_EW_WHERE] = {"where", 3, 1, AMPY_EWF_SKIP_FIRST}, [AMPY_EW_LERP] = {"lerp", 3, 1, 0},
-    [AMPY_EW_ADDCMUL] = {"addcmul", 3, 1, 0}, [AMPY_EW_ADDCDIV] = {"addcdiv", 3, 1, I2F},
-    [AMPY_EW_CLAMP] = {"clamp", 3, 1, 0},
-};
-
+/* ---- op metadata: the rows of ewise_ops.c -------------------------------- */
 const char *ampy_ewise_op_name(int op)
 {
-    return (op >= 0 && op < AMPY_EW_NUM_OPS) ? ops[op].name : NULL;
+    const ampy_ewise_row *r = ampy_ewise_row_get(op);
+    return r ? r->name : NULL;
 }
-int ampy_ewise_op_arity(int op) { return (op >= 0 && op < AMPY_EW_NUM_OPS) ? ops[op].arity : 0; }
+int ampy_ewise_op_arity(int op)
+{
+    const ampy_ewise_row *r = ampy_ewise_row_get(op);
+    return r ? r->arity : 0;
+}
 unsigned ampy_ewise_op_flags(int op)
 {
-    return (op >= 0 && op < AMPY_EW_NUM_OPS) ? ops[op].flags : 0;
+    const ampy_ewise_row *r = ampy_ewise_row_get(op);
+    return r ? r->flags : 0;
 }
 
 /* ---- load: any dtype -> a contiguous block of one kind ------------------- */
@@ -387,16 +338,16 @@ ampy_status ampy_ewise(ampy_ewise_op op, int ndim, const int64_t *shape,
                        const ampy_ewise_operand *in, const ampy_ewise_operand *out,
                        ampy_dtype compute, const ampy_ewise_params *params)
 {
-    if ((int)op < 0 || op >= AMPY_EW_NUM_OPS)
+    if (!ampy_ewise_row_get((int)op))
         return ampy_error(AMPY_ERR_VALUE, "ewise: invalid op code %d", (int)op);
     if (ndim < 0 || ndim > AMPY_MAX_DIMS)
-        return ampy_error(AMPY_ERR_VALUE, "%s: bad ndim %d", ops[op].name, ndim);
-    const int na = ops[op].arity;
+        return ampy_error(AMPY_ERR_VALUE, "%s: bad ndim %d", ampy_ewise_row_get(op)->name, ndim);
+    const int na = ampy_ewise_row_get(op)->arity;
     if (!ampy_dtype_valid(compute) || !ampy_dtype_valid(out->dtype))
-        return ampy_error(AMPY_ERR_VALUE, "%s: invalid dtype code", ops[op].name);
+        return ampy_error(AMPY_ERR_VALUE, "%s: invalid dtype code", ampy_ewise_row_get(op)->name);
     for (int k = 0; k < na; k++)
         if (!ampy_dtype_valid(in[k].dtype))
-            return ampy_error(AMPY_ERR_VALUE, "%s: invalid dtype code", ops[op].name);
+            return ampy_error(AMPY_ERR_VALUE, "%s: invalid dtype code", ampy_ewise_row_get(op)->name);
     if (op == AMPY_EW_BITWISE_NOT && compute == AMPY_BOOL)
         op = AMPY_EW_LOGICAL_NOT; /* ~True is False, not -2 */
     static const ampy_ewise_params zero_params;
@@ -404,7 +355,7 @@ ampy_status ampy_ewise(ampy_ewise_op op, int ndim, const int64_t *shape,
     c.kind = ampy_kind_of(compute);
     c.kernel = ampy_ewise_kernel_get(op, c.kind);
     if (!c.kernel)
-        return ampy_error(AMPY_ERR_DTYPE, "%s: not implemented for dtype %s", ops[op].name,
+        return ampy_error(AMPY_ERR_DTYPE, "%s: not implemented for dtype %s", ampy_ewise_row_get(op)->name,
                           ampy_dtype_name(compute));
     c.params = params ? params : &zero_params;
     c.arity = na;
@@ -451,7 +402,7 @@ ampy_status ampy_ewise(ampy_ewise_op op, int ndim, const int64_t *shape,
         for (int d = 0; d < ndim; d++)
             strides[k * ndim + d] = o->strides[d];
     }
-    const int64_t grain = ops[op].cost > 1 ? 4096 : 32768;
+    const int64_t grain = ampy_ewise_row_get(op)->cost > 1 ? 4096 : 32768;
     int elsize[4];
     for (int k = 0; k <= na; k++)
         elsize[k] = (int)ampy_dtype_size(k < na ? in[k].dtype : out->dtype);

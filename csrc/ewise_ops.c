@@ -19,6 +19,7 @@
 
 #include "ampy/ewise.h"
 #include "ampy/ewise_expr.h"
+#include "ewise_table.h"
 #include "vmath.h"
 
 #define KSIG(name) \
@@ -134,6 +135,7 @@ U_F(softplus, AMPY_EX_SOFTPLUS(R, x, PF, PF1))
 U_F(leaky_relu, AMPY_EX_LEAKY_RELU(R, x, PF))
 U_F(elu, AMPY_EX_ELU(R, x, PF))
 U_F(mish, AMPY_EX_MISH(R, x))
+U_F(hardswish, AMPY_EX_HARDSWISH(R, x))
 U_F(floor, floor(x))
 U_F(ceil, ceil(x))
 U_F(round, rint(x))
@@ -258,48 +260,41 @@ T_K(clamp_f32, float, ampy_ex_clamp_f(a, b, c))
 T_K(clamp_f64, double, ampy_ex_clamp_d(a, b, c))
 T_K(clamp_i64, int64_t, ampy_ex_clamp_i(a, b, c))
 
-/* ---- the table ------------------------------------------------------------ */
-#define F3(op) {op##_f32, op##_f64, op##_i64}
-#define F2(op) {op##_f32, op##_f64, NULL}
-#define FI(op, iop) {op##_f32, op##_f64, iop}
+/* ---- the table: one row per op of ewise.h's list -------------------------- */
+/* integer kernels shared by several ops */
+#define floor_i64 ident_i64
+#define ceil_i64 ident_i64
+#define round_i64 ident_i64
+#define trunc_i64 ident_i64
+#define frac_i64 zero_i64
+#define isnan_i64 zero_i64
+#define isinf_i64 zero_i64
+#define isfinite_i64 one_i64
+#define maximum_i64 max_i64
+#define minimum_i64 min_i64
+#define fmax_i64 max_i64
+#define fmin_i64 min_i64
+#define KF_FDI(n) n##_f32
+#define KD_FDI(n) n##_f64
+#define KI_FDI(n) n##_i64
+#define KF_FD(n) n##_f32
+#define KD_FD(n) n##_f64
+#define KI_FD(n) NULL
+#define KF_I(n) NULL
+#define KD_I(n) NULL
+#define KI_I(n) n##_i64
+#define ROW(E, name, arity, cost, flag, kinds)                                 \
+    {#name, arity, cost, AMPY_EWF_##flag, {KF_##kinds(name), KD_##kinds(name), KI_##kinds(name)}},
 
-static const ampy_ewise_kernel table[AMPY_EW_NUM_OPS][3] = {
-    [AMPY_EW_ABS] = F3(abs), [AMPY_EW_NEG] = F3(neg), [AMPY_EW_RECIPROCAL] = F2(reciprocal),
-    [AMPY_EW_SQUARE] = F3(square), [AMPY_EW_SIGN] = F3(sign), [AMPY_EW_EXP] = F2(exp),
-    [AMPY_EW_EXPM1] = F2(expm1), [AMPY_EW_EXP2] = F2(exp2), [AMPY_EW_LOG] = F2(log),
-    [AMPY_EW_LOG1P] = F2(log1p), [AMPY_EW_LOG2] = F2(log2), [AMPY_EW_LOG10] = F2(log10),
-    [AMPY_EW_SQRT] = F2(sqrt), [AMPY_EW_RSQRT] = F2(rsqrt), [AMPY_EW_SIN] = F2(sin),
-    [AMPY_EW_COS] = F2(cos), [AMPY_EW_TAN] = F2(tan), [AMPY_EW_TANH] = F2(tanh),
-    [AMPY_EW_ATAN] = F2(atan), [AMPY_EW_SIGMOID] = F2(sigmoid), [AMPY_EW_RELU] = F3(relu),
-    [AMPY_EW_GELU] = F2(gelu), [AMPY_EW_GELU_TANH] = F2(gelu_tanh), [AMPY_EW_ERF] = F2(erf),
-    [AMPY_EW_SILU] = F2(silu), [AMPY_EW_SOFTPLUS] = F2(softplus),
-    [AMPY_EW_LEAKY_RELU] = F2(leaky_relu), [AMPY_EW_FLOOR] = FI(floor, ident_i64),
-    [AMPY_EW_CEIL] = FI(ceil, ident_i64), [AMPY_EW_ROUND] = FI(round, ident_i64),
-    [AMPY_EW_TRUNC] = FI(trunc, ident_i64), [AMPY_EW_FRAC] = FI(frac, zero_i64),
-    [AMPY_EW_ISNAN] = FI(isnan, zero_i64), [AMPY_EW_ISINF] = FI(isinf, zero_i64),
-    [AMPY_EW_ISFINITE] = FI(isfinite, one_i64), [AMPY_EW_LOGICAL_NOT] = F3(logical_not),
-    [AMPY_EW_BITWISE_NOT] = {NULL, NULL, bitwise_not_i64}, [AMPY_EW_ELU] = F2(elu),
-    [AMPY_EW_MISH] = F2(mish), [AMPY_EW_ASIN] = F2(asin), [AMPY_EW_ACOS] = F2(acos),
-    [AMPY_EW_SINH] = F2(sinh), [AMPY_EW_COSH] = F2(cosh), [AMPY_EW_LOGSIGMOID] = F2(logsigmoid),
-    [AMPY_EW_ADD] = F3(add), [AMPY_EW_SUB] = F3(sub), [AMPY_EW_MUL] = F3(mul),
-    [AMPY_EW_DIV] = F2(div), [AMPY_EW_POW] = F3(pow), [AMPY_EW_MAXIMUM] = FI(maximum, max_i64),
-    [AMPY_EW_MINIMUM] = FI(minimum, min_i64), [AMPY_EW_FMAX] = FI(fmax, max_i64),
-    [AMPY_EW_FMIN] = FI(fmin, min_i64), [AMPY_EW_FMOD] = F3(fmod),
-    [AMPY_EW_REMAINDER] = F3(remainder), [AMPY_EW_FLOOR_DIVIDE] = F3(floor_divide),
-    [AMPY_EW_ATAN2] = F2(atan2), [AMPY_EW_EQ] = F3(eq), [AMPY_EW_NE] = F3(ne),
-    [AMPY_EW_LT] = F3(lt), [AMPY_EW_LE] = F3(le), [AMPY_EW_GT] = F3(gt), [AMPY_EW_GE] = F3(ge),
-    [AMPY_EW_LOGICAL_AND] = F3(logical_and), [AMPY_EW_LOGICAL_OR] = F3(logical_or),
-    [AMPY_EW_LOGICAL_XOR] = F3(logical_xor),
-    [AMPY_EW_BITWISE_AND] = {NULL, NULL, bitwise_and_i64},
-    [AMPY_EW_BITWISE_OR] = {NULL, NULL, bitwise_or_i64},
-    [AMPY_EW_BITWISE_XOR] = {NULL, NULL, bitwise_xor_i64},
-    [AMPY_EW_WHERE] = F3(where), [AMPY_EW_LERP] = F2(lerp), [AMPY_EW_ADDCMUL] = F3(addcmul),
-    [AMPY_EW_ADDCDIV] = F2(addcdiv), [AMPY_EW_CLAMP] = F3(clamp),
-};
+static const ampy_ewise_row rows[AMPY_EW_NUM_OPS] = {AMPY_EWISE_OPS(ROW)};
+
+const ampy_ewise_row *ampy_ewise_row_get(int op)
+{
+    return (op >= 0 && op < AMPY_EW_NUM_OPS && rows[op].name) ? &rows[op] : NULL;
+}
 
 ampy_ewise_kernel ampy_ewise_kernel_get(int op, int kind)
 {
-    if (op < 0 || op >= AMPY_EW_NUM_OPS || kind < 0 || kind > 2)
-        return NULL;
-    return table[op][kind];
+    const ampy_ewise_row *r = ampy_ewise_row_get(op);
+    return (r && kind >= 0 && kind <= 2) ? r->kernel[kind] : NULL;
 }

@@ -208,31 +208,22 @@ template <typename R> __global__ void ewise_kernel(EwArgs A)
     }
 }
 
-int arity_of(int op) { return op < AMPY_EW_ADD ? 1 : op < AMPY_EW_WHERE ? 2 : 3; }
+/* arity and compute kinds of each op, from ewise.h's list (the CPU kernel
+ * table csrc/ewise_ops.c is expanded from the same list) */
+#define EW_ARITY_(E, name, arity, cost, flag, kinds) arity,
+const unsigned char kArity[AMPY_EW_NUM_OPS] = {AMPY_EWISE_OPS(EW_ARITY_)};
+#undef EW_ARITY_
+#define EW_KINDS_FDI 7u /* bit k: compute kind k (AMPY_KIND_F32, F64, I64) */
+#define EW_KINDS_FD 3u
+#define EW_KINDS_I 4u
+#define EW_KINDS_(E, name, arity, cost, flag, kinds) EW_KINDS_##kinds,
+const unsigned char kKinds[AMPY_EW_NUM_OPS] = {AMPY_EWISE_OPS(EW_KINDS_)};
+#undef EW_KINDS_
 
-/* Is the op defined for the kind? (csrc/ewise_ops.c's table) */
-bool defined_for(int op, int kind)
-{
-    const bool bitwise = op == AMPY_EW_BITWISE_NOT || op == AMPY_EW_BITWISE_AND ||
-                         op == AMPY_EW_BITWISE_OR || op == AMPY_EW_BITWISE_XOR;
-    if (kind != AMPY_KIND_I64)
-        return !bitwise;
-    switch (op) {
-    case AMPY_EW_ABS: case AMPY_EW_NEG: case AMPY_EW_SQUARE: case AMPY_EW_SIGN:
-    case AMPY_EW_RELU: case AMPY_EW_FLOOR: case AMPY_EW_CEIL: case AMPY_EW_ROUND:
-    case AMPY_EW_TRUNC: case AMPY_EW_FRAC: case AMPY_EW_ISNAN: case AMPY_EW_ISINF:
-    case AMPY_EW_ISFINITE: case AMPY_EW_LOGICAL_NOT: case AMPY_EW_BITWISE_NOT:
-    case AMPY_EW_ADD: case AMPY_EW_SUB: case AMPY_EW_MUL: case AMPY_EW_POW:
-    case AMPY_EW_MAXIMUM: case AMPY_EW_MINIMUM: case AMPY_EW_FMAX: case AMPY_EW_FMIN:
-    case AMPY_EW_FMOD: case AMPY_EW_REMAINDER: case AMPY_EW_FLOOR_DIVIDE:
-    case AMPY_EW_EQ: case AMPY_EW_NE: case AMPY_EW_LT: case AMPY_EW_LE: case AMPY_EW_GT:
-    case AMPY_EW_GE: case AMPY_EW_LOGICAL_AND: case AMPY_EW_LOGICAL_OR:
-    case AMPY_EW_LOGICAL_XOR: case AMPY_EW_BITWISE_AND: case AMPY_EW_BITWISE_OR:
-    case AMPY_EW_BITWISE_XOR: case AMPY_EW_WHERE: case AMPY_EW_ADDCMUL: case AMPY_EW_CLAMP:
-        return true;
-    default: return false;
-    }
-}
+int arity_of(int op) { return kArity[op]; }
+
+/* Is the op defined for the kind? */
+bool defined_for(int op, int kind) { return (kKinds[op] >> kind) & 1u; }
 
 } // namespace
 

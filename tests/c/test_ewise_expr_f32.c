@@ -113,6 +113,16 @@ static LD ref_unary(int op, LD x, const params *p)
     case AMPY_EW_SINH: return sinhl(x);
     case AMPY_EW_COSH: return coshl(x);
     case AMPY_EW_LOGSIGMOID: return (x < 0 ? x : 0.0L) - log1pl(expl(-fabsl(x)));
+    case AMPY_EW_HARDSWISH: {
+        /* x * clamp(x + 3, 0, 6) / 6; the float product overflows for |x| > FLT_MAX / 6
+         * (as torch's float kernel), and -inf * 0 is NaN */
+        if (isinf(x))
+            return x > 0 ? x : NAN;
+        LD t = x + 3.0L;
+        t = t < 0 ? 0 : t > 6 ? 6 : t;
+        const LD prod = x * t;
+        return isinf((float)prod) ? (LD)(float)prod : prod / 6.0L;
+    }
     default: return NAN;
     }
 }
@@ -269,6 +279,8 @@ static const unary_case UNARY[] = {
     {AMPY_EW_SINH, "sinh", 2, -1e-2f, NO_ABS, P0, -1, 0},
     {AMPY_EW_COSH, "cosh", 2, -1e-2f, NO_ABS, P0, -1, 0},
     {AMPY_EW_LOGSIGMOID, "logsigmoid", 2, -2.0f, NO_ABS, P0, -1, 0},
+    /* two roundings (x + 3, then x * t) before the division by 6 */
+    {AMPY_EW_HARDSWISH, "hardswish", 2, -4.0f, -INFINITY, 0, 1, P0, -1, 0},
 };
 
 /* ---- inputs -------------------------------------------------------------------------------- */

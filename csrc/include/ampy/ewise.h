@@ -27,49 +27,109 @@
 extern "C" {
 #endif
 
-/* ---- the op table (values are ABI: the Python layer reads the names with
- * ampy_ewise_op_name(); append only) -------------------------------------- */
-typedef enum ampy_ewise_op {
-    /* unary: out = f(a) */
-    AMPY_EW_ABS = 0, AMPY_EW_NEG = 1, AMPY_EW_RECIPROCAL = 2, AMPY_EW_SQUARE = 3,
-    AMPY_EW_SIGN = 4, AMPY_EW_EXP = 5, AMPY_EW_EXPM1 = 6, AMPY_EW_EXP2 = 7, AMPY_EW_LOG = 8,
-    AMPY_EW_LOG1P = 9, AMPY_EW_LOG2 = 10, AMPY_EW_LOG10 = 11, AMPY_EW_SQRT = 12,
-    AMPY_EW_RSQRT = 13, AMPY_EW_SIN = 14, AMPY_EW_COS = 15, AMPY_EW_TAN = 16,
-    AMPY_EW_TANH = 17, AMPY_EW_ATAN = 18, AMPY_EW_SIGMOID = 19, AMPY_EW_RELU = 20,
-    AMPY_EW_GELU = 21,      /* exact: x/2 (1 + erf(x/sqrt 2))                  */
-    AMPY_EW_GELU_TANH = 22, /* x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))   */
-    AMPY_EW_ERF = 23, AMPY_EW_SILU = 24,
-    AMPY_EW_SOFTPLUS = 25,   /* params: f[0] = beta, f[1] = threshold          */
-    AMPY_EW_LEAKY_RELU = 26, /* params: f[0] = negative slope                  */
-    AMPY_EW_FLOOR = 27, AMPY_EW_CEIL = 28, AMPY_EW_ROUND = 29 /* half to even */,
-    AMPY_EW_TRUNC = 30, AMPY_EW_FRAC = 31, AMPY_EW_ISNAN = 32, AMPY_EW_ISINF = 33,
-    AMPY_EW_ISFINITE = 34, AMPY_EW_LOGICAL_NOT = 35, AMPY_EW_BITWISE_NOT = 36,
-    AMPY_EW_ELU = 37,        /* params: f[0] = alpha                           */
-    AMPY_EW_MISH = 38, AMPY_EW_ASIN = 39, AMPY_EW_ACOS = 40, AMPY_EW_SINH = 41,
-    AMPY_EW_COSH = 42, AMPY_EW_LOGSIGMOID = 43,
-    /* binary: out = f(a, b) */
-    AMPY_EW_ADD = 44,        /* a + alpha*b; params f[0]/i[0] = alpha          */
-    AMPY_EW_SUB = 45,        /* a - alpha*b                                     */
-    AMPY_EW_MUL = 46, AMPY_EW_DIV = 47, AMPY_EW_POW = 48,
-    AMPY_EW_MAXIMUM = 49, AMPY_EW_MINIMUM = 50, /* NaN-propagating          */
-    AMPY_EW_FMAX = 51, AMPY_EW_FMIN = 52,       /* NaN-ignoring              */
-    AMPY_EW_FMOD = 53,       /* sign of a (C fmod)                              */
-    AMPY_EW_REMAINDER = 54,  /* sign of b (Python %)                            */
-    AMPY_EW_FLOOR_DIVIDE = 55, AMPY_EW_ATAN2 = 56,
-    AMPY_EW_EQ = 57, AMPY_EW_NE = 58, AMPY_EW_LT = 59, AMPY_EW_LE = 60, AMPY_EW_GT = 61,
-    AMPY_EW_GE = 62, AMPY_EW_LOGICAL_AND = 63, AMPY_EW_LOGICAL_OR = 64,
-    AMPY_EW_LOGICAL_XOR = 65, AMPY_EW_BITWISE_AND = 66, AMPY_EW_BITWISE_OR = 67,
-    AMPY_EW_BITWISE_XOR = 68,
-    /* ternary */
-    AMPY_EW_WHERE = 69,   /* a ? b : c  (a is any dtype, tested != 0)           */
-    AMPY_EW_LERP = 70,    /* a + c (b - a), torch's two-sided formula           */
-    AMPY_EW_ADDCMUL = 71, /* a + value*b*c; params f[0]/i[0] = value            */
-    AMPY_EW_ADDCDIV = 72, /* a + value*b/c                                      */
-    AMPY_EW_CLAMP = 73,   /* min(max(a, b), c); NaN in a, b or c gives NaN      */
-    AMPY_EW_NUM_OPS = 74
-} ampy_ewise_op;
+/* ---- the op table --------------------------------------------------------
+ * One line per op: X(ENUM, name, arity, cost, flag, kinds). ENUM gives
+ * AMPY_EW_<ENUM> (values in list order: append only, the CUDA module is built
+ * against the same list); name is torch's name (ampy_ewise_op_name, and the
+ * Python name); arity 1-3; cost 1 = a few cycles per element, 2 = a libm
+ * call (it sets the threading grain); flag is one AMPY_EWF_<flag> below (the
+ * dtype rules); kinds are the compute kinds with a kernel: FDI float, double
+ * and int64, FD float and double, I int64 only. csrc/ewise_ops.c expands the
+ * list into its kernel table, cuda/ewise.cu into its arity/kind checks.
+ *
+ * Semantics where the name does not say it all (torch's): gelu is exact,
+ * x/2 (1 + erf(x/sqrt 2)); gelu_tanh is x/2 (1 + tanh(sqrt(2/pi)(x + 0.044715
+ * x^3))); round is half to even; softplus takes f[0] = beta, f[1] =
+ * threshold; leaky_relu f[0] = negative slope; elu f[0] = alpha; add/sub
+ * compute a +- alpha*b with f[0]/i[0] = alpha; maximum/minimum propagate NaN,
+ * fmax/fmin ignore it; fmod has the sign of a (C fmod), remainder that of b
+ * (Python %); where is a ? b : c with a of any dtype tested != 0; lerp is
+ * torch's two-sided formula; addcmul/addcdiv compute a + value*b*c and
+ * a + value*b/c with f[0]/i[0] = value; clamp is min(max(a, b), c) and NaN in
+ * any operand gives NaN; hardswish is x * clamp(x + 3, 0, 6) / 6. */
+#define AMPY_EWISE_OPS(X)                                 \
+    X(ABS, abs, 1, 1, NONE, FDI)                      \
+    X(NEG, neg, 1, 1, NO_BOOL, FDI)                   \
+    X(RECIPROCAL, reciprocal, 1, 1, INT_TO_FLOAT, FD) \
+    X(SQUARE, square, 1, 1, NONE, FDI)                \
+    X(SIGN, sign, 1, 1, NONE, FDI)                    \
+    X(EXP, exp, 1, 2, INT_TO_FLOAT, FD)               \
+    X(EXPM1, expm1, 1, 2, INT_TO_FLOAT, FD)           \
+    X(EXP2, exp2, 1, 2, INT_TO_FLOAT, FD)             \
+    X(LOG, log, 1, 2, INT_TO_FLOAT, FD)               \
+    X(LOG1P, log1p, 1, 2, INT_TO_FLOAT, FD)           \
+    X(LOG2, log2, 1, 2, INT_TO_FLOAT, FD)             \
+    X(LOG10, log10, 1, 2, INT_TO_FLOAT, FD)           \
+    X(SQRT, sqrt, 1, 1, INT_TO_FLOAT, FD)             \
+    X(RSQRT, rsqrt, 1, 1, INT_TO_FLOAT, FD)           \
+    X(SIN, sin, 1, 2, INT_TO_FLOAT, FD)               \
+    X(COS, cos, 1, 2, INT_TO_FLOAT, FD)               \
+    X(TAN, tan, 1, 2, INT_TO_FLOAT, FD)               \
+    X(TANH, tanh, 1, 2, INT_TO_FLOAT, FD)             \
+    X(ATAN, atan, 1, 2, INT_TO_FLOAT, FD)             \
+    X(SIGMOID, sigmoid, 1, 2, INT_TO_FLOAT, FD)       \
+    X(RELU, relu, 1, 1, NONE, FDI)                    \
+    X(GELU, gelu, 1, 2, INT_TO_FLOAT, FD)             \
+    X(GELU_TANH, gelu_tanh, 1, 2, INT_TO_FLOAT, FD)   \
+    X(ERF, erf, 1, 2, INT_TO_FLOAT, FD)               \
+    X(SILU, silu, 1, 2, INT_TO_FLOAT, FD)             \
+    X(SOFTPLUS, softplus, 1, 2, INT_TO_FLOAT, FD)     \
+    X(LEAKY_RELU, leaky_relu, 1, 1, INT_TO_FLOAT, FD) \
+    X(FLOOR, floor, 1, 1, SAME_INT, FDI)              \
+    X(CEIL, ceil, 1, 1, SAME_INT, FDI)                \
+    X(ROUND, round, 1, 1, SAME_INT, FDI)              \
+    X(TRUNC, trunc, 1, 1, SAME_INT, FDI)              \
+    X(FRAC, frac, 1, 1, NONE, FDI)                    \
+    X(ISNAN, isnan, 1, 1, OUT_BOOL, FDI)              \
+    X(ISINF, isinf, 1, 1, OUT_BOOL, FDI)              \
+    X(ISFINITE, isfinite, 1, 1, OUT_BOOL, FDI)        \
+    X(LOGICAL_NOT, logical_not, 1, 1, OUT_BOOL, FDI)  \
+    X(BITWISE_NOT, bitwise_not, 1, 1, INT_ONLY, I)    \
+    X(ELU, elu, 1, 2, INT_TO_FLOAT, FD)               \
+    X(MISH, mish, 1, 2, INT_TO_FLOAT, FD)             \
+    X(ASIN, asin, 1, 2, INT_TO_FLOAT, FD)             \
+    X(ACOS, acos, 1, 2, INT_TO_FLOAT, FD)             \
+    X(SINH, sinh, 1, 2, INT_TO_FLOAT, FD)             \
+    X(COSH, cosh, 1, 2, INT_TO_FLOAT, FD)             \
+    X(LOGSIGMOID, logsigmoid, 1, 2, INT_TO_FLOAT, FD) \
+    X(ADD, add, 2, 1, NONE, FDI)                      \
+    X(SUB, sub, 2, 1, NO_BOOL, FDI)                   \
+    X(MUL, mul, 2, 1, NONE, FDI)                      \
+    X(DIV, div, 2, 1, INT_TO_FLOAT, FD)               \
+    X(POW, pow, 2, 2, NONE, FDI)                      \
+    X(MAXIMUM, maximum, 2, 1, NONE, FDI)              \
+    X(MINIMUM, minimum, 2, 1, NONE, FDI)              \
+    X(FMAX, fmax, 2, 1, NONE, FDI)                    \
+    X(FMIN, fmin, 2, 1, NONE, FDI)                    \
+    X(FMOD, fmod, 2, 2, NONE, FDI)                    \
+    X(REMAINDER, remainder, 2, 2, NONE, FDI)          \
+    X(FLOOR_DIVIDE, floor_divide, 2, 2, NONE, FDI)    \
+    X(ATAN2, atan2, 2, 2, INT_TO_FLOAT, FD)           \
+    X(EQ, eq, 2, 1, OUT_BOOL, FDI)                    \
+    X(NE, ne, 2, 1, OUT_BOOL, FDI)                    \
+    X(LT, lt, 2, 1, OUT_BOOL, FDI)                    \
+    X(LE, le, 2, 1, OUT_BOOL, FDI)                    \
+    X(GT, gt, 2, 1, OUT_BOOL, FDI)                    \
+    X(GE, ge, 2, 1, OUT_BOOL, FDI)                    \
+    X(LOGICAL_AND, logical_and, 2, 1, OUT_BOOL, FDI)  \
+    X(LOGICAL_OR, logical_or, 2, 1, OUT_BOOL, FDI)    \
+    X(LOGICAL_XOR, logical_xor, 2, 1, OUT_BOOL, FDI)  \
+    X(BITWISE_AND, bitwise_and, 2, 1, INT_ONLY, I)    \
+    X(BITWISE_OR, bitwise_or, 2, 1, INT_ONLY, I)      \
+    X(BITWISE_XOR, bitwise_xor, 2, 1, INT_ONLY, I)    \
+    X(WHERE, where, 3, 1, SKIP_FIRST, FDI)            \
+    X(LERP, lerp, 3, 1, NONE, FD)                     \
+    X(ADDCMUL, addcmul, 3, 1, NONE, FDI)              \
+    X(ADDCDIV, addcdiv, 3, 1, INT_TO_FLOAT, FD)       \
+    X(CLAMP, clamp, 3, 1, NONE, FDI)                  \
+    X(HARDSWISH, hardswish, 1, 1, INT_TO_FLOAT, FD)
+
+#define AMPY_EW_ENUM_(E, name, arity, cost, flag, kinds) AMPY_EW_##E,
+typedef enum ampy_ewise_op { AMPY_EWISE_OPS(AMPY_EW_ENUM_) AMPY_EW_NUM_OPS } ampy_ewise_op;
+#undef AMPY_EW_ENUM_
 
 /* Flags of an op (ampy_ewise_op_flags). They drive the dtype rules. */
+#define AMPY_EWF_NONE 0u
 #define AMPY_EWF_INT_TO_FLOAT 1u /* integer/bool result type -> default float   */
 #define AMPY_EWF_OUT_BOOL 2u     /* the result dtype is bool                     */
 #define AMPY_EWF_SKIP_FIRST 4u   /* input 0 takes no part in promotion (where)  */

@@ -42,6 +42,9 @@
 #define AMPY_EX_LEAKY_RELU(R, x, p0) ((x) > (R)0 ? (x) : (x) * (p0))
 #define AMPY_EX_ELU(R, x, p0) ((x) > (R)0 ? (x) : expm1(x) * (p0))
 #define AMPY_EX_MISH(R, x) ((x) * tanh(log1p(exp(x))))
+/* torch's hardswish: x * min(max(x + 3, 0), 6) / 6, NaN kept by both clamps */
+#define AMPY_EX_HARDSWISH(R, x)                                                           \
+    ((x) * ((x) + (R)3 < (R)0 ? (R)0 : ((R)6 < (x) + (R)3 ? (R)6 : (x) + (R)3)) / (R)6)
 #define AMPY_EX_FRAC(R, x) ((x) - trunc(x))
 #define AMPY_EX_LOGICAL_NOT(R, x) ((x) == (R)0)
 
@@ -178,6 +181,7 @@ AMPY_ELEM int64_t ampy_ex_ipow(int64_t a, int64_t b)
     case AMPY_EW_LOGICAL_NOT: return (R)AMPY_EX_LOGICAL_NOT(R, x);                            \
     case AMPY_EW_ELU: return AMPY_EX_ELU(R, x, PF);                                           \
     case AMPY_EW_MISH: return AMPY_EX_MISH(R, x);                                             \
+    case AMPY_EW_HARDSWISH: return AMPY_EX_HARDSWISH(R, x);                                   \
     case AMPY_EW_ASIN: return asin(x);                                                        \
     case AMPY_EW_ACOS: return acos(x);                                                        \
     case AMPY_EW_SINH: return sinh(x);                                                        \

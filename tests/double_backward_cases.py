@@ -104,6 +104,9 @@ def _inplace(m, name, x):
 
 
 CASES.update({
+    # 4 * r(3, 4) spans both kinks of hardswish, at -3 and 3
+    "hardswish": Case(lambda m, x: m.nn.functional.hardswish(x * 4), r(3, 4)),
+    "hardswish_": Case(lambda m, x: m.nn.functional.hardswish(x * 4, inplace=True), r(3, 4)),
     "gelu": Case(lambda m, x: m.nn.functional.gelu(x), r(3, 4)),
     "softplus": Case(lambda m, x: F(m, "softplus")(x, beta=2.0, threshold=2.0), r(3, 4)),
     "leaky_relu": Case(lambda m, x: F(m, "leaky_relu")(x, 0.2), r(3, 4)),

@@ -6,9 +6,11 @@ import ampy
 from ampy import _dispatch
 
 
-# table names whose public spelling differs: Tensor.to, indexing, max/min with a dim
+# table names whose public spelling differs: Tensor.to, indexing, max/min with a dim,
+# nn.functional.hardswish(x, inplace=True)
 SPELLED = {"to_dtype": "to", "to_device": "to", "getitem": "__getitem__",
-           "setitem": "__setitem__", "max_dim": "max", "min_dim": "min"}
+           "setitem": "__setitem__", "max_dim": "max", "min_dim": "min",
+           "hardswish_": "hardswish"}
 
 
 def test_every_op_has_a_forward_and_a_public_name():

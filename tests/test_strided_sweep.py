@@ -116,6 +116,9 @@ CASES["setitem[int-tensor]"] = Case(lambda M, x, i, v: _setitem_at(x, i, v),
                                     [("f", S), ("i1", (1,)), ("f", (1, 4))], write=True)
 CASES["dropout[inplace]"] = Case(lambda M, x: M.nn.functional.dropout(x, 0.4, inplace=True),
                                  [("f", S)], torch_ok=False, seed=True, write=True, zero=True)
+CASES["hardswish"] = Case(lambda M, x: M.nn.functional.hardswish(x), [("f", S)], zero=True)
+CASES["hardswish_"] = Case(lambda M, x: M.nn.functional.hardswish(x, inplace=True), [("f", S)],
+                           write=True, zero=True)
 for _n in ("relu", "silu"):
     CASES[f"{_n}[inplace]"] = Case(lambda M, x, _n=_n: getattr(M.nn.functional, _n)(
         x, inplace=True), [("f", S)], write=True, zero=True)

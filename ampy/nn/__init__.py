@@ -7,12 +7,12 @@ ampy's GEMM and the activations ampy's element-wise math.
 """
 from . import _ops  # noqa: F401  (registers the fused ops and their backward rules)
 from . import functional, init
-from .modules import (GELU, CrossEntropyLoss, Dropout, Embedding, Flatten, Identity, LayerNorm,
+from .modules import (GELU, CrossEntropyLoss, Hardswish, Dropout, Embedding, Flatten, Identity, LayerNorm,
                       Linear, LogSoftmax, Module, ModuleList, MSELoss, NLLLoss, ReLU, Sequential,
                       Sigmoid, SiLU, Softmax, Tanh)
 from .parameter import Parameter
 
-__all__ = ["Module", "Parameter", "Linear", "Identity", "ReLU", "GELU", "SiLU", "Tanh",
+__all__ = ["Module", "Parameter", "Linear", "Identity", "ReLU", "GELU", "SiLU", "Hardswish", "Tanh",
            "Sigmoid", "Softmax", "LogSoftmax", "Dropout", "LayerNorm", "Embedding", "Flatten",
            "Sequential", "ModuleList", "CrossEntropyLoss", "NLLLoss", "MSELoss", "functional",
            "init"]

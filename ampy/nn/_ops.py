@@ -1,6 +1,6 @@
-"""The fused nn ops in the op table: forward (one call into ampy._C.nn_*) and
-backward rule of layer_norm, cross_entropy, nll_loss, embedding, dropout and
-mse_loss.
+"""The nn ops in the op table: forward (one call into ampy._C) and backward
+rule of layer_norm, cross_entropy, nll_loss, embedding, dropout, mse_loss and
+hardswish.
 
 Rules follow ampy.autograd's protocol: `rule(ctx, grad)` returns one gradient
 per positional argument; `rule.save` lists the positional arguments whose
@@ -20,6 +20,7 @@ from .. import _C
 from .. import _dtype as D
 from .._dispatch import CPU_CUDA, backward, defop
 from .._shape import contiguous_strides, numel
+from ..autograd._ops import O, upcast, zeros
 from . import _ops_graph as G
 
 __all__ = ["Saved", "REDUCTIONS"]
@@ -170,3 +171,37 @@ def mse_loss_bwd(ctx, g):
     fn = _C.fused_mse_bwd if x.dtype is _F32 and x._device_index < 0 else _C.nn_mse_bwd
     dx, dy = fn(x, y, int(red), _as(g, x.dtype), bool(need[0]), bool(need[1]))
     return dx, dy, None
+
+
+# ----------------------------------------------------------------- hardswish
+# An element-wise activation that torch exposes only as
+# nn.functional.hardswish(input, inplace=False): x * clamp(x + 3, 0, 6) / 6
+# (ewise.h's list and ewise_expr.h's formula; the CUDA kernel runs the same
+# formula). Not on torch's autocast lists: it runs in its input's dtype.
+_HARDSWISH = _C.EWISE_OPS["hardswish"]
+
+
+@defop("hardswish", devices=CPU_CUDA, names=("ampy.nn.functional.hardswish",))
+def hardswish_fwd(input):
+    """x * min(max(x + 3, 0), 6) / 6, halves computed in float32, rounded once."""
+    return _C.ewise(_HARDSWISH, None, None, None, input)
+
+
+@defop("hardswish_", devices=CPU_CUDA, names=("ampy.nn.functional.hardswish",))
+def hardswish_fwd_(input):
+    """hardswish in place (nn.functional.hardswish(x, inplace=True))."""
+    return _C.ewise(_HARDSWISH, input, None, None, input)
+
+
+@backward("hardswish", save=(0,))
+def hardswish_bwd(ctx, g):
+    """torch's hardswish_backward: 0 for x <= -3, g (x/3 + 1/2) for
+    -3 < x < 3, g for x >= 3, computed in float32 for halves like torch's
+    kernel. A NaN x gives a NaN gradient (torch's vectorised float kernel;
+    its scalar tail and its bfloat16 kernel give g). The rule is made of ops,
+    so create_graph=True differentiates it (to torch's where(-3 < x < 3,
+    g gg / 3, 0))."""
+    x, g32 = upcast(ctx.args[0]), upcast(g)
+    inside = O.mul(g32, O.add(O.div(x, 3.0), 0.5))
+    return (O.where(O.le(x, -3.0), zeros((), g32.dtype, g32),
+                    O.where(O.ge(x, 3.0), g32, inside)),)

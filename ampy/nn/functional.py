@@ -19,12 +19,13 @@ from .._tensor import Tensor
 from ..autograd import is_grad_enabled
 from ._ops import REDUCTIONS, Saved
 
-__all__ = ["linear", "relu", "relu_", "gelu", "silu", "tanh", "sigmoid", "softmax",
+__all__ = ["linear", "relu", "relu_", "gelu", "silu", "hardswish", "tanh", "sigmoid", "softmax",
            "log_softmax", "layer_norm", "dropout", "embedding", "cross_entropy", "nll_loss",
            "mse_loss"]
 
-_LN, _CE, _NLL, _EMB, _DROP, _MSE = (get_op(n) for n in (
-    "layer_norm", "cross_entropy", "nll_loss", "embedding", "dropout", "mse_loss"))
+_LN, _CE, _NLL, _EMB, _DROP, _MSE, _HSW, _HSW_ = (get_op(n) for n in (
+    "layer_norm", "cross_entropy", "nll_loss", "embedding", "dropout", "mse_loss", "hardswish",
+    "hardswish_"))
 
 
 def _grad_wanted(*ts):
@@ -77,6 +78,11 @@ def silu(input, inplace=False):
         input.copy_(out)
         return input
     return out
+
+
+def hardswish(input, inplace=False):
+    """x * relu6(x + 3) / 6 element-wise, as torch.nn.functional.hardswish."""
+    return dispatch(_HSW_ if inplace else _HSW, input)
 
 
 def tanh(input):

@@ -217,6 +217,11 @@ static int ew_types(ew_call *c, ampy_dtype *compute, ampy_dtype *result)
                      "only)", name, ampy_dtype_torch_name(r));
         return -1;
     }
+    if ((fl & AMPY_EWF_FLOAT_ONLY) && !ampy_dtype_is_float(r)) {
+        PyErr_Format(PyExc_NotImplementedError, "\"%s\" not implemented for '%s'", name,
+                     ampy_dtype_torch_name(r));
+        return -1;
+    }
     if ((fl & AMPY_EWF_NO_BOOL) && r == AMPY_BOOL) {
         PyErr_Format(PyExc_TypeError, "%s: not supported for bool tensors (use logical_not() "
                      "or logical_xor() instead)", name);

@@ -1,10 +1,10 @@
-from .activation import GELU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
+from .activation import GELU, Hardswish, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
 from .container import ModuleList, Sequential
 from .layers import Dropout, Embedding, Flatten, LayerNorm
 from .linear import Identity, Linear
 from .loss import CrossEntropyLoss, MSELoss, NLLLoss
 from .module import Module
 
-__all__ = ["Module", "Linear", "Identity", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax",
+__all__ = ["Module", "Linear", "Identity", "ReLU", "GELU", "SiLU", "Hardswish", "Tanh", "Sigmoid", "Softmax",
            "LogSoftmax", "Dropout", "LayerNorm", "Embedding", "Flatten", "Sequential",
            "ModuleList", "CrossEntropyLoss", "NLLLoss", "MSELoss"]

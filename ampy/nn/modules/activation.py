@@ -1,8 +1,8 @@
-"""Activation modules: ReLU, GELU, SiLU, Tanh, Sigmoid, Softmax, LogSoftmax."""
+"""Activation modules: ReLU, GELU, SiLU, Hardswish, Tanh, Sigmoid, Softmax, LogSoftmax."""
 from .. import functional as F
 from .module import Module
 
-__all__ = ["ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax"]
+__all__ = ["ReLU", "GELU", "SiLU", "Hardswish", "Tanh", "Sigmoid", "Softmax", "LogSoftmax"]
 
 
 class ReLU(Module):
@@ -39,6 +39,15 @@ class SiLU(Module):
 
     def extra_repr(self):
         return "inplace=True" if self.inplace else ""
+
+
+class Hardswish(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.hardswish(input, inplace=self.inplace)
 
 
 class Tanh(Module):

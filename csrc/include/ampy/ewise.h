@@ -122,7 +122,7 @@ extern "C" {
     X(ADDCMUL, addcmul, 3, 1, NONE, FDI)              \
     X(ADDCDIV, addcdiv, 3, 1, INT_TO_FLOAT, FD)       \
     X(CLAMP, clamp, 3, 1, NONE, FDI)                  \
-    X(HARDSWISH, hardswish, 1, 1, INT_TO_FLOAT, FD)
+    X(HARDSWISH, hardswish, 1, 1, FLOAT_ONLY, FD)
 
 #define AMPY_EW_ENUM_(E, name, arity, cost, flag, kinds) AMPY_EW_##E,
 typedef enum ampy_ewise_op { AMPY_EWISE_OPS(AMPY_EW_ENUM_) AMPY_EW_NUM_OPS } ampy_ewise_op;
@@ -136,6 +136,7 @@ typedef enum ampy_ewise_op { AMPY_EWISE_OPS(AMPY_EW_ENUM_) AMPY_EW_NUM_OPS } amp
 #define AMPY_EWF_INT_ONLY 8u     /* integer/bool operands only (bitwise ops)    */
 #define AMPY_EWF_NO_BOOL 16u     /* bool operands rejected (neg, sub)           */
 #define AMPY_EWF_SAME_INT 32u    /* integer input: result is the input (floor)  */
+#define AMPY_EWF_FLOAT_ONLY 64u  /* floating operands only (hardswish, as torch) */
 
 /* "abs", "add", ... (torch's names); NULL for an invalid op. */
 const char *ampy_ewise_op_name(int op);

@@ -131,6 +131,16 @@ def test_integer_input_raises_as_torch_and_changes_nothing(dt):
     np.testing.assert_array_equal(bits(a), before)
 
 
+def test_inplace_on_read_only_memory_raises_and_writes_nothing():
+    x = np.linspace(-5, 5, 12, dtype=np.float32)
+    x.flags.writeable = False
+    a = ampy.from_numpy(x)
+    before = bits(x)
+    with pytest.raises(RuntimeError):
+        ampy.nn.functional.hardswish(a, inplace=True)
+    np.testing.assert_array_equal(bits(x), before)
+
+
 def test_not_a_tensor_raises_type_error():
     with pytest.raises(TypeError):
         ampy.nn.functional.hardswish("x")

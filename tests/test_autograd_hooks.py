@@ -1,5 +1,5 @@
 """Hook results and custom-Function gradients are validated as torch does
-(issue 11 item 8), and the saved-tensor version check raises exactly where
+and the saved-tensor version check raises exactly where
 torch's does (item 9): torch saves an argument only for the inputs whose
 gradient formula reads it, and checks what it saved when it unpacks it.
 Every case runs the same code on ampy and torch 2.13 and compares."""
@@ -243,7 +243,7 @@ def test_version_check_ignores_which_grad_is_asked():
 
 
 def test_linear_weight_modified_input_without_grad():
-    """Issue 11 item 9: x needs no grad, w changed in place -> torch computes dw."""
+    """x needs no grad, w changed in place -> torch computes dw."""
     for M in LIBS:
         x, w = M.ones(2, 4), M.ones(3, 4, requires_grad=True)
         y = _F(M).linear(x, w)

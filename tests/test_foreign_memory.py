@@ -1,4 +1,4 @@
-"""Foreign memory (issue 11, items 10-12): read-only and misaligned input at
+"""Foreign memory: read-only and misaligned input at
 every entry point, and the DLPack destructors' error handling.
 
 Item 10: memory ampy did not allocate and may not write (a NumPy array with

@@ -4,7 +4,7 @@ tensor, version bumped, the rest of the base untouched), with state keyed by
 the parameter and shaped like it; float16/bfloat16 with and without master
 weights; GradScaler with a forced inf step; state_dict round trips; an
 expanded (self-overlapping) parameter raises torch's message before anything
-changes. Issue 11, item 6 family (strided inputs), for ampy.optim.
+changes: strided inputs, for ampy.optim.
 """
 import warnings
 

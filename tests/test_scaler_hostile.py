@@ -1,5 +1,5 @@
 """Hostile inputs for GradScaler, the fused optimizers and the lr schedulers
-(issue 11, the families of items 22-24: state after a raise, validation at
+(state after a raise, validation at
 the door). Every case checks that the bad input raises a clear Python
 exception and that nothing changed: params, grads, optimizer state and
 param_groups, the scaler's scale/trackers/stage, the scheduler's epoch.

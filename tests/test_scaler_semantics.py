@@ -1,8 +1,7 @@
 """GradScaler + optimizer semantics side by side with torch 2.13 (CPU): the same
 training loops run in torch and in ampy, and params, grads, optimizer state
-and loss scales are compared (bits for float32). Issue 11, items 1, 2, 3, 7,
-22, 23 and 24; the hostile-input sweep of the same families is in
-tests/test_scaler_hostile.py.
+and loss scales are compared (bits for float32). The hostile-input sweep of
+the same families is in tests/test_scaler_hostile.py.
 """
 import warnings
 

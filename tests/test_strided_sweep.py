@@ -1,4 +1,4 @@
-"""Strided-layout sweep over the whole op table (issue 11 item 6).
+"""Strided-layout sweep over the whole op table.
 
 Every op in `ampy._dispatch.ops()` has a case in CASES (test_every_op_has_a_case
 fails for a new op without one). Each case is run with its tensor inputs built
@@ -454,7 +454,7 @@ def test_module_strided_input(name, kind):
 
 # --------------------------------------------- the issue's examples, as written
 def test_issue_examples_non_contiguous_nn_inputs():
-    """Issue 11 item 6: these raised 'Boolean value of Tensor with more than
+    """These raised 'Boolean value of Tensor with more than
     one value is ambiguous'; each must give torch's answer, forward and backward."""
     rng = np.random.default_rng(0)
     xv = rng.normal(size=(5, 4)).astype(np.float32)
@@ -592,7 +592,7 @@ STRICTER = {("cross_entropy", 0)}
 def test_version_check_like_torch(name, target):
     """Changing an input (or the output) in place after the forward makes
     backward raise exactly when torch's does: ampy keeps and checks what
-    torch saves (issue 11 item 9, over every op)."""
+    torch saves (over every op)."""
     case = CASES[name]
     rng = np.random.default_rng(41)
     vals = [values(k, s, "float32", rng) for k, s in case.specs]

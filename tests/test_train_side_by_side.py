@@ -101,7 +101,7 @@ def test_training_loop_matches_torch(opt_name, dtype):
 
 @requires_cuda
 def test_training_loop_on_cuda_runs_and_matches_cpu():
-    """The DESIGN.md loop with device="cuda": ops without CUDA kernels run via the
+    """The AMP training loop with device="cuda": ops without CUDA kernels run via the
     CPU fallback, so the numbers must match the CPU run closely."""
     nn = ampy.nn
     from ampy.amp import GradScaler, autocast

@@ -1,4 +1,4 @@
-"""The write check of every write path (issue 11, items 17 and 18).
+"""The write check of every write path.
 
 Item 17: a write into a tensor with several elements on one memory location
 (expand's zero strides, a self-overlapping as_strided view) raises torch's

@@ -4,7 +4,7 @@
  * space. Each element is loaded from its own dtype into a "compute kind"
  * (float for float32/float16/bfloat16, double for float64, int64 for the
  * integer types and bool), the op runs in that kind, and the result is
- * rounded once into the output dtype (STYLE.md: compute in fp32, convert at
+ * rounded once into the output dtype (compute in fp32, convert at
  * load and store; torch computes half ops in float "opmath" the same way).
  *
  * Work is done in blocks of AMPY_EWISE_BLOCK elements: operands already in

@@ -2,7 +2,7 @@
  * (log_softmax + nll_loss in one pass), nll_loss, embedding, dropout's
  * mask-and-scale, mse_loss. Forward and backward of each.
  *
- * Precision (torch semantics, DESIGN.md): float16/bfloat16 data are read into
+ * Precision (torch semantics): float16/bfloat16 data are read into
  * float32, computed in float32 and rounded once on store; float32 computes in
  * float32; float64 in float64. Sums over a row (means, variances, logsumexp,
  * loss reductions) accumulate in double, so results agree with torch's fp32

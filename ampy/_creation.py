@@ -289,16 +289,30 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
 def _float_bound(v, dt, side):
     """torch's update_from (side 1) / update_to (side -1): move a bound inward
     to the next integer whose neighbour v + side survives a round trip
-    through the float dtype, so that no draw rounds outside [from, to)."""
-    with np.errstate(all="ignore"):
-        f = np.array([v + side], dtype=np.float64).astype(dt._np).astype(np.float64)[0]
-    if not math.isfinite(f):
-        return v
-    back = int(f)
+    through the float dtype, so that no draw rounds outside [from, to). The
+    neighbour is rounded to the dtype once, exactly (torch's static_cast from
+    int64; a detour through float64 would round twice)."""
+    digits = _RANDINT_DIGITS[dt.name]
+    back = _round_int_to_digits(v + side, digits)
+    if dt is D.float16 and abs(back) > 65504:
+        return v  # the neighbour rounds to inf: torch leaves the bound as it is
     if (back < v) if side > 0 else (back >= v):
         n = max(abs(v + side).bit_length() - 1, 0)
-        v = back + side * (1 << (n - _RANDINT_DIGITS[dt.name] + 1))
+        v = back + side * (1 << (n - digits + 1))
     return v
+
+
+def _round_int_to_digits(v, digits):
+    """The integer v rounded to `digits` significant bits, half to even."""
+    m = abs(v)
+    shift = m.bit_length() - digits
+    if shift > 0:
+        q, r = divmod(m, 1 << shift)
+        half = 1 << (shift - 1)
+        if r > half or (r == half and q & 1):
+            q += 1
+        m = q << shift
+    return -m if v < 0 else m
 
 
 def _randint_bound(v, name):

@@ -6,10 +6,7 @@
  * --fmad=false so nvcc contracts nothing the CPU does not: the GPU gives the
  * CPU's bits. The multi-tensor machinery follows apex's multi_tensor_apply:
  * metadata in kernel parameters, chunk 65536, block 512, ILP 4.
- *
- * Compiled to nothing until optim.h / scaler.h exist (the AMP-kernel work).
  */
-#if __has_include("ampy/optim.h") && __has_include("ampy/scaler.h")
 #include <math.h>
 
 #include "mta.cuh"
@@ -139,6 +136,3 @@ extern "C" ampy_status ampy_scaler_update_cuda(int device, float *scale, int32_t
     AMPY_CUDA_LAUNCHED("update_scale_kernel");
     return AMPY_OK;
 }
-
-
-#endif /* has optim.h */

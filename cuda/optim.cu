@@ -12,7 +12,6 @@
  * each block computes them (ampy_adam_scalars_init, optim_math.h) into
  * shared memory; a second small kernel then increments the counts.
  */
-#if __has_include("ampy/optim.h") && __has_include("ampy/scaler.h")
 #include <math.h>
 
 #include "ampy/optim_math.h"
@@ -271,5 +270,3 @@ extern "C" ampy_status ampy_optim_sgd_step_cuda(int device, int64_t n, const amp
     free(numel);
     return s;
 }
-
-#endif /* has optim.h */

@@ -196,8 +196,7 @@ AMPY_ELEM int64_t ampy_f64_to_i64(double v)
 }
 
 /* ==== optimizer and loss-scale math (see optim.h / scaler.h) ==============
- * Appended by the AMP-kernel work: the per-element SGD/Adam update and the
- * loss-scale update rule live below this line. */
+ * The per-element SGD/Adam update and the loss-scale update rule. */
 
 /* Which formulas, and why in this order: the fp32 update of one element,
  * written as torch.optim's single-tensor (foreach=False) code computes it on

@@ -402,6 +402,74 @@ static void round_scalars(ew_call *c, ampy_dtype compute)
     }
 }
 
+/* The call's operands in libampy's form (broadcast strides; Python numbers and
+ * 0-dim CPU tensors beside CUDA operands read from the host); returns the
+ * mask of host scalars. */
+static unsigned ew_operands(ew_call *c, const AmpyTensor *out, ampy_ewise_operand *in,
+                            ampy_ewise_operand *o)
+{
+    unsigned host_scalars = 0;
+    for (int k = 0; k < c->arity; k++) {
+        if (c->t[k] && c->device != AMPY_DEV_CPU && c->t[k]->device == AMPY_DEV_CPU) {
+            memset(c->strides[k], 0, sizeof c->strides[k]); /* a 0-dim CPU tensor */
+            in[k].data = c->t[k]->data;
+            host_scalars |= 1u << k;
+        } else if (c->t[k]) {
+            bcast_strides(c->t[k], c->ndim, c->shape, c->strides[k]);
+            in[k].data = c->t[k]->data;
+        } else {
+            memset(c->strides[k], 0, sizeof c->strides[k]);
+            in[k].data = &c->num[k];
+            host_scalars |= 1u << k;
+        }
+        in[k].strides = c->strides[k];
+        in[k].dtype = c->dt[k];
+    }
+    bcast_strides(out, c->ndim, c->shape, c->strides[3]);
+    o->data = out->data;
+    o->strides = c->strides[3];
+    o->dtype = (ampy_dtype)out->dtype;
+    return host_scalars;
+}
+
+/* Runs the op where its operands live: libampy on the CPU (without the GIL for
+ * large outputs), or cuda/ewise.cu through the ampy_cuda_api table, queued on
+ * the device's stream. A written `out` (bump) gets a new version. 0, or -1 with
+ * an exception set. */
+static int ew_run(const ew_call *c, AmpyTensor *out, const ampy_ewise_operand *in,
+                  const ampy_ewise_operand *o, ampy_dtype compute, const ampy_ewise_params *prm,
+                  unsigned host_scalars, int bump)
+{
+    ampy_status s;
+    if (c->device != AMPY_DEV_CPU) {
+        const ampy_cuda_api *api = ampy_py_cuda_api();
+        if (!api)
+            return -1;
+        s = api->ewise(c->device, c->op, c->ndim, c->shape, in, o, compute, prm, host_scalars);
+        if (bump)
+            ampy_py_bump_version(out);
+        if (s != AMPY_OK) {
+            ampy_py_raise_cuda(s);
+            return -1;
+        }
+        return 0;
+    }
+    if (out->numel >= AMPY_PY_GIL_RELEASE_MIN) {
+        Py_BEGIN_ALLOW_THREADS
+        s = ampy_ewise((ampy_ewise_op)c->op, c->ndim, c->shape, in, o, compute, prm);
+        Py_END_ALLOW_THREADS
+    } else {
+        s = ampy_ewise((ampy_ewise_op)c->op, c->ndim, c->shape, in, o, compute, prm);
+    }
+    if (bump)
+        ampy_py_bump_version(out);
+    if (s != AMPY_OK) {
+        ampy_py_raise(s);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *f_ewise(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs < 5) {
@@ -439,58 +507,9 @@ static PyObject *f_ewise(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         goto done;
     }
     ampy_ewise_operand ops_in[3], op_out;
-    unsigned host_scalars = 0;
-    for (int k = 0; k < c.arity; k++) {
-        if (c.t[k] && c.device != AMPY_DEV_CPU && c.t[k]->device == AMPY_DEV_CPU) {
-            memset(c.strides[k], 0, sizeof c.strides[k]); /* a 0-dim CPU tensor */
-            ops_in[k].data = c.t[k]->data;
-            host_scalars |= 1u << k;
-        } else if (c.t[k]) {
-            bcast_strides(c.t[k], c.ndim, c.shape, c.strides[k]);
-            ops_in[k].data = c.t[k]->data;
-        } else {
-            memset(c.strides[k], 0, sizeof c.strides[k]);
-            ops_in[k].data = &c.num[k];
-            host_scalars |= 1u << k;
-        }
-        ops_in[k].strides = c.strides[k];
-        ops_in[k].dtype = c.dt[k];
-    }
-    bcast_strides(out, c.ndim, c.shape, c.strides[3]);
-    op_out.data = out->data;
-    op_out.strides = c.strides[3];
-    op_out.dtype = (ampy_dtype)out->dtype;
-    ampy_status s;
-    if (c.device != AMPY_DEV_CPU) { /* CUDA: cuda/ewise.cu, queued on the device's stream */
-        const ampy_cuda_api *api = ampy_py_cuda_api();
-        if (!api) {
-            Py_DECREF(out);
-            goto done;
-        }
-        s = api->ewise(c.device, c.op, c.ndim, c.shape, ops_in, &op_out, compute, &prm,
-                       host_scalars);
-        if (args[1] != Py_None)
-            ampy_py_bump_version(out);
-        if (s != AMPY_OK) {
-            Py_DECREF(out);
-            ampy_py_raise_cuda(s);
-            goto done;
-        }
-        ret = (PyObject *)out;
-        goto done;
-    }
-    if (out->numel >= AMPY_PY_GIL_RELEASE_MIN) {
-        Py_BEGIN_ALLOW_THREADS
-        s = ampy_ewise((ampy_ewise_op)c.op, c.ndim, c.shape, ops_in, &op_out, compute, &prm);
-        Py_END_ALLOW_THREADS
-    } else {
-        s = ampy_ewise((ampy_ewise_op)c.op, c.ndim, c.shape, ops_in, &op_out, compute, &prm);
-    }
-    if (args[1] != Py_None)
-        ampy_py_bump_version(out);
-    if (s != AMPY_OK) {
+    const unsigned host_scalars = ew_operands(&c, out, ops_in, &op_out);
+    if (ew_run(&c, out, ops_in, &op_out, compute, &prm, host_scalars, args[1] != Py_None) < 0) {
         Py_DECREF(out);
-        ampy_py_raise(s);
         goto done;
     }
     ret = (PyObject *)out;

@@ -497,7 +497,7 @@ def test_fast_float_binary_same_bits_as_portable(op, da, db):
 # --fmad=false) give the CPU's bits; ops that call libm (exp, log, tanh, erf, pow, ...)
 # may differ by a few ulp (CUDA libdevice against glibc).
 
-_CODE = {n: i for i, n in enumerate(_C.ewise_ops())}
+_CODE = _C.EWISE_OPS
 # ops computed with + - * / sqrt, comparisons, rounding functions: bit-exact
 EXACT_UNARY = {"abs", "neg", "reciprocal", "square", "sign", "sqrt", "rsqrt", "relu", "floor",
                "ceil", "round", "trunc", "frac", "isnan", "isinf", "isfinite", "logical_not",

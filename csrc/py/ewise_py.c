@@ -8,7 +8,8 @@
  *       to out's dtype) and runs the kernel with the GIL released for large
  *       work. alpha/beta: None or numbers (the op's scalar parameters).
  *   _C.result_type(*operands) -> dtype
- *   _C.ewise_ops() -> tuple of op names in enum order
+ *   (the op codes: _C.EWISE_OPS, enums_py.c; promote_types / can_cast:
+ *   promote_py.c)
  *   _C._math_init(default_dtype_list): where the default float dtype lives.
  *
  * An output that partially overlaps an input is handled by first copying the
@@ -549,54 +550,6 @@ static PyObject *f_result_type(PyObject *self, PyObject *const *args, Py_ssize_t
                                               (ampy_dtype)ampy_py_default_float()));
 }
 
-/* The two dtype arguments of promote_types / can_cast (fn names the caller). */
-static int parse_two_dtypes(PyObject *const *args, Py_ssize_t nargs, const char *fn,
-                            const char *a0, const char *a1, int *a, int *b)
-{
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "%s: expected 2 dtypes, got %zd arguments", fn, nargs);
-        return -1;
-    }
-    if (args[0] == Py_None || args[1] == Py_None) {
-        PyErr_Format(PyExc_TypeError, "%s: arguments must be ampy dtypes, not None", fn);
-        return -1;
-    }
-    if (ampy_py_parse_dtype(args[0], 0, a, fn, a0) < 0 ||
-        ampy_py_parse_dtype(args[1], 0, b, fn, a1) < 0)
-        return -1;
-    return 0;
-}
-
-static PyObject *f_promote_types(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    int a, b;
-    if (parse_two_dtypes(args, nargs, "promote_types", "type1", "type2", &a, &b) < 0)
-        return NULL;
-    return ampy_py_dtype_obj(ampy_promote_types((ampy_dtype)a, (ampy_dtype)b));
-}
-
-static PyObject *f_can_cast(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    int a, b;
-    if (parse_two_dtypes(args, nargs, "can_cast", "from_", "to", &a, &b) < 0)
-        return NULL;
-    return PyBool_FromLong(ampy_can_cast((ampy_dtype)a, (ampy_dtype)b));
-}
-
-static PyObject *f_ewise_ops(PyObject *self, PyObject *unused)
-{
-    PyObject *t = PyTuple_New(AMPY_EW_NUM_OPS);
-    for (int i = 0; t && i < AMPY_EW_NUM_OPS; i++) {
-        PyObject *s = PyUnicode_FromString(ampy_ewise_op_name(i));
-        if (!s) {
-            Py_DECREF(t);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(t, i, s);
-    }
-    return t;
-}
-
 static PyObject *f_math_init(PyObject *self, PyObject *lst)
 {
     if (!PyList_Check(lst)) {
@@ -614,12 +567,6 @@ PyMethodDef ampy_py_ewise_methods[] = {
      "and broadcasting; out=None allocates."},
     {"result_type", (PyCFunction)(void (*)(void))f_result_type, METH_FASTCALL,
      "result_type(*operands)\n--\n\ntorch.result_type over Tensors and Python numbers."},
-    {"promote_types", (PyCFunction)(void (*)(void))f_promote_types, METH_FASTCALL,
-     "promote_types(type1, type2)\n--\n\ntorch.promote_types of two dtypes."},
-    {"can_cast", (PyCFunction)(void (*)(void))f_can_cast, METH_FASTCALL,
-     "can_cast(from_, to)\n--\n\ntorch.can_cast: whether `from_` casts to `to` in place."},
-    {"ewise_ops", (PyCFunction)f_ewise_ops, METH_NOARGS,
-     "ewise_ops()\n--\n\nNames of the element-wise ops, in op-code order."},
     {"_math_init", (PyCFunction)f_math_init, METH_O,
      "_math_init(default_dtype_list)\n--\n\nInternal: where the default float dtype lives."},
     {NULL, NULL, 0, NULL},

@@ -93,8 +93,9 @@ static int module_exec(PyObject *m)
     }
     PyMethodDef *tables[] = {
         module_methods,          ampy_py_tensor_methods, ampy_py_cast_methods,
-        ampy_py_ewise_methods,   ampy_py_reduce_methods, ampy_py_index_methods,
-        ampy_py_random_methods,  ampy_py_gemm_methods,   ampy_py_finite_methods,
+        ampy_py_ewise_methods,   ampy_py_promote_methods, ampy_py_reduce_methods,
+        ampy_py_index_methods,   ampy_py_random_methods, ampy_py_gemm_methods,
+        ampy_py_finite_methods,
         ampy_py_scaler_methods,  ampy_py_optim_methods,  ampy_py_runtime_methods,
         ampy_py_device_methods,  ampy_py_dlpack_methods, /* CUDA, DLPack */
         ampy_py_nn_methods,      ampy_py_fused_methods,

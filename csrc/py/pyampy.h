@@ -200,6 +200,7 @@ PyObject *ampy_py_ag_inputs(PyObject *unused, PyObject *const *a, Py_ssize_t n);
 extern PyMethodDef ampy_py_tensor_methods[];
 extern PyMethodDef ampy_py_cast_methods[];
 extern PyMethodDef ampy_py_ewise_methods[];
+extern PyMethodDef ampy_py_promote_methods[];
 extern PyMethodDef ampy_py_reduce_methods[];
 extern PyMethodDef ampy_py_index_methods[];
 extern PyMethodDef ampy_py_random_methods[];

@@ -153,6 +153,7 @@ KERNEL_ENTRY_POINTS = [
     "ampy_nonzero_fill_cuda", "ampy_cuda_set_sync_checks",
     "ampy_finite_check_unscale_cuda", "ampy_scaler_update_cuda", "ampy_optim_adam_step_cuda",
     "ampy_optim_sgd_step_cuda",
+    "ampy_optim_adaptive_step_cuda",
 ]
 KERNELS = ["ewise_kernel", "reduce_kernel", "softmax_kernel", "ln_fwd_kernel", "ln_bwd_dx_kernel",
            "ln_bwd_dw_kernel", "ce_fwd_kernel", "ce_bwd_kernel", "nll_rows_kernel",

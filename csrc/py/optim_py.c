@@ -5,15 +5,17 @@
  * (the GIL released for large steps; returns whether it stepped), or the CUDA
  * twin through the ampy_cuda_api table (cuda/optim.cu; found_inf is read on
  * the device, so it returns None, and the grads are always written back
- * when inv_scale is given).
+ * when inv_scale is given). The argument helpers (optim_py.h) are shared with
+ * optim_adaptive_py.c.
  */
 #include "pyampy.h"
 
 #include "amp_py.h"
+#include "optim_py.h"
 #include "ampy/cuda.h"
 #include "ampy/optim.h"
 
-static int get_double(PyObject *o, double *out, const char *fn, const char *arg)
+int optpy_get_double(PyObject *o, double *out, const char *fn, const char *arg)
 {
     if (!PyFloat_Check(o) && !PyLong_Check(o)) {
         PyErr_Format(PyExc_TypeError, "%s: '%s' must be a float, not %s", fn, arg,
@@ -24,7 +26,7 @@ static int get_double(PyObject *o, double *out, const char *fn, const char *arg)
     return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;
 }
 
-static int get_bool(PyObject *o, int *out)
+int optpy_get_bool(PyObject *o, int *out)
 {
     int v = PyObject_IsTrue(o);
     if (v < 0)
@@ -34,7 +36,7 @@ static int get_bool(PyObject *o, int *out)
 }
 
 /* Optional 1-element float32 tensor (None -> NULL, *ok stays 1). */
-static const float *opt_scalar(PyObject *o, const char *fn, const char *arg, int *device, int *ok)
+const float *optpy_opt_scalar(PyObject *o, const char *fn, const char *arg, int *device, int *ok)
 {
     if (o == Py_None)
         return NULL;
@@ -45,32 +47,24 @@ static const float *opt_scalar(PyObject *o, const char *fn, const char *arg, int
 }
 
 /* A keyword's value as a double (absent: *out keeps its default). */
-static int opt_double(PyObject *o, double *out, const char *fn, const char *arg)
+int optpy_opt_double(PyObject *o, double *out, const char *fn, const char *arg)
 {
-    return o ? get_double(o, out, fn, arg) : 0;
+    return o ? optpy_get_double(o, out, fn, arg) : 0;
 }
 
-static int opt_bool(PyObject *o, int *out)
+int optpy_opt_bool(PyObject *o, int *out)
 {
-    return o ? get_bool(o, out) : 0;
+    return o ? optpy_get_bool(o, out) : 0;
 }
 
-/* The lists every optimizer shares: params, grads and (optional) masters,
- * and the device they are on (with inv_scale / found_inf). */
-typedef struct {
-    ampy_py_amp_tensors p, g, m;
-    int64_t total;
-    int device;
-} common_lists;
-
-static void common_free(common_lists *c)
+void optpy_common_free(optpy_lists *c)
 {
     ampy_py_amp_list_free(&c->p);
     ampy_py_amp_list_free(&c->g);
     ampy_py_amp_list_free(&c->m);
 }
 
-static int check_masters(const common_lists *c, const char *fn)
+static int check_masters(const optpy_lists *c, const char *fn)
 {
     for (Py_ssize_t i = 0; i < c->p.n; i++) {
         AmpyTensor *p = c->p.t[i];
@@ -96,8 +90,8 @@ static int check_masters(const common_lists *c, const char *fn)
 }
 
 /* c->device holds the device of inv_scale / found_inf (or none yet). */
-static int parse_common(common_lists *c, PyObject *params, PyObject *grads, PyObject *masters,
-                        int grads_written, const char *fn)
+int optpy_parse_common(optpy_lists *c, PyObject *params, PyObject *grads, PyObject *masters,
+                       int grads_written, const char *fn)
 {
     int device = c->device;
     memset(c, 0, sizeof *c);
@@ -122,8 +116,8 @@ static int parse_common(common_lists *c, PyObject *params, PyObject *grads, PyOb
 }
 
 /* A float32 state list matching params element for element. */
-static int parse_state(ampy_py_amp_tensors *s, PyObject *seq, common_lists *c, const char *fn,
-                       const char *arg, int allow_none)
+int optpy_parse_state(ampy_py_amp_tensors *s, PyObject *seq, optpy_lists *c, const char *fn,
+                      const char *arg, int allow_none)
 {
     const int flags = AMPY_PY_AMP_F32 | AMPY_PY_AMP_WRITE | (allow_none ? AMPY_PY_AMP_ALLOW_NONE : 0);
     if (ampy_py_amp_list(seq, s, fn, arg, flags, &c->device) < 0 ||
@@ -135,7 +129,7 @@ static int parse_state(ampy_py_amp_tensors *s, PyObject *seq, common_lists *c, c
     return 0;
 }
 
-static void bump_all(ampy_py_amp_tensors *l)
+void optpy_bump_all(ampy_py_amp_tensors *l)
 {
     for (Py_ssize_t i = 0; i < l->n; i++)
         if (l->t && l->t[i])
@@ -145,7 +139,7 @@ static void bump_all(ampy_py_amp_tensors *l)
 /* Gradients written back (write_grads with an inv_scale != 1, applied or
  * skipped step alike: their versions move). On a GPU the value of inv_scale
  * is not read on the host: any inv_scale counts, and write_grads is on. */
-static int grads_written(int device, int *write, const float *inv)
+int optpy_grads_written(int device, int *write, const float *inv)
 {
     if (device >= 0 && inv)
         *write = 1;
@@ -153,7 +147,7 @@ static int grads_written(int device, int *write, const float *inv)
 }
 
 /* The step's result: whether it was applied (CPU), None on a GPU. */
-static PyObject *step_result(int device, int stepped)
+PyObject *optpy_step_result(int device, int stepped)
 {
     return device >= 0 ? Py_NewRef(Py_None) : PyBool_FromLong(stepped);
 }
@@ -185,12 +179,12 @@ static int parse_sgd(PyObject *args, PyObject *kw, sgd_args *a, ampy_sgd_options
         return -1;
     }
     *o = (ampy_sgd_options){0.0, 0.0, 0.0, 0.0, 0, 0, 1};
-    return get_double(lr, &o->lr, fn, "lr") < 0 ||
-                   opt_double(mom, &o->momentum, fn, "momentum") < 0 ||
-                   opt_double(damp, &o->dampening, fn, "dampening") < 0 ||
-                   opt_bool(nest, &o->nesterov) < 0 ||
-                   opt_double(wd, &o->weight_decay, fn, "weight_decay") < 0 ||
-                   opt_bool(maxi, &o->maximize) < 0 || opt_bool(wg, &o->write_grads) < 0
+    return optpy_get_double(lr, &o->lr, fn, "lr") < 0 ||
+                   optpy_opt_double(mom, &o->momentum, fn, "momentum") < 0 ||
+                   optpy_opt_double(damp, &o->dampening, fn, "dampening") < 0 ||
+                   optpy_opt_bool(nest, &o->nesterov) < 0 ||
+                   optpy_opt_double(wd, &o->weight_decay, fn, "weight_decay") < 0 ||
+                   optpy_opt_bool(maxi, &o->maximize) < 0 || optpy_opt_bool(wg, &o->write_grads) < 0
                ? -1
                : 0;
 }
@@ -198,7 +192,7 @@ static int parse_sgd(PyObject *args, PyObject *kw, sgd_args *a, ampy_sgd_options
 /* The momentum buffers: checked, None entries replaced by new float32
  * buffers in fresh[i] (on the params' device; zeros on a GPU). */
 static int sgd_buffers(ampy_py_amp_tensors *b, AmpyTensor **fresh, PyObject *bufs,
-                       common_lists *c, int use_buf, const char *fn)
+                       optpy_lists *c, int use_buf, const char *fn)
 {
     if (!use_buf) {
         if (bufs != Py_None && !PyList_Check(bufs) && !PyTuple_Check(bufs)) {
@@ -208,7 +202,7 @@ static int sgd_buffers(ampy_py_amp_tensors *b, AmpyTensor **fresh, PyObject *buf
         }
         return 0;
     }
-    if (parse_state(b, bufs, c, fn, "momentum_buffers", 1) < 0)
+    if (optpy_parse_state(b, bufs, c, fn, "momentum_buffers", 1) < 0)
         return -1;
     for (Py_ssize_t i = 0; i < c->p.n; i++)
         if (!b->t[i] && !PyList_Check(bufs)) {
@@ -255,7 +249,7 @@ static ampy_status run_sgd(int device, int64_t total, Py_ssize_t n, const ampy_s
 }
 
 /* Raise for a failed step: the CUDA module's message on a GPU. */
-static void raise_step(int device, ampy_status st)
+void optpy_raise_step(int device, ampy_status st)
 {
     if (!PyErr_Occurred())
         device >= 0 ? ampy_py_raise_cuda(st) : ampy_py_raise(st);
@@ -266,12 +260,12 @@ static PyObject *f_sgd(PyObject *self, PyObject *args, PyObject *kw)
     static const char *fn = "sgd_step_";
     sgd_args a;
     ampy_sgd_options o;
-    common_lists c = {.device = AMPY_PY_AMP_NO_DEVICE};
+    optpy_lists c = {.device = AMPY_PY_AMP_NO_DEVICE};
     int ok = 1;
     if (parse_sgd(args, kw, &a, &o, fn) < 0)
         return NULL;
-    const float *inv = opt_scalar(a.inv, fn, "inv_scale", &c.device, &ok);
-    const float *found = ok ? opt_scalar(a.found, fn, "found_inf", &c.device, &ok) : NULL;
+    const float *inv = optpy_opt_scalar(a.inv, fn, "inv_scale", &c.device, &ok);
+    const float *found = ok ? optpy_opt_scalar(a.found, fn, "found_inf", &c.device, &ok) : NULL;
     if (!ok)
         return NULL;
     /* hyper-parameters first, for both devices: a bad lr is reported as torch reports it */
@@ -284,7 +278,8 @@ static PyObject *f_sgd(PyObject *self, PyObject *args, PyObject *kw)
     AmpyTensor **fresh = NULL;
     Py_ssize_t n = 0;
     const int use_buf = o.momentum != 0.0;
-    if (parse_common(&c, a.params, a.grads, a.masters, grads_written(c.device, &o.write_grads, inv),
+    if (optpy_parse_common(&c, a.params, a.grads, a.masters,
+                           optpy_grads_written(c.device, &o.write_grads, inv),
                      fn) < 0)
         goto done;
     n = c.p.n;
@@ -305,29 +300,29 @@ static PyObject *f_sgd(PyObject *self, PyObject *args, PyObject *kw)
     }
     int stepped = 0;
     if ((st = run_sgd(c.device, c.total, n, t, &o, inv, found, &stepped)) != AMPY_OK) {
-        raise_step(c.device, st);
+        optpy_raise_step(c.device, st);
         goto done;
     }
-    if (grads_written(c.device, &o.write_grads, inv))
-        bump_all(&c.g);
+    if (optpy_grads_written(c.device, &o.write_grads, inv))
+        optpy_bump_all(&c.g);
     if (stepped) {
-        bump_all(&c.p);
-        bump_all(&c.m);
-        bump_all(&b);
+        optpy_bump_all(&c.p);
+        optpy_bump_all(&c.m);
+        optpy_bump_all(&b);
         for (Py_ssize_t i = 0; i < n; i++)
             if (fresh[i]) {
                 PyList_SetItem(a.bufs, i, (PyObject *)fresh[i]); /* steals */
                 fresh[i] = NULL;
             }
     }
-    result = step_result(c.device, stepped);
+    result = optpy_step_result(c.device, stepped);
 done:
     for (Py_ssize_t i = 0; fresh && i < n; i++)
         Py_XDECREF((PyObject *)fresh[i]);
     PyMem_Free(fresh);
     PyMem_Free(t);
     ampy_py_amp_list_free(&b);
-    common_free(&c);
+    optpy_common_free(&c);
     return result;
 }
 
@@ -367,13 +362,15 @@ static int parse_adam(PyObject *args, PyObject *kw, adam_args *a, ampy_adam_opti
         }
     o->decoupled_weight_decay = 0;
     o->write_grads = 1;
-    return get_double(v[0], &o->lr, fn, "lr") < 0 || get_double(v[1], &o->beta1, fn, "beta1") < 0 ||
-                   get_double(v[2], &o->beta2, fn, "beta2") < 0 ||
-                   get_double(v[3], &o->eps, fn, "eps") < 0 ||
-                   get_double(v[4], &o->weight_decay, fn, "weight_decay") < 0 ||
-                   get_bool(v[5], &o->amsgrad) < 0 || get_bool(v[6], &o->maximize) < 0 ||
-                   opt_bool(v[7], &o->decoupled_weight_decay) < 0 ||
-                   opt_bool(v[8], &o->write_grads) < 0
+    return optpy_get_double(v[0], &o->lr, fn, "lr") < 0 ||
+                   optpy_get_double(v[1], &o->beta1, fn, "beta1") < 0 ||
+                   optpy_get_double(v[2], &o->beta2, fn, "beta2") < 0 ||
+                   optpy_get_double(v[3], &o->eps, fn, "eps") < 0 ||
+                   optpy_get_double(v[4], &o->weight_decay, fn, "weight_decay") < 0 ||
+                   optpy_get_bool(v[5], &o->amsgrad) < 0 ||
+                   optpy_get_bool(v[6], &o->maximize) < 0 ||
+                   optpy_opt_bool(v[7], &o->decoupled_weight_decay) < 0 ||
+                   optpy_opt_bool(v[8], &o->write_grads) < 0
                ? -1
                : 0;
 }
@@ -391,18 +388,18 @@ static void adam_state_free(adam_state *s)
     ampy_py_amp_list_free(&s->sp);
 }
 
-static int parse_adam_state(adam_state *s, const adam_args *a, common_lists *c, int amsgrad,
+static int parse_adam_state(adam_state *s, const adam_args *a, optpy_lists *c, int amsgrad,
                             const char *fn)
 {
-    if (parse_state(&s->ea, a->exp_avgs, c, fn, "exp_avgs", 0) < 0 ||
-        parse_state(&s->es, a->exp_avg_sqs, c, fn, "exp_avg_sqs", 0) < 0)
+    if (optpy_parse_state(&s->ea, a->exp_avgs, c, fn, "exp_avgs", 0) < 0 ||
+        optpy_parse_state(&s->es, a->exp_avg_sqs, c, fn, "exp_avg_sqs", 0) < 0)
         return -1;
     if (amsgrad) {
         if (a->max_exp_avg_sqs == Py_None) {
             PyErr_Format(PyExc_ValueError, "%s: amsgrad=True needs max_exp_avg_sqs", fn);
             return -1;
         }
-        if (parse_state(&s->mx, a->max_exp_avg_sqs, c, fn, "max_exp_avg_sqs", 0) < 0)
+        if (optpy_parse_state(&s->mx, a->max_exp_avg_sqs, c, fn, "max_exp_avg_sqs", 0) < 0)
             return -1;
     }
     if (ampy_py_amp_list(a->steps, &s->sp, fn, "steps", AMPY_PY_AMP_F32 | AMPY_PY_AMP_WRITE,
@@ -444,12 +441,12 @@ static PyObject *f_adam(PyObject *self, PyObject *args, PyObject *kw)
     static const char *fn = "adam_step_";
     adam_args a;
     ampy_adam_options o;
-    common_lists c = {.device = AMPY_PY_AMP_NO_DEVICE};
+    optpy_lists c = {.device = AMPY_PY_AMP_NO_DEVICE};
     if (parse_adam(args, kw, &a, &o, fn) < 0)
         return NULL;
     int ok = 1;
-    const float *inv = opt_scalar(a.inv, fn, "inv_scale", &c.device, &ok);
-    const float *found = ok ? opt_scalar(a.found, fn, "found_inf", &c.device, &ok) : NULL;
+    const float *inv = optpy_opt_scalar(a.inv, fn, "inv_scale", &c.device, &ok);
+    const float *found = ok ? optpy_opt_scalar(a.found, fn, "found_inf", &c.device, &ok) : NULL;
     if (!ok)
         return NULL;
     ampy_status st = ampy_optim_adam_step(0, NULL, &o, NULL, NULL, NULL); /* both devices */
@@ -458,8 +455,8 @@ static PyObject *f_adam(PyObject *self, PyObject *args, PyObject *kw)
     adam_state s = {{0, NULL}, {0, NULL}, {0, NULL}, {0, NULL}};
     PyObject *result = NULL;
     ampy_adam_tensor *t = NULL;
-    if (parse_common(&c, a.params, a.grads, a.masters,
-                     grads_written(c.device, &o.write_grads, inv), fn) < 0 ||
+    if (optpy_parse_common(&c, a.params, a.grads, a.masters,
+                     optpy_grads_written(c.device, &o.write_grads, inv), fn) < 0 ||
         parse_adam_state(&s, &a, &c, o.amsgrad, fn) < 0)
         goto done;
     t = PyMem_Calloc((size_t)c.p.n + 1, sizeof *t);
@@ -476,24 +473,24 @@ static PyObject *f_adam(PyObject *self, PyObject *args, PyObject *kw)
     }
     int stepped = 0;
     if ((st = run_adam(c.device, c.total, c.p.n, t, &o, inv, found, &stepped)) != AMPY_OK) {
-        raise_step(c.device, st);
+        optpy_raise_step(c.device, st);
         goto done;
     }
-    if (grads_written(c.device, &o.write_grads, inv))
-        bump_all(&c.g);
+    if (optpy_grads_written(c.device, &o.write_grads, inv))
+        optpy_bump_all(&c.g);
     if (stepped) {
-        bump_all(&c.p);
-        bump_all(&c.m);
-        bump_all(&s.ea);
-        bump_all(&s.es);
-        bump_all(&s.mx);
-        bump_all(&s.sp);
+        optpy_bump_all(&c.p);
+        optpy_bump_all(&c.m);
+        optpy_bump_all(&s.ea);
+        optpy_bump_all(&s.es);
+        optpy_bump_all(&s.mx);
+        optpy_bump_all(&s.sp);
     }
-    result = step_result(c.device, stepped);
+    result = optpy_step_result(c.device, stepped);
 done:
     PyMem_Free(t);
     adam_state_free(&s);
-    common_free(&c);
+    optpy_common_free(&c);
     return result;
 }
 

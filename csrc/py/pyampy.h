@@ -208,6 +208,7 @@ extern PyMethodDef ampy_py_gemm_methods[];
 extern PyMethodDef ampy_py_finite_methods[];
 extern PyMethodDef ampy_py_scaler_methods[];
 extern PyMethodDef ampy_py_optim_methods[];
+extern PyMethodDef ampy_py_optim_adaptive_methods[];
 extern PyMethodDef ampy_py_runtime_methods[];
 extern PyMethodDef ampy_py_nn_methods[];
 extern PyMethodDef ampy_py_device_methods[]; /* device_py.c (CUDA tensors)   */

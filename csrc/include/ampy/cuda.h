@@ -29,6 +29,7 @@
 #include "ampy/gemm_cuda.h"
 #include "ampy/index_cuda.h"
 #include "ampy/optim.h"
+#include "ampy/optim_adaptive.h"
 #include "ampy/scaler.h"
 #include "ampy/status.h"
 
@@ -172,7 +173,7 @@ ampy_status ampy_fill_random_cuda(int device, void *dst, ampy_dtype dtype, int64
 
 /* ---- the table ampy._C uses (through a PyCapsule named "ampy._C_cuda.api") ---
  * ampy._C never links CUDA: it calls the runtime through these pointers. */
-#define AMPY_CUDA_API_VERSION 3
+#define AMPY_CUDA_API_VERSION 4
 typedef struct ampy_cuda_api {
     int version; /* AMPY_CUDA_API_VERSION */
     ampy_status (*alloc)(int device, size_t nbytes, void **out);
@@ -251,6 +252,11 @@ typedef struct ampy_cuda_api {
     ampy_status (*sgd_step)(int device, int64_t n, const ampy_sgd_tensor *t,
                             const ampy_sgd_options *o, const float *inv_scale,
                             const float *found_inf);
+    /* train */
+    /* version 4: RMSprop / Adagrad / Adadelta (optim_adaptive.h) */
+    ampy_status (*adaptive_step)(int device, int64_t n, const ampy_adaptive_tensor *t,
+                                 const ampy_adaptive_options *o, const float *inv_scale,
+                                 const float *found_inf);
 } ampy_cuda_api;
 
 #ifdef __cplusplus

@@ -118,3 +118,4 @@ __all__ = [
     "clear_autocast_cache", "from_dlpack",
 ] + _math.__all__ + _math_reduce.__all__ + _gemm.__all__ + serialization.__all__ + \
     _memory.__all__
+from . import utils  # noqa: E402  (ampy.utils.data)

@@ -1,0 +1,139 @@
+"""DataLoader: batches of a dataset as torch.utils.data.DataLoader builds
+them (sampler -> batch_sampler -> fetch -> collate_fn), in the main process
+or in num_workers worker processes (_worker.py) with the same batches."""
+import numbers
+
+from ._collate import default_collate, default_convert
+from ._worker import _MultiProcessIter
+from .dataset import IterableDataset
+from .sampler import BatchSampler, RandomSampler, SequentialSampler
+
+__all__ = ["DataLoader"]
+
+
+class _MapFetch:
+    """indices -> collate_fn([dataset[i] ...]) (or one sample unbatched)."""
+
+    def __init__(self, dataset, collate_fn, batched):
+        self.dataset, self.collate_fn, self.batched = dataset, collate_fn, batched
+
+    def __call__(self, indices):
+        if self.batched:
+            return self.collate_fn([self.dataset[i] for i in indices])
+        return self.collate_fn(self.dataset[indices])
+
+
+def _check_args(dataset, batch_size, shuffle, sampler, batch_sampler, drop_last, num_workers):
+    if isinstance(num_workers, bool) or not isinstance(num_workers, numbers.Integral) or \
+            num_workers < 0:
+        raise ValueError("num_workers option should be non-negative; use num_workers=0 to "
+                         "disable multiprocessing.")
+    if isinstance(dataset, IterableDataset):
+        if shuffle not in (None, False):
+            raise ValueError(f"DataLoader with IterableDataset: expected unspecified shuffle "
+                             f"option, but got shuffle={shuffle}")
+        if sampler is not None:
+            raise ValueError(f"DataLoader with IterableDataset: expected unspecified sampler "
+                             f"option, but got sampler={sampler}")
+        if batch_sampler is not None:
+            raise ValueError(f"DataLoader with IterableDataset: expected unspecified "
+                             f"batch_sampler option, but got batch_sampler={batch_sampler}")
+        if num_workers > 0:
+            raise NotImplementedError("ampy.utils.data.DataLoader: num_workers > 0 with an "
+                                      "IterableDataset is not supported; use num_workers=0")
+    if sampler is not None and shuffle:
+        raise ValueError("sampler option is mutually exclusive with shuffle")
+    if batch_sampler is not None and (batch_size != 1 or shuffle or sampler is not None or
+                                      drop_last):
+        raise ValueError("batch_sampler option is mutually exclusive with batch_size, "
+                         "shuffle, sampler, and drop_last")
+
+
+class DataLoader:
+    """torch.utils.data.DataLoader(dataset, batch_size=1, shuffle=None,
+    sampler=None, batch_sampler=None, num_workers=0, collate_fn=None,
+    pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None,
+    multiprocessing_context=None, generator=None, *, prefetch_factor=None,
+    persistent_workers=False, pin_memory_device=""). shuffle draws a new
+    permutation per epoch from `generator` (ampy's default generator when
+    None). pin_memory is accepted and does nothing (CPU memory is what the
+    batches are in). Workers are started per iteration (persistent_workers
+    is accepted, not honoured)."""
+
+    def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
+                 num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
+                 worker_init_fn=None, multiprocessing_context=None, generator=None, *,
+                 prefetch_factor=None, persistent_workers=False, pin_memory_device="",
+                 in_order=True):
+        _check_args(dataset, batch_size, shuffle, sampler, batch_sampler, drop_last,
+                    num_workers)
+        if timeout < 0:
+            raise ValueError("timeout option should be non-negative")
+        self.dataset = dataset
+        self.num_workers = int(num_workers)
+        self.pin_memory = pin_memory
+        self.timeout = timeout
+        self.worker_init_fn = worker_init_fn
+        self.multiprocessing_context = multiprocessing_context
+        self.generator = generator
+        self._iterable = isinstance(dataset, IterableDataset)
+        if batch_sampler is not None:
+            batch_size, drop_last = None, False
+        elif batch_size is None and drop_last:
+            raise ValueError("batch_size=None option disables auto-batching and is mutually "
+                             "exclusive with drop_last")
+        if sampler is None and not self._iterable:
+            sampler = (RandomSampler(dataset, generator=generator) if shuffle
+                       else SequentialSampler(dataset))
+        if batch_size is not None and batch_sampler is None and not self._iterable:
+            batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+        self.batch_size, self.drop_last = batch_size, drop_last
+        self.sampler, self.batch_sampler = sampler, batch_sampler
+        if collate_fn is None:
+            collate_fn = default_collate if self._auto_collation else default_convert
+        self.collate_fn = collate_fn
+
+    @property
+    def _auto_collation(self):
+        return self.batch_sampler is not None or (self._iterable and
+                                                  self.batch_size is not None)
+
+    def __len__(self):
+        if self._iterable:
+            n = len(self.dataset)
+            if self.batch_size is not None:
+                return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+            return n
+        return len(self.batch_sampler if self._auto_collation else self.sampler)
+
+    def _iter_batches(self):
+        ds = self.dataset
+        it = iter(ds)
+        if not self._auto_collation:
+            for x in it:
+                yield self.collate_fn(x)
+            return
+        while True:
+            batch = []
+            for x in it:
+                batch.append(x)
+                if len(batch) == self.batch_size:
+                    break
+            if not batch or (len(batch) < self.batch_size and self.drop_last):
+                return
+            yield self.collate_fn(batch)
+            if len(batch) < self.batch_size:
+                return
+
+    def __iter__(self):
+        if self._iterable:
+            return self._iter_batches()
+        fetch = _MapFetch(self.dataset, self.collate_fn, self._auto_collation)
+        order = self.batch_sampler if self._auto_collation else self.sampler
+        from ... import _creation
+        # drawn in both modes (as torch does), so a seeded generator gives the
+        # same shuffled batches with and without workers
+        seed = int(_creation.randint(0, 2 ** 62, (1,), generator=self.generator).item())
+        if self.num_workers == 0:
+            return (fetch(b) for b in order)
+        return _MultiProcessIter(self, order, fetch, seed)

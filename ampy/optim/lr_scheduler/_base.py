@@ -166,6 +166,7 @@ class LRScheduler:
         """Move to the next epoch (or `epoch`) and set every group's lr; on
         a failure nothing changes."""
         old = self.last_epoch
+        self._get_lr_called_within_step = True  # torch's flag (saved in state_dict)
         try:
             if epoch is None:
                 self.last_epoch = old + 1
@@ -183,6 +184,8 @@ class LRScheduler:
         except BaseException:
             self.last_epoch = old
             raise
+        finally:
+            self._get_lr_called_within_step = False
         for group, lr in zip(self.optimizer.param_groups, values):
             group["lr"] = lr
         self._last_lr = self._group_lrs()

@@ -1,0 +1,223 @@
+"""ampy.utils.data against torch.utils.data: the same batches for the same
+dataset without shuffling, per-epoch permutations from ampy's generator
+(reproducible from a seed), drop_last, samplers, default_collate of
+tuples/dicts/numbers/numpy/tensors, and worker processes giving the same
+batches as the main process."""
+import collections
+
+import numpy as np
+import pytest
+
+import ampy
+from ampy.utils import data as AD
+
+torch = pytest.importorskip("torch")
+TD = torch.utils.data
+
+
+def _np(x):
+    if isinstance(x, (list, tuple)):
+        return [_np(v) for v in x]
+    if isinstance(x, dict):
+        return {k: _np(v) for k, v in x.items()}
+    return x.numpy() if hasattr(x, "numpy") else x
+
+
+def _same(a, t):
+    if isinstance(t, list):
+        assert isinstance(a, list) and len(a) == len(t)
+        for x, y in zip(a, t):
+            _same(x, y)
+    elif isinstance(t, dict):
+        assert a.keys() == t.keys()
+        for k in t:
+            _same(a[k], t[k])
+    elif isinstance(t, np.ndarray):
+        assert a.dtype == t.dtype and a.shape == t.shape
+        np.testing.assert_array_equal(a, t)
+    else:
+        assert a == t
+
+
+X = np.arange(4 * 11, dtype=np.float32).reshape(11, 4)
+Y = np.arange(11)
+
+
+def _tensor_sets():
+    return (AD.TensorDataset(ampy.tensor(X), ampy.tensor(Y)),
+            TD.TensorDataset(torch.tensor(X), torch.tensor(Y)))
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(batch_size=3), dict(batch_size=3, drop_last=True),
+                                dict(batch_size=11), dict(batch_size=20),
+                                dict(batch_size=None)])
+def test_batches_equal_torch_without_shuffle(kw):
+    ads, tds = _tensor_sets()
+    a = [_np(b) for b in AD.DataLoader(ads, **kw)]
+    t = [_np(b) for b in TD.DataLoader(tds, **kw)]
+    _same(a, t)
+    assert len(AD.DataLoader(ads, **kw)) == len(TD.DataLoader(tds, **kw))
+
+
+class _Dicts(AD.Dataset):
+    Point = collections.namedtuple("Point", "x y")
+
+    def __len__(self):
+        return 7
+
+    def __getitem__(self, i):
+        return {"img": np.full((2, 3), i, np.float32), "label": i, "w": 0.5 * i,
+                "name": f"s{i}", "pair": (i, np.float64(i) / 2), "flag": i % 2 == 0,
+                "pt": self.Point(i, [i, i + 1])}
+
+
+class _TorchDicts(TD.Dataset):
+    def __len__(self):
+        return 7
+
+    def __getitem__(self, i):
+        return _Dicts()[i]
+
+
+def _norm(b):
+    b = dict(b)
+    b["pt"] = list(b["pt"])
+    return _np(b)
+
+
+@pytest.mark.parametrize("bs", [1, 3, 7])
+def test_dict_tuple_number_numpy_collate_as_torch(bs):
+    a = [_norm(b) for b in AD.DataLoader(_Dicts(), batch_size=bs)]
+    t = [_norm(b) for b in TD.DataLoader(_TorchDicts(), batch_size=bs)]
+    _same(a, t)
+
+
+def test_default_collate_of_tensors_and_errors():
+    b = AD.default_collate([ampy.ones(2, 3), ampy.zeros(2, 3)])
+    assert tuple(b.shape) == (2, 2, 3)
+    with pytest.raises(RuntimeError, match="each element in list of batch should be of equal"):
+        AD.default_collate([[1, 2], [1]])
+    with pytest.raises(TypeError, match="default_collate: batch must contain"):
+        AD.default_collate([object(), object()])
+    assert AD.default_collate(["a", "b"]) == ["a", "b"]
+
+
+def _epochs(seed, n_epochs=3, **kw):
+    ads, _ = _tensor_sets()
+    g = ampy.Generator().manual_seed(seed)
+    dl = AD.DataLoader(ads, batch_size=4, shuffle=True, generator=g, **kw)
+    return [[b[1].numpy().tolist() for b in dl] for _ in range(n_epochs)]
+
+
+def test_shuffle_is_a_new_permutation_per_epoch_and_reproducible():
+    e = _epochs(5)
+    for epoch in e:
+        flat = sum(epoch, [])
+        assert sorted(flat) == list(range(11))
+        assert [len(b) for b in epoch] == [4, 4, 3]
+    assert e[0] != e[1] != e[2]
+    assert _epochs(5) == e
+    assert _epochs(6) != e
+
+
+def test_shuffle_drop_last():
+    ads, _ = _tensor_sets()
+    dl = AD.DataLoader(ads, batch_size=4, shuffle=True, drop_last=True,
+                       generator=ampy.Generator().manual_seed(1))
+    got = [b[1].numpy().tolist() for b in dl]
+    assert len(got) == len(dl) == 2 and all(len(b) == 4 for b in got)
+    assert len(set(sum(got, []))) == 8
+
+
+def test_samplers_and_batch_sampler():
+    ads, tds = _tensor_sets()
+    bs = AD.BatchSampler(AD.SequentialSampler(ads), batch_size=4, drop_last=False)
+    assert list(bs) == list(TD.BatchSampler(TD.SequentialSampler(tds), 4, False))
+    a = [b[1].numpy().tolist() for b in AD.DataLoader(ads, batch_sampler=bs)]
+    assert a == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10]]
+    s = AD.RandomSampler(ads, replacement=True, num_samples=30,
+                         generator=ampy.Generator().manual_seed(0))
+    drawn = list(s)
+    assert len(drawn) == 30 and all(0 <= i < 11 for i in drawn)
+    sub = AD.SubsetRandomSampler([1, 5, 9], generator=ampy.Generator().manual_seed(0))
+    assert sorted(sub) == [1, 5, 9]
+    with pytest.raises(ValueError, match="batch_size should be a positive integer"):
+        AD.BatchSampler(AD.SequentialSampler(ads), 0, False)
+    with pytest.raises(ValueError, match="mutually exclusive"):
+        AD.DataLoader(ads, batch_sampler=bs, batch_size=2)
+    with pytest.raises(ValueError, match="sampler option is mutually exclusive with shuffle"):
+        AD.DataLoader(ads, sampler=AD.SequentialSampler(ads), shuffle=True)
+
+
+def test_subset_random_split_concat():
+    ads, _ = _tensor_sets()
+    parts = AD.random_split(ads, [0.5, 0.3, 0.2], generator=ampy.Generator().manual_seed(2))
+    assert [len(p) for p in parts] == [len(p) for p in TD.random_split(range(11),
+                                                                        [0.5, 0.3, 0.2])]
+    idx = sorted(int(p[i][1]) for p in parts for i in range(len(p)))
+    assert idx == list(range(11))
+    with pytest.raises(ValueError, match="Sum of input lengths"):
+        AD.random_split(ads, [3, 3])
+    c = ads + AD.Subset(ads, [0, 1])
+    assert len(c) == 13 and int(c[12][1]) == 1 and int(c[-1][1]) == 1
+
+
+class _Stream(AD.IterableDataset):
+    def __iter__(self):
+        return iter(range(10))
+
+
+def test_iterable_dataset_batches_as_torch():
+    class TStream(TD.IterableDataset):
+        def __iter__(self):
+            return iter(range(10))
+    for kw in [dict(batch_size=3), dict(batch_size=3, drop_last=True), dict(batch_size=None)]:
+        a = [_np(b) for b in AD.DataLoader(_Stream(), **kw)]
+        t = [_np(b) for b in TD.DataLoader(TStream(), **kw)]
+        _same(a, t)
+    with pytest.raises(NotImplementedError, match="IterableDataset"):
+        AD.DataLoader(_Stream(), num_workers=2)
+
+
+class _Noisy(AD.Dataset):
+    """Each sample draws from ampy's default generator: seeded per worker."""
+
+    def __len__(self):
+        return 9
+
+    def __getitem__(self, i):
+        info = AD.get_worker_info()
+        return i, (-1 if info is None else info.id)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_workers_give_the_same_batches_in_order(workers):
+    ads, _ = _tensor_sets()
+    ref = _epochs(9, 2)
+    assert _epochs(9, 2, num_workers=workers) == ref
+    plain = [_np(b) for b in AD.DataLoader(ads, batch_size=2)]
+    _same([_np(b) for b in AD.DataLoader(ads, batch_size=2, num_workers=workers,
+                                         pin_memory=True)], plain)
+    # batch k is fetched by worker k % num_workers (torch's round robin)
+    ids = [b[1].numpy().tolist() for b in AD.DataLoader(_Noisy(), batch_size=2,
+                                                        num_workers=workers)]
+    assert ids == [[k % workers] * len(b) for k, b in enumerate(ids)]
+
+
+def test_worker_error_is_raised_in_the_main_process():
+    class Bad(AD.Dataset):
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            if i == 2:
+                raise KeyError("broken sample")
+            return i
+    with pytest.raises(RuntimeError, match="Caught KeyError in DataLoader worker process"):
+        list(AD.DataLoader(Bad(), batch_size=1, num_workers=2))
+
+
+def test_module_paths():
+    import ampy.utils.data as m
+    assert m.DataLoader is AD.DataLoader and ampy.utils.data.default_collate is \
+        AD.default_collate

@@ -63,7 +63,17 @@ def _typename(o):
 
 class Optimizer:
     """Base class: holds param_groups (dicts with "params" and hyper-parameters)
-    and per-parameter state; subclasses implement step()."""
+    and per-parameter state; subclasses implement step().
+
+    Writing an optimizer (torch's contract, docs/OPTIMIZERS.md): pass the
+    defaults to ``super().__init__(params, defaults)`` and write ``step(closure=None)``
+    over ``self.param_groups``, ``p.grad`` and ``self.state[p]``, under
+    ``ampy.no_grad()``. With a GradScaler such a step needs no AMP code:
+    ``scaler.step(opt)`` unscales every ``p.grad`` first (unless
+    ``scaler.unscale_(opt)`` ran) and calls ``step()`` only when all of them
+    are finite. Only a step that itself reads ``self.grad_scale`` /
+    ``self.found_inf`` (as ampy's fused ones do) may set
+    ``_step_supports_amp_scaling = True``."""
 
     _step_supports_amp_scaling = False
 

@@ -1,12 +1,14 @@
 /* optim_adaptive.c — fused multi-tensor RMSprop / Adagrad / Adadelta with
- * fp32 master weights (see optim_adaptive.h): the per-element loop, the
- * threading and the skipped-step path. The argument checks, the per-step
+ * fp32 master weights (see optim_adaptive.h): the portable per-element loop,
+ * the threading and the skipped-step path; the AVX-512 loop lives in
+ * optim_x86.c. The argument checks, the per-step
  * constants and the per-element math are optim_math.h's (shared with
  * cuda/optim_adaptive.cu).
  */
 #include <stddef.h>
 #include <stdlib.h>
 
+#include "ampy/cpu.h"
 #include "ampy/dtype.h"
 #include "ampy/finite.h"
 #include "ampy/optim_adaptive.h"
@@ -33,15 +35,27 @@ void ampy_optim_adaptive_run_portable(const ampy_adaptive_tensor *t, int64_t b, 
     }
 }
 
+#if !(defined(__x86_64__) && defined(__GNUC__))
+void ampy_optim_adaptive_run_avx512(const ampy_adaptive_tensor *t, int64_t b, int64_t e,
+                                    const void *s)
+{
+    ampy_optim_adaptive_run_portable(t, b, e, s);
+}
+#endif
+
 typedef struct {
     const ampy_adaptive_tensor *t;
     const ampy_adaptive_scalars *s;
+    int simd;
 } adaptive_ctx;
 
 static void adaptive_chunk(int64_t i, int64_t b, int64_t e, void *arg)
 {
     const adaptive_ctx *c = (const adaptive_ctx *)arg;
-    ampy_optim_adaptive_run_portable(&c->t[i], b, e, &c->s[i]);
+    if (c->simd)
+        ampy_optim_adaptive_run_avx512(&c->t[i], b, e, &c->s[i]);
+    else
+        ampy_optim_adaptive_run_portable(&c->t[i], b, e, &c->s[i]);
 }
 
 /* The tensors' entries with the buffers this configuration does not use
@@ -137,7 +151,7 @@ ampy_status ampy_optim_adaptive_step(int64_t n, const ampy_adaptive_tensor *t,
         const float inv = inv_scale ? *inv_scale : 1.0f;
         for (int64_t i = 0; i < n; i++)
             ampy_adaptive_scalars_init(o, inv, write, *t[i].step + 1.0f, &s[i]);
-        adaptive_ctx c = {u, s};
+        adaptive_ctx c = {u, s, ampy_cpu_level_get() >= AMPY_CPU_AVX512};
         ampy_mt_parallel(n, off, ADAPTIVE_GRAIN, adaptive_chunk, &c);
         for (int64_t i = 0; i < n; i++)
             *t[i].step = *t[i].step + 1.0f;

@@ -1,4 +1,5 @@
-/* optim_x86.c — AVX-512 loops of the fused SGD / Adam steps (see optim.h).
+/* optim_x86.c — AVX-512 loops of the fused SGD / Adam steps (see optim.h)
+ * and of RMSprop / Adagrad / Adadelta (optim_adaptive.h).
  *
  * Sixteen elements per step, the same op sequence as ampy_adam_elem /
  * ampy_sgd_elem in elem.h (one rounding per op, vfmadd exactly where elem.h
@@ -11,6 +12,8 @@
 #include "ampy/dtype.h"
 #include "ampy/elem.h"
 #include "ampy/optim.h"
+#include "ampy/optim_adaptive.h"
+#include "ampy/optim_math.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -148,6 +151,86 @@ void ampy_optim_sgd_run_avx512(const ampy_sgd_tensor *t, int64_t b, int64_t e, c
             g = s->nesterov ? _mm512_fmadd_ps(buf, mom, g) : buf;
         }
         w = _mm512_fmadd_ps(g, nlr, w);
+        _mm512_mask_storeu_ps(W + i, k, w);
+        if (half)
+            store_half(t->param, t->param_dtype, i, k, w);
+    }
+}
+
+/* ---- RMSprop / Adagrad / Adadelta (optim_adaptive.h) ----------------------------
+ * The op sequence of ampy_rmsprop_elem / ampy_adagrad_elem / ampy_adadelta_elem
+ * (optim_math.h), one rounding per op and vfmadd where they call fmaf. */
+
+AMPY_TARGET_AVX512 static inline __m512 rmsprop16(__m512 g, __m512 *w, __m512 v, __m512 *ga,
+                                                  __m512 *buf, const ampy_adaptive_scalars *s)
+{
+    __m512 avg;
+    if (s->centered) {
+        __m512 d = _mm512_sub_ps(g, *ga);
+        *ga = s->w_small ? _mm512_fmadd_ps(_mm512_set1_ps(s->w), d, *ga)
+                         : _mm512_fmadd_ps(_mm512_set1_ps(s->wm1), d, g);
+        avg = _mm512_sqrt_ps(_mm512_fnmadd_ps(*ga, *ga, v));
+    } else {
+        avg = _mm512_sqrt_ps(v);
+    }
+    avg = _mm512_add_ps(avg, _mm512_set1_ps(s->eps));
+    const __m512 nlr = _mm512_set1_ps(s->neg_lr);
+    if (s->has_momentum) {
+        *buf = _mm512_add_ps(_mm512_mul_ps(*buf, _mm512_set1_ps(s->momentum)),
+                             _mm512_div_ps(g, avg));
+        *w = _mm512_fmadd_ps(*buf, nlr, *w);
+    } else {
+        *w = _mm512_add_ps(*w, _mm512_div_ps(_mm512_mul_ps(nlr, g), avg));
+    }
+    return v;
+}
+
+AMPY_TARGET_AVX512
+void ampy_optim_adaptive_run_avx512(const ampy_adaptive_tensor *t, int64_t b, int64_t e,
+                                    const void *sv)
+{
+    const ampy_adaptive_scalars *s = (const ampy_adaptive_scalars *)sv;
+    float *W = t->master ? t->master : (float *)t->param;
+    float *S0 = t->state0, *S1 = t->state1, *S2 = t->state2;
+    const __m512 inv = _mm512_set1_ps(s->inv_scale), neg = _mm512_set1_ps(s->neg);
+    const __m512 wd = _mm512_set1_ps(s->wd), decay = _mm512_set1_ps(s->decay);
+    const __m512 wt = _mm512_set1_ps(s->w), eps = _mm512_set1_ps(s->eps);
+    const __m512 nlr = _mm512_set1_ps(s->neg_lr);
+    const int half = t->master != 0;
+    for (int64_t i = b; i < e; i += 16) {
+        __mmask16 k = lanes(i, e);
+        __m512 g = _mm512_mul_ps(load_f32(t->grad, t->grad_dtype, i, k), inv);
+        if (s->write_grad)
+            store_grad(t->grad, t->grad_dtype, i, k, g);
+        g = _mm512_mul_ps(g, neg);
+        __m512 w = _mm512_maskz_loadu_ps(k, W + i);
+        if (s->wd != 0.0f)
+            g = _mm512_fmadd_ps(w, wd, g);
+        __m512 a = _mm512_maskz_loadu_ps(k, S0 + i);
+        if (s->kind == AMPY_ADAPTIVE_ADAGRAD) {
+            a = _mm512_fmadd_ps(g, g, a);
+            __m512 std = _mm512_add_ps(_mm512_sqrt_ps(a), eps);
+            w = _mm512_add_ps(w, _mm512_div_ps(_mm512_mul_ps(nlr, g), std));
+        } else if (s->kind == AMPY_ADAPTIVE_ADADELTA) {
+            a = _mm512_fmadd_ps(_mm512_mul_ps(wt, g), g, _mm512_mul_ps(a, decay));
+            __m512 acc = _mm512_maskz_loadu_ps(k, S1 + i);
+            __m512 std = _mm512_sqrt_ps(_mm512_add_ps(a, eps));
+            __m512 d = _mm512_div_ps(_mm512_sqrt_ps(_mm512_add_ps(acc, eps)), std);
+            d = _mm512_mul_ps(d, g);
+            acc = _mm512_fmadd_ps(_mm512_mul_ps(wt, d), d, _mm512_mul_ps(acc, decay));
+            _mm512_mask_storeu_ps(S1 + i, k, acc);
+            w = _mm512_fmadd_ps(d, nlr, w);
+        } else {
+            a = _mm512_fmadd_ps(_mm512_mul_ps(wt, g), g, _mm512_mul_ps(a, decay));
+            __m512 ga = s->centered ? _mm512_maskz_loadu_ps(k, S2 + i) : a;
+            __m512 buf = s->has_momentum ? _mm512_maskz_loadu_ps(k, S1 + i) : a;
+            rmsprop16(g, &w, a, &ga, &buf, s);
+            if (s->centered)
+                _mm512_mask_storeu_ps(S2 + i, k, ga);
+            if (s->has_momentum)
+                _mm512_mask_storeu_ps(S1 + i, k, buf);
+        }
+        _mm512_mask_storeu_ps(S0 + i, k, a);
         _mm512_mask_storeu_ps(W + i, k, w);
         if (half)
             store_half(t->param, t->param_dtype, i, k, w);

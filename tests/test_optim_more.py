@@ -69,6 +69,41 @@ def test_trajectory_matches_torch(name, kw, cpu_path):
         assert as_["step"].shape == () and as_["step"].dtype == ampy.float32
 
 
+def _run_ampy(name, kw, dtype, grads, scale=None):
+    _, aps, _ = _pair()
+    aps = [nn.Parameter(p.detach().to(getattr(ampy, dtype))) for p in aps]
+    o = getattr(optim, name)(aps, master_weights=True, **kw)
+    for gs in grads[:6]:
+        for ap, g in zip(aps, gs):
+            ap.grad = ampy.tensor(g if scale is None else g * scale).to(getattr(ampy, dtype))
+        if scale is None:
+            o.step()
+        else:
+            o.grad_scale = ampy.full((), scale)
+            o.found_inf = ampy.zeros(())
+            o.step()
+            del o.grad_scale, o.found_inf
+    return [ap.detach().float().numpy() for ap in aps] + \
+        [v.numpy() for ap in aps for v in o.state[ap].values()] + \
+        [ap.grad.float().numpy() for ap in aps]
+
+
+@pytest.mark.parametrize("name,kw", CONFIGS)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_every_cpu_path_gives_the_portable_bits(name, kw, dtype, cpu_path):
+    """The AVX-512 loop is the portable loop's op sequence: equal bits
+    (params, masters, state, written-back grads), also with an inv_scale."""
+    _, _, grads = _pair()
+    got = _run_ampy(name, kw, dtype, grads, 4.0 if dtype == "float16" else None)
+    ampy._C._set_cpu_level("portable")
+    try:
+        ref = _run_ampy(name, kw, dtype, grads, 4.0 if dtype == "float16" else None)
+    finally:
+        ampy._C._set_cpu_level(cpu_path)
+    for a, r in zip(got, ref):
+        np.testing.assert_array_equal(a, r)
+
+
 @pytest.mark.parametrize("name,kw", [CONFIGS[4], CONFIGS[7], CONFIGS[10]])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_half_params_with_master_weights_track_torch_fp32(name, kw, dtype):

@@ -14,8 +14,9 @@
  * ATen op rounded where torch rounds it (optim_math.h, ampy_rmsprop_elem and
  * its neighbours, spells out every operation).
  *
- * CPU: one portable loop per optimizer, split across ampy_parallel_for()
- * as one flat range over all tensors. CUDA: cuda/optim_adaptive.cu.
+ * CPU: portable C and AVX-512 (csrc/optim_x86.c), chosen at run time by
+ * ampy_cpu_level_get(), split across ampy_parallel_for() as one flat range
+ * over all tensors. CUDA: cuda/optim_adaptive.cu.
  */
 #ifndef AMPY_OPTIM_ADAPTIVE_H
 #define AMPY_OPTIM_ADAPTIVE_H
@@ -108,10 +109,13 @@ ampy_status ampy_optim_adaptive_step_cuda(int device, int64_t n, const ampy_adap
                                           const ampy_adaptive_options *o,
                                           const float *inv_scale, const float *found_inf);
 
-/* internal, for the test suite: the portable loop over elements [b, e) of
- * one tensor; `s` points at an ampy_adaptive_scalars (optim_math.h). */
+/* internal, for the test suite: the per-path loops over elements [b, e) of
+ * one tensor (portable C; AVX-512 in csrc/optim_x86.c, the same bits for
+ * every non-NaN input); `s` points at an ampy_adaptive_scalars (optim_math.h). */
 void ampy_optim_adaptive_run_portable(const ampy_adaptive_tensor *t, int64_t b, int64_t e,
                                       const void *s);
+void ampy_optim_adaptive_run_avx512(const ampy_adaptive_tensor *t, int64_t b, int64_t e,
+                                    const void *s);
 
 #ifdef __cplusplus
 }

@@ -113,7 +113,8 @@ def test_shared_formula_appears_only_in_its_header(what):
 
 
 @pytest.mark.parametrize("header, users", [
-    ("optim_math.h", ["csrc/optim.c", "cuda/optim.cu"]),
+    ("optim_math.h", ["csrc/optim.c", "cuda/optim.cu", "csrc/optim_adaptive.c",
+                      "cuda/optim_adaptive.cu"]),
     ("reduce_math.h", ["csrc/reduce.c", "cuda/reduce.cu"]),
     ("nn_math.h", ["csrc/nn.c", "csrc/nn_misc.c", "cuda/nn_common.cuh"]),
     ("random.h", ["csrc/random.c", "cuda/nn_common.cuh"]),
@@ -173,7 +174,8 @@ def test_every_device_float_op_is_measured_in_c():
 
 
 def test_every_shared_helper_is_unit_tested_in_c():
-    test = _read("tests", "c", "test_shared_math.c")
+    test = _read("tests", "c", "test_shared_math.c") + _read("tests", "c",
+                                                              "test_optim_adaptive_math.c")
     # the checks' internals (repr, predicates) are exercised through the checks
     internal = {"ampy_optim_pyrepr", "ampy_optim_nonneg", "ampy_optim_float_dtype",
                 "ampy_optim_check_tensor", "ampy_reduce_float_only"}
@@ -190,6 +192,7 @@ def _cc():
 
 @pytest.mark.parametrize("test, sources", [
     ("test_shared_math", ["status.c"]),
+    ("test_optim_adaptive_math", ["status.c"]),
     ("test_ewise_expr_f32", ["status.c", "cpu.c", "vmath.c", "vmath_x86.c"]),
 ])
 def test_c_unit_test_passes(tmp_path, test, sources):

@@ -204,6 +204,40 @@ def test_workers_give_the_same_batches_in_order(workers):
     assert ids == [[k % workers] * len(b) for k, b in enumerate(ids)]
 
 
+class _Random(AD.Dataset):
+    def __len__(self):
+        return 6
+
+    def __getitem__(self, i):
+        return float(ampy.rand(()).item())
+
+
+def _draws(workers, seed, init=None):
+    dl = AD.DataLoader(_Random(), batch_size=1, num_workers=workers, worker_init_fn=init,
+                       generator=ampy.Generator().manual_seed(seed))
+    return [b.numpy().tolist() for b in dl]
+
+
+def test_worker_seeding_is_per_worker_and_reproducible():
+    """Each worker seeds ampy's default generator with base_seed + worker id
+    (base_seed from the loader's generator), as torch seeds its workers."""
+    a, b = _draws(2, 1), _draws(2, 1)
+    assert a == b
+    assert _draws(2, 2) != a
+    assert a[0] != a[1]  # workers 0 and 1 draw different streams
+
+
+def _init_fn(wid):
+    ampy.manual_seed(1000 + wid)
+
+
+def test_worker_init_fn_runs_in_each_worker():
+    a = _draws(2, 1, _init_fn)
+    assert a == _draws(2, 7, _init_fn)  # the init seeds replace the base seeds
+    g0 = ampy.Generator().manual_seed(1000)
+    assert a[0] == [float(ampy.rand((), generator=g0).item())]
+
+
 def test_worker_error_is_raised_in_the_main_process():
     class Bad(AD.Dataset):
         def __len__(self):

@@ -5,8 +5,8 @@ for float16/bfloat16 parameters, and the GradScaler protocol.
 
 `_step_supports_amp_scaling` (GradScaler then sets `self.grad_scale` /
 `self.found_inf` and calls `step` unconditionally; the kernel unscales and
-skips with no host sync) is False here, as in torch: only ampy's SGD, Adam
-and AdamW claim it. A subclass that overrides `step` loses the claim (its
+skips with no host sync) is False here, as in torch: only ampy's built-in
+fused optimizers (SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta) claim it. A subclass that overrides `step` loses the claim (its
 step would not read grad_scale, so it would get scaled gradients) unless it
 sets `_step_supports_amp_scaling = True` itself.
 

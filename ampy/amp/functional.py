@@ -211,8 +211,3 @@ def adam_step_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, *, 
         eps=_number(eps, "eps", fn), weight_decay=_number(weight_decay, "weight_decay", fn),
         amsgrad=bool(amsgrad), maximize=bool(maximize),
         decoupled_weight_decay=bool(decoupled_weight_decay), write_grads=bool(unscale_grads))
-
-
-from ._adaptive import adadelta_step_, adagrad_step_, rmsprop_step_  # noqa: E402
-
-__all__ += ["rmsprop_step_", "adagrad_step_", "adadelta_step_"]

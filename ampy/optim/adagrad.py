@@ -1,5 +1,5 @@
 """ampy.optim.Adagrad — torch.optim.Adagrad through ampy's fused kernel."""
-from ..amp import functional as AF
+from ..amp import _adaptive as AF
 from ._adaptive import _AdaptiveOptimizer, _check_common, _nonneg
 
 __all__ = ["Adagrad"]

@@ -8,15 +8,15 @@ import collections.abc
 
 import numpy as np
 
+from ... import _creation as C, _dtype as D
+from ..._convert import as_tensor
+from ..._math_reduce import stack
+from ..._tensor import Tensor
+
 __all__ = ["default_collate", "default_convert"]
 
 _ERR = ("default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; "
         "found {}")
-
-
-def _ampy():
-    import ampy
-    return ampy, ampy, ampy, ampy.Tensor
 
 
 def _numpy_ok(a):
@@ -25,17 +25,16 @@ def _numpy_ok(a):
 
 def default_collate(batch):
     """Collate a list of samples into a batch (see the module docstring)."""
-    C, D, S, Tensor = _ampy()
     elem = batch[0]
     if isinstance(elem, Tensor):
-        return S.stack(list(batch), 0)
+        return stack(list(batch), 0)
     if isinstance(elem, np.ndarray) or isinstance(elem, np.generic) and \
             not isinstance(elem, (np.str_, np.bytes_)):
         if isinstance(elem, np.ndarray) and not _numpy_ok(elem):
             raise TypeError(_ERR.format(elem.dtype))
         if isinstance(elem, np.ndarray) and elem.ndim > 0:
-            return S.stack([C.as_tensor(np.ascontiguousarray(b)) for b in batch], 0)
-        return C.as_tensor(np.asarray(batch))
+            return stack([as_tensor(np.ascontiguousarray(b)) for b in batch], 0)
+        return as_tensor(np.asarray(batch))
     if isinstance(elem, bool):
         return C.tensor(list(batch), dtype=D.bool)
     if isinstance(elem, float):
@@ -64,13 +63,12 @@ def default_collate(batch):
 def default_convert(data):
     """batch_size=None: numpy arrays (and numpy numbers) become tensors,
     containers are converted element by element, everything else is kept."""
-    C, _, _, Tensor = _ampy()
     if isinstance(data, Tensor):
         return data
     if isinstance(data, np.ndarray):
-        return C.as_tensor(data) if _numpy_ok(data) else data
+        return as_tensor(data) if _numpy_ok(data) else data
     if isinstance(data, np.generic) and not isinstance(data, (np.str_, np.bytes_)):
-        return C.as_tensor(data)
+        return as_tensor(data)
     if isinstance(data, collections.abc.Mapping):
         return type(data)({k: default_convert(v) for k, v in data.items()})
     if isinstance(data, tuple) and hasattr(data, "_fields"):

@@ -8,6 +8,8 @@ import multiprocessing
 import queue
 import random
 
+from ... import _creation
+
 __all__ = ["WorkerInfo", "get_worker_info"]
 
 _info = None
@@ -30,8 +32,7 @@ def get_worker_info():
 
 def _worker_loop(wid, nw, seed, dataset, fetch, init_fn, index_q, result_q):
     global _info
-    import ampy
-    ampy.manual_seed(seed)
+    _creation.manual_seed(seed)
     random.seed(seed)
     _info = WorkerInfo(wid, nw, seed, dataset)
     try:

@@ -3,6 +3,8 @@ them (sampler -> batch_sampler -> fetch -> collate_fn), in the main process
 or in num_workers worker processes (_worker.py) with the same batches."""
 import numbers
 
+from ... import _creation
+
 from ._collate import default_collate, default_convert
 from ._worker import _MultiProcessIter
 from .dataset import IterableDataset
@@ -130,7 +132,6 @@ class DataLoader:
             return self._iter_batches()
         fetch = _MapFetch(self.dataset, self.collate_fn, self._auto_collation)
         order = self.batch_sampler if self._auto_collation else self.sampler
-        from ... import _creation
         # drawn in both modes (as torch does), so a seeded generator gives the
         # same shuffled batches with and without workers
         seed = int(_creation.randint(0, 2 ** 62, (1,), generator=self.generator).item())

@@ -4,6 +4,8 @@ import bisect
 import math
 import numbers
 
+from .sampler import _randperm
+
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "Subset",
            "random_split"]
 
@@ -110,7 +112,6 @@ def random_split(dataset, lengths, generator=None):
     """Split `dataset` into non-overlapping Subsets of the given lengths (or
     fractions) by a random permutation drawn from `generator` (ampy's
     default generator when None)."""
-    from .sampler import _randperm
     n = len(dataset)
     counts = _split_lengths(lengths, n)
     if any(isinstance(c, bool) or not isinstance(c, numbers.Integral) or c < 0 for c in counts):

@@ -7,6 +7,8 @@ import numbers
 
 import numpy as np
 
+from ... import _creation, _dtype as D
+
 __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
            "BatchSampler"]
 
@@ -15,7 +17,6 @@ def _randperm(n, generator=None):
     """A uniformly random permutation of range(n) as a list of ints: the
     argsort of n float64 uniforms from `generator` (ties have probability
     ~n^2 / 2^53 and keep index order)."""
-    from ... import _creation, _dtype as D
     if n == 0:
         return []
     u = _creation.rand(n, generator=generator, dtype=D.float64).numpy()
@@ -23,7 +24,6 @@ def _randperm(n, generator=None):
 
 
 def _randint(high, size, generator=None):
-    from ... import _creation
     return _creation.randint(0, high, (size,), generator=generator).numpy().tolist()
 
 

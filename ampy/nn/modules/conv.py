@@ -17,6 +17,8 @@ from .module import Module
 __all__ = ["Conv1d", "Conv2d", "ConvTranspose2d"]
 
 _MODES = ("zeros", "reflect", "replicate", "circular")
+_MODE_SET = {"zeros", "reflect", "replicate", "circular"}
+_PADDING_STRINGS = {"same", "valid"}  # a set, printed as torch prints its own
 
 
 class _ConvNd(Module):
@@ -37,11 +39,11 @@ class _ConvNd(Module):
         if isinstance(padding, str):
             if padding not in ("valid", "same"):
                 raise ValueError(f"Invalid padding string {padding!r}, should be one of "
-                                 f"{{'valid', 'same'}}")
+                                 f"{_PADDING_STRINGS}")
             if padding == "same" and any(s != 1 for s in stride):
                 raise ValueError("padding='same' is not supported for strided convolutions")
         if padding_mode not in _MODES:
-            raise ValueError(f"padding_mode must be one of {set(_MODES)}, but got "
+            raise ValueError(f"padding_mode must be one of {_MODE_SET}, but got "
                              f"padding_mode='{padding_mode}'")
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding

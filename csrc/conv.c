@@ -19,6 +19,7 @@
 
 #include "ampy/alloc.h"
 #include "ampy/conv.h"
+#include "ampy/conv_math.h"
 #include "ampy/elem.h"
 #include "ampy/gemm.h"
 #include "ampy/parallel.h"
@@ -33,41 +34,6 @@ static int conv_dtype_ok(ampy_dtype dt)
            dt == AMPY_FLOAT64;
 }
 
-static int mul_ok(int64_t a, int64_t b, int64_t *out)
-{
-    if (a < 0 || b < 0 || (a != 0 && b > INT64_MAX / a))
-        return 0;
-    *out = a * b;
-    return 1;
-}
-
-ampy_status ampy_conv2d_check(const ampy_conv2d_geom *g)
-{
-    if (!g)
-        return ampy_error(AMPY_ERR_VALUE, "conv2d: geometry is NULL");
-    if (g->N < 0 || g->C < 0 || g->H < 0 || g->W < 0 || g->O < 0 || g->OH < 0 || g->OW < 0)
-        return ampy_error(AMPY_ERR_VALUE, "conv2d: negative size");
-    if (g->KH < 1 || g->KW < 1)
-        return ampy_error(AMPY_ERR_VALUE, "conv2d: kernel size must be >= 1");
-    if (g->sh < 1 || g->sw < 1)
-        return ampy_error(AMPY_ERR_VALUE, "conv2d: stride must be >= 1");
-    if (g->dh < 1 || g->dw < 1)
-        return ampy_error(AMPY_ERR_VALUE, "conv2d: dilation must be >= 1");
-    if (g->pt < 0 || g->pl < 0)
-        return ampy_error(AMPY_ERR_VALUE, "conv2d: padding must be >= 0");
-    if (g->groups < 1 || g->C % g->groups || g->O % g->groups)
-        return ampy_error(AMPY_ERR_VALUE, "conv2d: groups (%lld) must divide in_channels "
-                          "(%lld) and out_channels (%lld)", (long long)g->groups,
-                          (long long)g->C, (long long)g->O);
-    int64_t t;
-    if (!mul_ok(g->N, g->C, &t) || !mul_ok(t, g->H, &t) || !mul_ok(t, g->W, &t) ||
-        !mul_ok(g->N, g->O, &t) || !mul_ok(t, g->OH, &t) || !mul_ok(t, g->OW, &t) ||
-        !mul_ok(g->C, g->KH, &t) || !mul_ok(t, g->KW, &t) || !mul_ok(t, g->OH, &t) ||
-        !mul_ok(t, g->OW, &t) || !mul_ok(t, 8, &t))
-        return ampy_error(AMPY_ERR_VALUE, "conv2d: sizes overflow int64");
-    return AMPY_OK;
-}
-
 /* ---- im2col ---------------------------------------------------------------- */
 typedef struct {
     const ampy_conv2d_geom *g;
@@ -78,24 +44,24 @@ typedef struct {
     size_t es;              /* element size   */
 } im2col_ctx;
 
-#define IM2COL_ROW(T)                                                                            \
-    static void im2col_row_##T(const T *xc, int64_t xsh, int64_t xsw, const ampy_conv2d_geom *g, \
-                               int64_t kh, int64_t kw, T *out)                                   \
-    {                                                                                            \
-        for (int64_t oh = 0; oh < g->OH; oh++) {                                                 \
-            int64_t ih = oh * g->sh - g->pt + kh * g->dh;                                        \
-            T *o = out + oh * g->OW;                                                             \
-            if (ih < 0 || ih >= g->H) {                                                          \
-                memset(o, 0, (size_t)g->OW * sizeof(T));                                         \
-                continue;                                                                        \
-            }                                                                                    \
-            const T *xr = xc + ih * xsh;                                                         \
-            int64_t iw0 = kw * g->dw - g->pl;                                                    \
-            for (int64_t ow = 0; ow < g->OW; ow++) {                                             \
-                int64_t iw = iw0 + ow * g->sw;                                                   \
-                o[ow] = (iw >= 0 && iw < g->W) ? xr[iw * xsw] : (T)0;                            \
-            }                                                                                    \
-        }                                                                                        \
+#define IM2COL_ROW(T)                                                                             \
+    static void im2col_row_##T(const T *xc, int64_t xsh, int64_t xsw, const ampy_conv2d_geom *g,  \
+                               int64_t kh, int64_t kw, T *out)                                    \
+    {                                                                                             \
+        for (int64_t oh = 0; oh < g->OH; oh++) {                                                  \
+            int64_t ih = ampy_conv_in_index(oh, kh, g->sh, g->pt, g->dh);                         \
+            T *o = out + oh * g->OW;                                                              \
+            if (ih < 0 || ih >= g->H) {                                                           \
+                memset(o, 0, (size_t)g->OW * sizeof(T));                                          \
+                continue;                                                                         \
+            }                                                                                     \
+            const T *xr = xc + ih * xsh;                                                          \
+            int64_t iw0 = ampy_conv_in_index(0, kw, g->sw, g->pl, g->dw);                         \
+            for (int64_t ow = 0; ow < g->OW; ow++) {                                              \
+                int64_t iw = iw0 + ow * g->sw;                                                    \
+                o[ow] = (iw >= 0 && iw < g->W) ? xr[iw * xsw] : (T)0;                             \
+            }                                                                                     \
+        }                                                                                         \
     }
 IM2COL_ROW(uint16_t)
 IM2COL_ROW(uint32_t)
@@ -221,29 +187,29 @@ typedef struct {
     float *scratch;         /* halves: a float32 plane per item, else NULL */
 } col2im_ctx;
 
-#define COL2IM_PLANE(T)                                                                          \
-    static void col2im_plane_##T(const T *col, int64_t ld, const ampy_conv2d_geom *g,           \
-                                 int64_t ch, int64_t n, T *plane)                                \
-    {                                                                                            \
-        int64_t kk = g->KH * g->KW, P = g->OH * g->OW;                                           \
-        memset(plane, 0, (size_t)(g->H * g->W) * sizeof(T));                                     \
-        for (int64_t k = 0; k < kk; k++) {                                                       \
-            int64_t kh = k / g->KW, kw = k % g->KW;                                              \
-            const T *src = col + (ch * kk + k) * ld + n * P;                                     \
-            for (int64_t oh = 0; oh < g->OH; oh++) {                                             \
-                int64_t ih = oh * g->sh - g->pt + kh * g->dh;                                    \
-                if (ih < 0 || ih >= g->H)                                                        \
-                    continue;                                                                    \
-                T *pr = plane + ih * g->W;                                                       \
-                const T *sr = src + oh * g->OW;                                                  \
-                int64_t iw0 = kw * g->dw - g->pl;                                                \
-                for (int64_t ow = 0; ow < g->OW; ow++) {                                         \
-                    int64_t iw = iw0 + ow * g->sw;                                               \
-                    if (iw >= 0 && iw < g->W)                                                    \
-                        pr[iw] += sr[ow];                                                        \
-                }                                                                                \
-            }                                                                                    \
-        }                                                                                        \
+#define COL2IM_PLANE(T)                                                                           \
+    static void col2im_plane_##T(const T *col, int64_t ld, const ampy_conv2d_geom *g,             \
+                                 int64_t ch, int64_t n, T *plane)                                 \
+    {                                                                                             \
+        int64_t kk = g->KH * g->KW, P = g->OH * g->OW;                                            \
+        memset(plane, 0, (size_t)(g->H * g->W) * sizeof(T));                                      \
+        for (int64_t k = 0; k < kk; k++) {                                                        \
+            int64_t kh = k / g->KW, kw = k % g->KW;                                               \
+            const T *src = col + (ch * kk + k) * ld + n * P;                                      \
+            for (int64_t oh = 0; oh < g->OH; oh++) {                                              \
+                int64_t ih = ampy_conv_in_index(oh, kh, g->sh, g->pt, g->dh);                     \
+                if (ih < 0 || ih >= g->H)                                                         \
+                    continue;                                                                     \
+                T *pr = plane + ih * g->W;                                                        \
+                const T *sr = src + oh * g->OW;                                                   \
+                int64_t iw0 = ampy_conv_in_index(0, kw, g->sw, g->pl, g->dw);                     \
+                for (int64_t ow = 0; ow < g->OW; ow++) {                                          \
+                    int64_t iw = iw0 + ow * g->sw;                                                \
+                    if (iw >= 0 && iw < g->W)                                                     \
+                        pr[iw] += sr[ow];                                                         \
+                }                                                                                 \
+            }                                                                                     \
+        }                                                                                         \
     }
 COL2IM_PLANE(float)
 COL2IM_PLANE(double)

@@ -13,6 +13,7 @@
 #include "ampy/alloc.h"
 #include "ampy/cast.h"
 #include "ampy/conv.h"
+#include "ampy/conv_math.h"
 #include "ampy/elem.h"
 #include "ampy/gemm.h"
 #include "ampy/parallel.h"

@@ -359,3 +359,24 @@ def test_cuda_equals_the_cpu(dt):
     tol = 1e-4 if dt == "float32" else 2 * ROUND[dt]
     for a, b in [(yc, yg)] + [(c.grad, d.grad) for c, d in zip(cpu, gpu)]:
         np.testing.assert_allclose(_np(a), _np(b.cpu()), rtol=tol, atol=tol)
+
+
+def test_conv_math_c_unit_test(tmp_path):
+    """tests/c/test_conv_math.c: the index arithmetic and the geometry check
+    that the CPU kernel and its CUDA twin share (ampy/conv_math.h)."""
+    import os
+    import shutil
+    import subprocess
+    import sysconfig
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cc = shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0]) or shutil.which("gcc")
+    assert cc, "no C compiler (the extension needs one too)"
+    exe = str(tmp_path / "test_conv_math")
+    r = subprocess.run([cc, "-std=c11", "-O1", "-Wall", "-Wextra", "-Werror",
+                        "-I" + os.path.join(here, "csrc", "include"),
+                        os.path.join(here, "tests", "c", "test_conv_math.c"),
+                        os.path.join(here, "csrc", "status.c"), "-o", exe],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-4000:]
+    r = subprocess.run([exe], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]

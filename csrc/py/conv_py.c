@@ -11,11 +11,8 @@
 #include "pyampy.h"
 
 #include "ampy/conv.h"
+#include "ampy/conv_math.h"
 #include "ampy/cuda.h"
-
-#define CONV_CALL(dev, name, ...)                                                                \
-    ((dev) >= 0 ? ampy_py_cuda_api()->conv2d_##name##_cuda((dev), __VA_ARGS__)                   \
-                : ampy_conv2d_##name(__VA_ARGS__))
 
 static PyObject *conv_raise(int dev, ampy_status s)
 {
@@ -110,8 +107,13 @@ static PyObject *f_fwd(PyObject *self, PyObject *args)
     if (!y)
         return NULL;
     ampy_status s;
-    RUN_BIG(y->numel, CONV_CALL(x->device, forward, &g, x->dtype, x->data, x->strides, w->data,
-                                b ? b->data : NULL, y->data));
+    const void *bp = b ? b->data : NULL;
+    if (x->device >= 0)
+        RUN_BIG(y->numel, ampy_py_cuda_api()->conv2d_forward(x->device, &g, x->dtype, x->data,
+                                                             x->strides, w->data, bp, y->data));
+    else
+        RUN_BIG(y->numel, ampy_conv2d_forward(&g, x->dtype, x->data, x->strides, w->data, bp,
+                                              y->data));
     if (s != AMPY_OK) {
         Py_DECREF(y);
         return conv_raise(x->device, s);
@@ -145,8 +147,14 @@ static PyObject *f_bwd_input(PyObject *self, PyObject *args)
     if (!dx)
         return NULL;
     ampy_status s;
-    RUN_BIG(dx->numel, CONV_CALL(dy->device, backward_input, &g, dy->dtype, dy->data, w->data,
-                                 b ? b->data : NULL, dx->data));
+    const void *bp = b ? b->data : NULL;
+    if (dy->device >= 0)
+        RUN_BIG(dx->numel, ampy_py_cuda_api()->conv2d_backward_input(dy->device, &g, dy->dtype,
+                                                                     dy->data, w->data, bp,
+                                                                     dx->data));
+    else
+        RUN_BIG(dx->numel, ampy_conv2d_backward_input(&g, dy->dtype, dy->data, w->data, bp,
+                                                      dx->data));
     if (s != AMPY_OK) {
         Py_DECREF(dx);
         return conv_raise(dy->device, s);
@@ -175,8 +183,13 @@ static PyObject *f_bwd_weight(PyObject *self, PyObject *args)
     if (!dw)
         return NULL;
     ampy_status s;
-    RUN_BIG(dy->numel, CONV_CALL(x->device, backward_weight, &g, x->dtype, x->data, x->strides,
-                                 dy->data, dw->data));
+    if (x->device >= 0)
+        RUN_BIG(dy->numel, ampy_py_cuda_api()->conv2d_backward_weight(x->device, &g, x->dtype,
+                                                                      x->data, x->strides,
+                                                                      dy->data, dw->data));
+    else
+        RUN_BIG(dy->numel, ampy_conv2d_backward_weight(&g, x->dtype, x->data, x->strides,
+                                                       dy->data, dw->data));
     if (s != AMPY_OK) {
         Py_DECREF(dw);
         return conv_raise(x->device, s);
@@ -203,7 +216,7 @@ static PyObject *f_bwd_bias(PyObject *self, PyObject *ody)
         return NULL;
     ampy_status s;
     if (dy->device >= 0)
-        RUN_BIG(dy->numel, ampy_py_cuda_api()->conv_backward_bias_cuda(dy->device, N, O, P,
+        RUN_BIG(dy->numel, ampy_py_cuda_api()->conv_backward_bias(dy->device, N, O, P,
                                                                       dy->dtype, dy->data,
                                                                       db->data));
     else

@@ -52,8 +52,9 @@ typedef struct ampy_conv2d_geom {
  * stride/dilation >= 1, padding >= 0, groups dividing C and O, and element
  * counts that fit in int64. Any OH/OW is memory-safe (every index is bounds
  * checked against H and W); the caller computes them with torch's formula.
- * Returns AMPY_OK or AMPY_ERR_VALUE naming the field. */
-ampy_status ampy_conv2d_check(const ampy_conv2d_geom *g);
+ * Returns AMPY_OK or AMPY_ERR_VALUE naming the field. Defined in
+ * conv_math.h (static inline, shared with the CUDA twin):
+ *   ampy_status ampy_conv2d_check(const ampy_conv2d_geom *g); */
 
 /* y = conv(x, w) + bias.
  *   x, xs[4]  in: N x C x H x W, any element strides (channels-last views

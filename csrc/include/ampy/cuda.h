@@ -254,16 +254,16 @@ typedef struct ampy_cuda_api {
                             const float *found_inf);
     /* conv: version 4, the convolution kernels of cuda/conv.cu (contracts as
      * conv.h's CPU functions, plus the device) */
-    ampy_status (*conv2d_forward_cuda)(int device, const ampy_conv2d_geom *g,
+    ampy_status (*conv2d_forward)(int device, const ampy_conv2d_geom *g,
                                        ampy_dtype dtype, const void *x, const int64_t *xs,
                                        const void *w, const void *bias, void *y);
-    ampy_status (*conv2d_backward_input_cuda)(int device, const ampy_conv2d_geom *g,
+    ampy_status (*conv2d_backward_input)(int device, const ampy_conv2d_geom *g,
                                               ampy_dtype dtype, const void *dy, const void *w,
                                               const void *bias, void *dx);
-    ampy_status (*conv2d_backward_weight_cuda)(int device, const ampy_conv2d_geom *g,
+    ampy_status (*conv2d_backward_weight)(int device, const ampy_conv2d_geom *g,
                                                ampy_dtype dtype, const void *x,
                                                const int64_t *xs, const void *dy, void *dw);
-    ampy_status (*conv_backward_bias_cuda)(int device, int64_t N, int64_t O, int64_t P,
+    ampy_status (*conv_backward_bias)(int device, int64_t N, int64_t O, int64_t P,
                                            ampy_dtype dtype, const void *dy, void *db);
 } ampy_cuda_api;
 

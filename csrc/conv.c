@@ -57,10 +57,20 @@ typedef struct {
             }                                                                                     \
             const T *xr = xc + ih * xsh;                                                          \
             int64_t iw0 = ampy_conv_in_index(0, kw, g->sw, g->pl, g->dw);                         \
-            for (int64_t ow = 0; ow < g->OW; ow++) {                                              \
-                int64_t iw = iw0 + ow * g->sw;                                                    \
-                o[ow] = (iw >= 0 && iw < g->W) ? xr[iw * xsw] : (T)0;                             \
-            }                                                                                     \
+            /* [lo, hi): the output columns whose input column is inside the row */               \
+            int64_t lo = iw0 >= 0 ? 0 : (-iw0 + g->sw - 1) / g->sw;                               \
+            int64_t hi = g->W - 1 - iw0 < 0 ? 0 : (g->W - 1 - iw0) / g->sw + 1;                   \
+            lo = lo < g->OW ? lo : g->OW;                                                         \
+            hi = hi < lo ? lo : (hi < g->OW ? hi : g->OW);                                        \
+            for (int64_t ow = 0; ow < lo; ow++)                                                   \
+                o[ow] = 0;                                                                        \
+            if (g->sw == 1 && xsw == 1)                                                           \
+                memcpy(o + lo, xr + iw0 + lo, (size_t)(hi - lo) * sizeof(T));                     \
+            else                                                                                  \
+                for (int64_t ow = lo; ow < hi; ow++)                                              \
+                    o[ow] = xr[(iw0 + ow * g->sw) * xsw];                                         \
+            for (int64_t ow = hi; ow < g->OW; ow++)                                               \
+                o[ow] = 0;                                                                        \
         }                                                                                         \
     }
 IM2COL_ROW(uint16_t)
@@ -282,6 +292,34 @@ static ampy_status bwd_input_pointwise(const ampy_conv2d_geom *g, ampy_dtype dty
                              1, bias ? 1.0 : 0.0, dx, dtype, c_bs, P, 1);
 }
 
+/* Unit stride: dx is the convolution of dy with the kernel flipped in both
+ * dims and its channel axes swapped (per group), padded by d*(k-1) - p
+ * before; the forward path then writes dx in its dtype directly (one
+ * rounding, no float32 columns, no scatter). */
+static ampy_status bwd_input_as_conv(const ampy_conv2d_geom *g, ampy_dtype dtype,
+                                     const void *dy, const void *w, const void *bias, void *dx)
+{
+    int64_t G = g->groups, Cg = g->C / G, Og = g->O / G, kk = g->KH * g->KW;
+    size_t es = ampy_dtype_size(dtype), bytes = (size_t)(g->O * Cg * kk) * es;
+    char *wf = ampy_alloc(bytes);
+    if (!wf)
+        return ampy_error(AMPY_ERR_NOMEM, "conv2d: cannot allocate %zu bytes", bytes);
+    for (int64_t gr = 0; gr < G; gr++)
+        for (int64_t o = 0; o < Og; o++)
+            for (int64_t c = 0; c < Cg; c++)
+                for (int64_t k = 0; k < kk; k++)
+                    memcpy(wf + (size_t)(((gr * Cg + c) * Og + o) * kk + k) * es,
+                           (const char *)w + (size_t)(((gr * Og + o) * Cg + c) * kk + kk - 1 - k) *
+                                                 es, es);
+    ampy_conv2d_geom t = {g->N, g->O, g->OH, g->OW, g->C, g->KH, g->KW, g->H, g->W, 1, 1,
+                          g->dh * (g->KH - 1) - g->pt, g->dw * (g->KW - 1) - g->pl, g->dh,
+                          g->dw, G};
+    int64_t ys[4] = {g->O * g->OH * g->OW, g->OH * g->OW, g->OW, 1};
+    ampy_status s = ampy_conv2d_forward(&t, dtype, dy, ys, wf, bias, dx);
+    ampy_free(wf, bytes);
+    return s;
+}
+
 ampy_status ampy_conv2d_backward_input(const ampy_conv2d_geom *g, ampy_dtype dtype,
                                        const void *dy, const void *w, const void *bias,
                                        void *dx)
@@ -295,6 +333,9 @@ ampy_status ampy_conv2d_backward_input(const ampy_conv2d_geom *g, ampy_dtype dty
         return AMPY_OK;
     if (is_pointwise(g))
         return bwd_input_pointwise(g, dtype, dy, w, bias, dx);
+    if (g->sh == 1 && g->sw == 1 && g->pt <= g->dh * (g->KH - 1) &&
+        g->pl <= g->dw * (g->KW - 1))
+        return bwd_input_as_conv(g, dtype, dy, w, bias, dx);
     ampy_dtype acc = dtype == AMPY_FLOAT64 ? AMPY_FLOAT64 : AMPY_FLOAT32;
     size_t es = ampy_dtype_size(dtype), as = ampy_dtype_size(acc);
     int64_t G = g->groups, Cg = g->C / G, Og = g->O / G, P = g->OH * g->OW;

@@ -27,6 +27,7 @@
 
 #define CONV_COL_BYTES ((int64_t)32 << 20)
 #define CONV_GRAIN_ELEMS 32768
+#define CONV_WIDE_P 1024 /* outputs of fewer positions take one GEMM per block */
 
 static int conv_dtype_ok(ampy_dtype dt)
 {
@@ -170,19 +171,39 @@ ampy_status ampy_conv2d_forward(const ampy_conv2d_geom *g, ampy_dtype dtype, con
                                  b_bs, xs[1], pstride, beta, y, dtype, c_bs, P, 1);
     }
     int64_t NB = ampy_conv_block_images(g, es);
+    /* Small outputs: one GEMM over the whole block (N = nb * P) into a
+     * staging buffer, copied to y; a GEMM per image would be too narrow. */
+    int wide = P < CONV_WIDE_P && NB > 1;
     size_t bytes = (size_t)(g->C * g->KH * g->KW) * (size_t)(NB * P) * es;
-    char *col = ampy_alloc(bytes);
-    if (!col)
-        return ampy_error(AMPY_ERR_NOMEM, "conv2d: cannot allocate %zu bytes", bytes);
+    size_t tbytes = wide ? (size_t)(g->O * NB * P) * es : 0;
+    char *col = ampy_alloc(bytes), *tmp = wide ? ampy_alloc(tbytes) : NULL;
+    if (!col || (wide && !tmp)) {
+        ampy_free(col, bytes);
+        ampy_free(tmp, tbytes);
+        return ampy_error(AMPY_ERR_NOMEM, "conv2d: cannot allocate %zu bytes", bytes + tbytes);
+    }
     for (int64_t n0 = 0; n0 < g->N && s == AMPY_OK; n0 += NB) {
         int64_t nb = g->N - n0 < NB ? g->N - n0 : NB, ld = nb * P;
+        char *yb = (char *)y + (size_t)(n0 * g->O * P) * es;
         ampy_conv_im2col_block(g, (const char *)x + (size_t)(n0 * xs[0]) * es, xs, es, nb, col, ld);
+        if (wide) {
+            if (bias)
+                fill_bias(tmp, bias, 1, g->O, ld, es);
+            int64_t shape[1] = {G}, wa[1] = {Og * Kg}, wb[1] = {Kg * ld}, wc[1] = {Og * ld};
+            s = ampy_gemm_batched(1, shape, Og, ld, Kg, 1.0, w, dtype, wa, Kg, 1, col, dtype, wb,
+                                  ld, 1, beta, tmp, dtype, wc, ld, 1);
+            for (int64_t n = 0; n < nb && s == AMPY_OK; n++)
+                for (int64_t o = 0; o < g->O; o++)
+                    memcpy(yb + (size_t)((n * g->O + o) * P) * es,
+                           tmp + (size_t)(o * ld + n * P) * es, (size_t)P * es);
+            continue;
+        }
         int64_t shape[2] = {nb, G}, b_bs[2] = {P, Kg * ld};
         s = ampy_gemm_batched(2, shape, Og, P, Kg, 1.0, w, dtype, a_bs, Kg, 1, col, dtype, b_bs,
-                              ld, 1, beta, (char *)y + (size_t)(n0 * g->O * P) * es, dtype,
-                              c_bs, P, 1);
+                              ld, 1, beta, yb, dtype, c_bs, P, 1);
     }
     ampy_free(col, bytes);
+    ampy_free(tmp, tbytes);
     return s;
 }
 
@@ -292,6 +313,16 @@ static ampy_status bwd_input_pointwise(const ampy_conv2d_geom *g, ampy_dtype dty
                              1, bias ? 1.0 : 0.0, dx, dtype, c_bs, P, 1);
 }
 
+#define FLIP(T, name)                                                                             \
+    static void name(const T *src, int64_t n, T *dst)                                             \
+    {                                                                                             \
+        for (int64_t i = 0; i < n; i++)                                                           \
+            dst[i] = src[n - 1 - i];                                                              \
+    }
+FLIP(uint16_t, flip_u16)
+FLIP(uint32_t, flip_u32)
+FLIP(uint64_t, flip_u64)
+
 /* Unit stride: dx is the convolution of dy with the kernel flipped in both
  * dims and its channel axes swapped (per group), padded by d*(k-1) - p
  * before; the forward path then writes dx in its dtype directly (one
@@ -306,11 +337,15 @@ static ampy_status bwd_input_as_conv(const ampy_conv2d_geom *g, ampy_dtype dtype
         return ampy_error(AMPY_ERR_NOMEM, "conv2d: cannot allocate %zu bytes", bytes);
     for (int64_t gr = 0; gr < G; gr++)
         for (int64_t o = 0; o < Og; o++)
-            for (int64_t c = 0; c < Cg; c++)
-                for (int64_t k = 0; k < kk; k++)
-                    memcpy(wf + (size_t)(((gr * Cg + c) * Og + o) * kk + k) * es,
-                           (const char *)w + (size_t)(((gr * Og + o) * Cg + c) * kk + kk - 1 - k) *
-                                                 es, es);
+            for (int64_t c = 0; c < Cg; c++) {
+                int64_t src = ((gr * Og + o) * Cg + c) * kk, dst = ((gr * Cg + c) * Og + o) * kk;
+                if (es == 2)
+                    flip_u16((const uint16_t *)w + src, kk, (uint16_t *)wf + dst);
+                else if (es == 4)
+                    flip_u32((const uint32_t *)w + src, kk, (uint32_t *)wf + dst);
+                else
+                    flip_u64((const uint64_t *)w + src, kk, (uint64_t *)wf + dst);
+            }
     ampy_conv2d_geom t = {g->N, g->O, g->OH, g->OW, g->C, g->KH, g->KW, g->H, g->W, 1, 1,
                           g->dh * (g->KH - 1) - g->pt, g->dw * (g->KW - 1) - g->pl, g->dh,
                           g->dw, G};

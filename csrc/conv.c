@@ -4,9 +4,12 @@
  * A block of nb images is unfolded into one column buffer `col` of
  * (C * KH * KW) rows and nb * OH * OW columns (image n's positions start at
  * column n * OH * OW), so one buffer serves all three products:
- *   forward       y[n, g]  = w[g] @ col[g][:, n]          (batch: nb x groups)
- *   input grad    col[g][:, n] = w[g]^T @ dy[n, g]       (then col2im)
- *   weight grad   dw[g] += dy[g][:, block] @ col[g]^T    (K = nb * OH * OW)
+ *   forward       y[n, g]  = w[g] @ col[g][:, n]          (batch: nb x groups;
+ *                 outputs under CONV_WIDE_P positions: one GEMM per block)
+ *   input grad    col[g][:, n] = w[g]^T @ dy[n, g]       (then col2im; with
+ *                 unit stride: the forward of dy with the flipped kernel)
+ *   weight grad   dw[g]^T += col[g] @ dy[g][:, block]^T  (K = nb * OH * OW,
+ *                 conv_weight.c)
  * The GEMM reads every operand through its strides (w^T, col^T in place) and
  * takes the AMX / AVX512-BF16 paths for halves. The buffers are bounded by
  * CONV_COL_BYTES, so the batch is walked in blocks. A 1x1 kernel with unit

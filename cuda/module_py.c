@@ -9,6 +9,7 @@
 #include "cuda_py.h"
 
 #include "ampy/amp_cuda.h"
+#include "ampy/conv_cuda.h"
 #include "ampy/gemm_cuda.h"
 
 #include <limits.h>
@@ -184,6 +185,11 @@ static const ampy_cuda_api api_table = {
     .adam_step = ampy_optim_adam_step_cuda,
     .sgd_step = ampy_optim_sgd_step_cuda,
     .adaptive_step = ampy_optim_adaptive_step_cuda,
+    /* conv */
+    .conv2d_forward = ampy_conv2d_forward_cuda,
+    .conv2d_backward_input = ampy_conv2d_backward_input_cuda,
+    .conv2d_backward_weight = ampy_conv2d_backward_weight_cuda,
+    .conv_backward_bias = ampy_conv_backward_bias_cuda,
 };
 
 /* _api_entries() -> {name: bool}: which entries of the table are filled
@@ -203,6 +209,8 @@ static PyObject *f_api_entries(PyObject *self, PyObject *u)
              E(index_gather), E(index_scatter), E(nonzero_count), E(nonzero_fill),
              E(finite_check_unscale), E(scaler_update), E(adam_step), E(sgd_step),
              E(adaptive_step)};
+             E(conv2d_forward), E(conv2d_backward_input), E(conv2d_backward_weight),
+             E(conv_backward_bias)};
 #undef E
     PyObject *d = PyDict_New();
     for (size_t i = 0; d && i < sizeof e / sizeof e[0]; i++)

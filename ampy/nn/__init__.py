@@ -16,3 +16,7 @@ __all__ = ["Module", "Parameter", "Linear", "Identity", "ReLU", "GELU", "SiLU", 
            "Sigmoid", "Softmax", "LogSoftmax", "Dropout", "LayerNorm", "Embedding", "Flatten",
            "Sequential", "ModuleList", "CrossEntropyLoss", "NLLLoss", "MSELoss", "functional",
            "init"]
+
+from .modules import Conv1d, Conv2d, ConvTranspose2d  # noqa: E402
+
+__all__ += ["Conv1d", "Conv2d", "ConvTranspose2d"]

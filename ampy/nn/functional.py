@@ -295,3 +295,8 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
         dt = D.promote_types(input.dtype, target.dtype)
         input, target = input.to(dt), target.to(dt)
     return dispatch(_MSE, input, target, red)
+
+
+from ._conv_functional import conv1d, conv2d, conv_transpose2d  # noqa: E402
+
+__all__ += ["conv1d", "conv2d", "conv_transpose2d"]

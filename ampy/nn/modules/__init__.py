@@ -8,3 +8,7 @@ from .module import Module
 __all__ = ["Module", "Linear", "Identity", "ReLU", "GELU", "SiLU", "Hardswish", "Tanh", "Sigmoid", "Softmax",
            "LogSoftmax", "Dropout", "LayerNorm", "Embedding", "Flatten", "Sequential",
            "ModuleList", "CrossEntropyLoss", "NLLLoss", "MSELoss"]
+
+from .conv import Conv1d, Conv2d, ConvTranspose2d  # noqa: E402
+
+__all__ += ["Conv1d", "Conv2d", "ConvTranspose2d"]

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ampy/conv.h"
 #include "ampy/dtype.h"
 #include "ampy/gemm_cuda.h"
 #include "ampy/index_cuda.h"
@@ -257,6 +258,19 @@ typedef struct ampy_cuda_api {
     ampy_status (*adaptive_step)(int device, int64_t n, const ampy_adaptive_tensor *t,
                                  const ampy_adaptive_options *o, const float *inv_scale,
                                  const float *found_inf);
+    /* conv: the convolution kernels of cuda/conv.cu (contracts as
+     * conv.h's CPU functions, plus the device) */
+    ampy_status (*conv2d_forward)(int device, const ampy_conv2d_geom *g,
+                                       ampy_dtype dtype, const void *x, const int64_t *xs,
+                                       const void *w, const void *bias, void *y);
+    ampy_status (*conv2d_backward_input)(int device, const ampy_conv2d_geom *g,
+                                              ampy_dtype dtype, const void *dy, const void *w,
+                                              const void *bias, void *dx);
+    ampy_status (*conv2d_backward_weight)(int device, const ampy_conv2d_geom *g,
+                                               ampy_dtype dtype, const void *x,
+                                               const int64_t *xs, const void *dy, void *dw);
+    ampy_status (*conv_backward_bias)(int device, int64_t N, int64_t O, int64_t P,
+                                           ampy_dtype dtype, const void *dy, void *db);
 } ampy_cuda_api;
 
 #ifdef __cplusplus

@@ -208,9 +208,10 @@ static PyObject *f_api_entries(PyObject *self, PyObject *u)
              E(fill_random), E(nn_mse_fwd), E(nn_mse_bwd), E(scan), E(fill), E(gemm),
              E(index_gather), E(index_scatter), E(nonzero_count), E(nonzero_fill),
              E(finite_check_unscale), E(scaler_update), E(adam_step), E(sgd_step),
-             E(adaptive_step)};
+             E(adaptive_step),
              E(conv2d_forward), E(conv2d_backward_input), E(conv2d_backward_weight),
-             E(conv_backward_bias)};
+             E(conv_backward_bias),
+    };
 #undef E
     PyObject *d = PyDict_New();
     for (size_t i = 0; d && i < sizeof e / sizeof e[0]; i++)

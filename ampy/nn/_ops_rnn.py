@@ -161,7 +161,7 @@ def _composite_rnn(ctx, g):
     return da, da, None, None
 
 
-@backward("rnn_cell_fused", save=(0, 1))
+@backward("rnn_cell_fused", save=(0, 1), save_out=True)  # (torch keeps tanh/relu's output)
 @_with_graph(_composite_rnn)
 def rnn_cell_fused_bwd(ctx, g):
     gx, gh, mode, saved = ctx.args

@@ -1,14 +1,16 @@
 """A 2-layer LSTM language model (Embedding -> LSTM -> Linear, with and
 without weight tying) trained on ampy and on torch 2.13 side by side: the
 same initial weights (torch's state_dict), the same token batches, 20 SGD
-steps, in float32, bfloat16 autocast and float16 autocast + GradScaler.
+steps (momentum 0.9), in float32, bfloat16 autocast and float16 autocast +
+GradScaler (growth every 4 steps, an overflow forced on step 9).
 
 Tolerances. float32: the cells follow torch's order of operations, so the
 losses agree to float32 GEMM-order noise (1e-5 relative after 20 steps).
 Half precision: each step's projections and states are rounded to the half
 type; the loss (a log-softmax over ~30 tokens, about log 30 = 3.4) moves by
 a few half epsilons of the logits, so bfloat16 (eps 2^-8) losses agree
-within 2e-2 and float16 (eps 2^-11) within 5e-3, absolute. The loss-scale
+within 1e-2 and float16 (eps 2^-11) within 2e-3, absolute (measured: 1e-3
+and 3e-4). The loss-scale
 trajectory of GradScaler must be identical.
 
 torch's float16 nn.LSTM under CPU autocast runs oneDNN's LSTM, which this
@@ -26,6 +28,7 @@ import torch
 import ampy
 
 VOCAB, EMB, HID, SEQ, BATCH, STEPS = 30, 16, 16, 12, 4, 20
+FORCED = 9  # loss * inf: the step is skipped and the scale backs off, in both
 
 pytestmark = pytest.mark.filterwarnings("ignore:GradScaler. no float16 is involved")
 
@@ -76,7 +79,7 @@ def _data():
 def _run(lib, mode, tie, init, data):
     model = _model(lib, tie)
     model.load_state_dict({k: lib.tensor(v) for k, v in init.items()})
-    opt = lib.optim.SGD(model.parameters(), lr=0.5)
+    opt = lib.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
     scaler = lib.amp.GradScaler("cpu", init_scale=2.0**12, growth_interval=4) \
         if mode == "float16" else None
     half_lstm = _torch_fp16_lstm if (lib is torch and mode == "float16") else None
@@ -94,16 +97,19 @@ def _run(lib, mode, tie, init, data):
             opt.step()
             rec.append((float(loss.item()), None))
         else:
+            value = float(loss.item())
+            if step == FORCED:
+                loss = loss * float("inf")
             scaler.scale(loss).backward()
             scaler.step(opt)
             scaler.update()
-            rec.append((float(loss.item()), scaler.get_scale()))
+            rec.append((value, scaler.get_scale()))
     return rec
 
 
 @pytest.mark.parametrize("tie", [False, True], ids=["untied", "tied"])
-@pytest.mark.parametrize("mode,tol", [("float32", 1e-5), ("bfloat16", 2e-2),
-                                      ("float16", 5e-3)])
+@pytest.mark.parametrize("mode,tol", [("float32", 1e-5), ("bfloat16", 1e-2),
+                                      ("float16", 2e-3)])
 def test_lstm_language_model_trains_like_torch(mode, tol, tie):
     torch.manual_seed(0)
     init = {k: v.detach().numpy().copy() for k, v in _model(torch, tie).state_dict().items()}

@@ -46,13 +46,21 @@ AMPY_ELEM int ampy_rnn_saved(int mode) { return mode == AMPY_RNN_LSTM ? 5 : mode
 #define AMPY_RNN_MATH(T, S, EXP, TANH)                                                         \
     AMPY_ELEM T ampy_rnn_sigmoid_##S(T x) { return (T)1 / ((T)1 + EXP(-x)); }                  \
                                                                                                \
+    /* The state updates after the activations: LSTM c' = f c + i g, GRU                       \
+     * h' = (h - n) z + n (callers with vector activations use these alone). */                \
+    AMPY_ELEM T ampy_lstm_state_##S(T i, T f, T g, T cx)                                       \
+    {                                                                                          \
+        T fc = f * cx, ig = i * g;                                                             \
+        return fc + ig;                                                                        \
+    }                                                                                          \
+    AMPY_ELEM T ampy_gru_state_##S(T n, T z, T hx) { return (hx - n) * z + n; }                \
+                                                                                               \
     /* a[0..3]: pre-activations i f g o; act[0..4] <- i f g o tanh(c'). */                     \
     AMPY_ELEM void ampy_lstm_fwd_##S(const T *a, T cx, T *act, T *cy, T *hy)                   \
     {                                                                                          \
         T i = ampy_rnn_sigmoid_##S(a[0]), f = ampy_rnn_sigmoid_##S(a[1]);                      \
         T g = TANH(a[2]), o = ampy_rnn_sigmoid_##S(a[3]);                                      \
-        T fc = f * cx, ig = i * g;                                                             \
-        T c = fc + ig, tc = TANH(c);                                                           \
+        T c = ampy_lstm_state_##S(i, f, g, cx), tc = TANH(c);                                  \
         act[0] = i, act[1] = f, act[2] = g, act[3] = o, act[4] = tc;                           \
         *cy = c;                                                                               \
         *hy = o * tc;                                                                          \
@@ -77,7 +85,7 @@ AMPY_ELEM int ampy_rnn_saved(int mode) { return mode == AMPY_RNN_LSTM ? 5 : mode
         T rh = h[2] * r;                                                                       \
         T n = TANH(x[2] + rh);                                                                 \
         act[0] = r, act[1] = z, act[2] = n, act[3] = h[2];                                     \
-        return (hx - n) * z + n;                                                               \
+        return ampy_gru_state_##S(n, z, hx);                                                   \
     }                                                                                          \
                                                                                                \
     /* dh: gradient of h'; dx[0..2], dhp[0..2] <- of the input and hidden                      \

@@ -403,3 +403,24 @@ def test_create_graph_composite_matches_torch():
         (tg2,) = torch.autograd.grad(tg.sum(), tx)
         (ag2,) = ampy.autograd.grad(ag.sum(), ax)
         np.testing.assert_allclose(_np(ag2), _np(tg2), rtol=1e-9, atol=1e-11)
+
+
+def test_shared_cell_math_in_c(tmp_path):
+    """tests/c/test_rnn_math.c: rnn_math.h (what cuda/rnn.cu runs too) against
+    long double definitions and finite differences."""
+    import os
+    import shutil
+    import subprocess
+    import sysconfig
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cc = shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0]) or shutil.which("gcc")
+    assert cc, "no C compiler (the extension needs one too)"
+    exe = str(tmp_path / "test_rnn_math")
+    r = subprocess.run([cc, "-std=c11", "-O2", "-fno-math-errno", "-Wall", "-Wextra",
+                        "-Wno-unused-parameter", "-Werror", "-I" + os.path.join(root, "csrc", "include"),
+                        os.path.join(root, "tests", "c", "test_rnn_math.c"),
+                        os.path.join(root, "csrc", "status.c"), "-o", exe, "-lm", "-lpthread"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-4000:]
+    r = subprocess.run([exe], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-4000:]

@@ -154,6 +154,7 @@ KERNEL_ENTRY_POINTS = [
     "ampy_finite_check_unscale_cuda", "ampy_scaler_update_cuda", "ampy_optim_adam_step_cuda",
     "ampy_optim_sgd_step_cuda",
 ]
+KERNEL_ENTRY_POINTS += ["ampy_rnn_cell_fwd_cuda", "ampy_rnn_cell_bwd_cuda"]  # cuda/rnn.cu
 KERNELS = ["ewise_kernel", "reduce_kernel", "softmax_kernel", "ln_fwd_kernel", "ln_bwd_dx_kernel",
            "ln_bwd_dw_kernel", "ce_fwd_kernel", "ce_bwd_kernel", "nll_rows_kernel",
            "nll_bwd_kernel", "emb_fwd_kernel", "emb_bwd_kernel", "mask_scale_kernel",
@@ -162,6 +163,7 @@ KERNELS = ["ewise_kernel", "reduce_kernel", "softmax_kernel", "ln_fwd_kernel", "
            "ln_bwd_dw_final", "scan_kernel", "index_gather_kernel", "index_scatter_kernel",
            "index_keys_kernel", "nz_flags_kernel", "nz_fill_kernel", "emb_keys_kernel",
            "check_range_kernel"]
+KERNELS += ["rnn_fwd_kernel", "rnn_bwd_kernel"]
 
 
 def _cuda_module():

@@ -70,7 +70,8 @@ def _compare(kind, dtype, tol, x_shape, hx=False, **kw):
         batched = len(x_shape) == 3
         b = x_shape[0 if kw.get("batch_first") else 1] if batched else None
         shape = (L, b, kw["hidden_size"]) if batched else (L, kw["hidden_size"])
-        states = [rng.standard_normal(shape).astype(npdt) for _ in range(2 if kind == "LSTM" else 1)]
+        states = [rng.standard_normal(shape).astype(npdt)
+                  for _ in range(2 if kind == "LSTM" else 1)]
         ts = [torch.tensor(s, requires_grad=True) for s in states]
         as_ = [ampy.tensor(s).requires_grad_() for s in states]
         targs.append(tuple(ts) if kind == "LSTM" else ts[0])
@@ -107,7 +108,8 @@ def test_module_float64(kind, combo, hx):
 
 
 @pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
-@pytest.mark.parametrize("combo", COMBOS[:3], ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()))
+@pytest.mark.parametrize("combo", COMBOS[:3],
+                         ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()))
 def test_module_float32(kind, combo, cpu_path):
     _compare(kind, torch.float32, F32_TOL, (7, 4, 5), hx=True, input_size=5, hidden_size=8,
              **combo)
@@ -417,7 +419,8 @@ def test_shared_cell_math_in_c(tmp_path):
     assert cc, "no C compiler (the extension needs one too)"
     exe = str(tmp_path / "test_rnn_math")
     r = subprocess.run([cc, "-std=c11", "-O2", "-fno-math-errno", "-Wall", "-Wextra",
-                        "-Wno-unused-parameter", "-Werror", "-I" + os.path.join(root, "csrc", "include"),
+                        "-Wno-unused-parameter", "-Werror",
+                        "-I" + os.path.join(root, "csrc", "include"),
                         os.path.join(root, "tests", "c", "test_rnn_math.c"),
                         os.path.join(root, "csrc", "status.c"), "-o", exe, "-lm", "-lpthread"],
                        capture_output=True, text=True)

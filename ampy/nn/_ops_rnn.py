@@ -22,7 +22,7 @@ ops (`_composite_*`).
 """
 from .. import _C
 from .. import _dtype as D
-from .._dispatch import CPU, backward, defop, dispatch, get_op
+from .._dispatch import CPU_CUDA, backward, defop, dispatch, get_op
 from .._math_reduce import cat
 from ..autograd import is_grad_enabled
 from ..autograd._ops import O, upcast
@@ -71,7 +71,7 @@ def _one_minus(x):
 
 
 # ---------------------------------------------------------------------- LSTM
-@defop("lstm_cell_fused", devices=CPU, names=("ampy.lstm_cell",))
+@defop("lstm_cell_fused", devices=CPU_CUDA, names=("ampy.lstm_cell",))
 def lstm_cell_fused_fwd(gx, gh, cx, saved=None):
     """(h', c') of one LSTM step from the projections gx, gh (B, 4H) and c (B, H)."""
     hy, cy, ws = _C.rnn_cell_fwd(LSTM, _c(gx), _c(gh), None, _c(cx), saved is not None)
@@ -107,7 +107,7 @@ def lstm_cell_fused_bwd(ctx, dh, dc):
 
 
 # ----------------------------------------------------------------------- GRU
-@defop("gru_cell_fused", devices=CPU, names=("ampy.gru_cell",))
+@defop("gru_cell_fused", devices=CPU_CUDA, names=("ampy.gru_cell",))
 def gru_cell_fused_fwd(gx, gh, hx, saved=None):
     """h' of one GRU step from the projections gx, gh (B, 3H) and h (B, H)."""
     hy, _, ws = _C.rnn_cell_fwd(GRU, _c(gx), _c(gh), _c(hx), None, saved is not None)
@@ -140,7 +140,7 @@ def gru_cell_fused_bwd(ctx, g):
 
 
 # ----------------------------------------------------------------------- RNN
-@defop("rnn_cell_fused", devices=CPU, names=("ampy.rnn_tanh_cell", "ampy.rnn_relu_cell"))
+@defop("rnn_cell_fused", devices=CPU_CUDA, names=("ampy.rnn_tanh_cell", "ampy.rnn_relu_cell"))
 def rnn_cell_fused_fwd(gx, gh, mode, saved=None):
     """h' = tanh(gx + gh) (mode TANH) or relu(gx + gh) (mode RELU)."""
     hy, _, ws = _C.rnn_cell_fwd(int(mode), _c(gx), _c(gh), None, None, saved is not None)

@@ -41,7 +41,10 @@ static LD gru_ref(const LD *x, const LD *h, LD hx)
     return (1.0L - z) * n + z * hx;
 }
 
-static int close_to(LD got, LD want, LD tol) { return fabsl(got - want) <= tol * (1.0L + fabsl(want)); }
+static int close_to(LD got, LD want, LD tol)
+{
+    return fabsl(got - want) <= tol * (1.0L + fabsl(want));
+}
 
 static void test_lstm(void)
 {

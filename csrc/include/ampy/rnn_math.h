@@ -39,8 +39,14 @@ static inline ampy_status ampy_rnn_check_args(int mode, int64_t B, int64_t H, in
 /* Gates per hidden unit of each mode (4, 3, 1, 1) and the activations the
  * forward saves per unit for the backward (LSTM i f g o tanh(c'): 5; GRU
  * r z n h_n: 4; RNN h': 1). */
-AMPY_ELEM int ampy_rnn_gates(int mode) { return mode == AMPY_RNN_LSTM ? 4 : mode == AMPY_RNN_GRU ? 3 : 1; }
-AMPY_ELEM int ampy_rnn_saved(int mode) { return mode == AMPY_RNN_LSTM ? 5 : mode == AMPY_RNN_GRU ? 4 : 1; }
+AMPY_ELEM int ampy_rnn_gates(int mode)
+{
+    return mode == AMPY_RNN_LSTM ? 4 : mode == AMPY_RNN_GRU ? 3 : 1;
+}
+AMPY_ELEM int ampy_rnn_saved(int mode)
+{
+    return mode == AMPY_RNN_LSTM ? 5 : mode == AMPY_RNN_GRU ? 4 : 1;
+}
 
 /* One definition per compute type T (suffix S) with its exp and tanh. */
 #define AMPY_RNN_MATH(T, S, EXP, TANH)                                                         \

@@ -17,6 +17,8 @@ import torch
 import ampy
 from ampy import _C
 
+from _helpers import assert_close_ulps, grads_cpu_gpu, requires_cuda, sample
+
 F64_TOL = 1e-12
 F32_TOL = 2e-5
 
@@ -427,3 +429,29 @@ def test_shared_cell_math_in_c(tmp_path):
     assert r.returncode == 0, r.stderr[-4000:]
     r = subprocess.run([exe], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-4000:]
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", [ampy.float32, ampy.float64, ampy.bfloat16])
+@pytest.mark.parametrize("cell", ["lstm", "gru", "rnn_tanh", "rnn_relu"])
+def test_cuda_cells_match_the_cpu(dt, cell):
+    """cuda/rnn.cu against csrc/rnn.c: the same formulas (rnn_math.h); the
+    CPU's float forward takes vmath's sigmoid/tanh (1-3 ulp), the device
+    libm's, so a few ulp apart."""
+    G = {"lstm": 4, "gru": 3}.get(cell, 1)
+    x, h, c = (sample(s, dt, k, specials=False) for k, s in enumerate([(5, 3), (5, 4), (5, 4)]))
+    wi, wh = sample((G * 4, 3), dt, 7, specials=False), sample((G * 4, 4), dt, 8, specials=False)
+    fn = getattr(ampy, cell + "_cell")
+    if cell == "lstm":
+        def run(x, h, c, wi, wh):
+            hy, cy = fn(x, (h, c), wi, wh)
+            return hy + cy
+        ins = (x, h, c, wi, wh)
+    else:
+        def run(x, h, wi, wh):
+            return fn(x, h, wi, wh)
+        ins = (x, h, wi, wh)
+    (oc, gc), (og, gg) = grads_cpu_gpu(run, *ins)
+    assert_close_ulps(og, oc, dt, ulps=16)
+    for a, b in zip(gg, gc):
+        assert_close_ulps(a, b, dt, ulps=64)

@@ -455,3 +455,15 @@ def test_cuda_cells_match_the_cpu(dt, cell):
     assert_close_ulps(og, oc, dt, ulps=16)
     for a, b in zip(gg, gc):
         assert_close_ulps(a, b, dt, ulps=64)
+
+
+def test_torch_module_attributes():
+    """What training scripts touch: flatten_parameters() (a no-op on the CPU),
+    _flat_weights and all_weights in torch's order and shapes."""
+    kw = dict(input_size=3, hidden_size=4, num_layers=2, bidirectional=True, bias=False)
+    a, t = ampy.nn.GRU(**kw), torch.nn.GRU(**kw)
+    a.flatten_parameters()
+    assert a._flat_weights_names == t._flat_weights_names
+    assert [tuple(p.shape) for p in a._flat_weights] == [tuple(p.shape) for p in t._flat_weights]
+    assert [[tuple(p.shape) for p in ws] for ws in a.all_weights] == \
+        [[tuple(p.shape) for p in ws] for ws in t.all_weights]

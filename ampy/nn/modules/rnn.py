@@ -97,6 +97,14 @@ class RNNBase(Module):
         for name in self._flat_weights_names:
             init.uniform_(getattr(self, name), -stdv, stdv)
 
+    def flatten_parameters(self):
+        """torch's cuDNN weight-packing call: nothing to pack here (a no-op, as
+        torch's is on the CPU)."""
+
+    @property
+    def _flat_weights(self):
+        return [getattr(self, n) for n in self._flat_weights_names]
+
     @property
     def all_weights(self):
         per = 4 if self.bias else 2

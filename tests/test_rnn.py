@@ -193,9 +193,12 @@ def test_state_dict_both_ways(kind):
     tm.load_state_dict({k: torch.tensor(v.numpy()) for k, v in asd.items()})
     for k, v in tm.state_dict().items():
         np.testing.assert_array_equal(v.numpy(), asd[k].numpy())
-    bound = 1 / np.sqrt(4)
-    assert all(np.abs(v.numpy()).max() <= bound for v in asd.values())
-    assert all(np.abs(v.numpy()).max() > bound / 2 for v in asd.values())
+    bound = 1 / np.sqrt(4)  # U(-1/sqrt(H), 1/sqrt(H)) for every parameter
+    allv = np.concatenate([v.numpy().ravel() for v in asd.values()])
+    assert np.abs(allv).max() <= bound
+    # >= 176 draws: the extremes lie within 5% of the bounds (miss chance < 1e-3)
+    assert allv.max() > 0.95 * bound and allv.min() < -0.95 * bound
+    assert abs(allv.mean()) < 0.05
 
 
 def test_repr_like_torch():

@@ -196,8 +196,8 @@ def test_state_dict_both_ways(kind):
     bound = 1 / np.sqrt(4)  # U(-1/sqrt(H), 1/sqrt(H)) for every parameter
     allv = np.concatenate([v.numpy().ravel() for v in asd.values()])
     assert np.abs(allv).max() <= bound
-    # >= 176 draws: the extremes lie within 5% of the bounds (miss chance < 1e-3)
-    assert allv.max() > 0.95 * bound and allv.min() < -0.95 * bound
+    # >= 184 draws: the extremes lie within 10% of the bounds (miss chance < 2e-4)
+    assert allv.max() > 0.9 * bound and allv.min() < -0.9 * bound
     assert abs(allv.mean()) < 0.05
 
 

@@ -470,3 +470,56 @@ def test_torch_module_attributes():
     assert [tuple(p.shape) for p in a._flat_weights] == [tuple(p.shape) for p in t._flat_weights]
     assert [[tuple(p.shape) for p in ws] for ws in a.all_weights] == \
         [[tuple(p.shape) for p in ws] for ws in t.all_weights]
+
+
+@pytest.mark.parametrize("kind", list(MODULES))
+@pytest.mark.parametrize("half", ["bfloat16", "float16"])
+def test_half_modules(kind, half, cpu_path):
+    """A module converted to a half type (no autocast): outputs in that type,
+    grads of the half parameters, against float64 on the same half values.
+    Bound: each step rounds its projections and states once to the half type
+    (eps 2^-8 / 2^-11); |h| <= 1, so a few eps per step and layer, summed
+    over 6 steps stay under 32 eps; gradients relative to their largest."""
+    kw = dict(input_size=5, hidden_size=8, num_layers=2)
+    tdt, adt = getattr(torch, half), getattr(ampy, half)
+    torch.manual_seed(0)
+    tm = MODULES[kind][1](**kw).to(tdt)
+    am = MODULES[kind][0](**kw).to(adt)
+    am.load_state_dict({k: ampy.tensor(v.float().numpy()).to(adt)
+                        for k, v in tm.state_dict().items()})
+    ref = MODULES[kind][1](**kw).double()
+    ref.load_state_dict({k: v.double() for k, v in tm.state_dict().items()})
+    xn = np.random.default_rng(2).standard_normal((6, 3, 5)).astype(np.float32)
+    ax = ampy.tensor(xn).to(adt).requires_grad_()
+    rx = torch.tensor(xn).to(tdt).double().requires_grad_()
+    ao, ro = _flat(am(ax)), _flat(ref(rx))
+    eps = 2.0 ** -8 if half == "bfloat16" else 2.0 ** -11
+    for a, r in zip(ao, ro):
+        assert a.dtype is adt
+        assert np.abs(_np(a) - _np(r)).max() < 32 * eps
+    _loss(ampy, ao).backward()
+    _loss(torch, ro).backward()
+    rp = dict(ref.named_parameters())
+    for name, p in am.named_parameters():
+        assert p.grad.dtype is adt
+        g, want = _np(p.grad), _np(rp[name].grad)
+        assert np.abs(g - want).max() < 64 * eps * (np.abs(want).max() + 1e-3), name
+    assert np.abs(_np(ax.grad) - _np(rx.grad)).max() < 64 * eps * np.abs(_np(rx.grad)).max()
+
+
+@pytest.mark.parametrize("kind", list(MODULES))
+def test_strided_inputs_and_states(kind):
+    """Non-contiguous input (a step slice of a transposed array) and initial
+    states (a transposed view): the same numbers as torch, inputs unchanged."""
+    am, tm = _pair(kind, torch.float64, input_size=4, hidden_size=5, num_layers=2)
+    rng = np.random.default_rng(5)
+    big = rng.standard_normal((3, 12, 4))  # (B, 2T, I): time-major view with step 2
+    hb = rng.standard_normal((3, 2, 5))     # (B, L, H): states as a transposed view
+    ax, tx = ampy.tensor(big).transpose(0, 1)[::2], torch.tensor(big).transpose(0, 1)[::2]
+    ah, th = ampy.tensor(hb).transpose(0, 1), torch.tensor(hb).transpose(0, 1)
+    assert not ax.is_contiguous() and not ah.is_contiguous()
+    a_state = (ah, ah) if kind == "LSTM" else ah
+    t_state = (th, th) if kind == "LSTM" else th
+    for a, t in zip(_flat(am(ax, a_state)), _flat(tm(tx, t_state))):
+        np.testing.assert_allclose(_np(a), _np(t), rtol=F64_TOL, atol=F64_TOL)
+    assert np.array_equal(ax.numpy(), big.transpose(1, 0, 2)[::2])

@@ -14,9 +14,10 @@ cell uses it directly); the GEMMs' own rules do the rest, so backpropagation
 through time is the autograd graph of the steps.
 
 All tensors of one step share a dtype: `step` casts them to the promoted
-type first, which gives torch's result dtypes under autocast (bfloat16
-projections and a float32 state give a float32 state, as torch's composite
-cells do). The ops are not on torch's autocast lists, so they run as they
+type first on the CPU, which gives torch's result dtypes under autocast
+(bfloat16 projections and a float32 state give a float32 state, as torch's
+composite CPU cells do), and to the projections' dtype on CUDA (torch's
+CUDA cells are lower precision). The ops are not on torch's autocast lists, so they run as they
 come; create_graph=True switches each rule to a composite of differentiable
 ops (`_composite_*`).
 """
@@ -185,7 +186,11 @@ def _promote(ts):
 def step(mode, gx, gh, hx=None, cx=None):
     """One fused step: (h', c') for LSTM, h' otherwise. gx, gh: (B, G*H);
     hx (GRU) / cx (LSTM): (B, H). Casts everything to the promoted dtype."""
-    dt = _promote((gx, gh, hx if mode == GRU else None, cx if mode == LSTM else None))
+    # CPU: torch's composite cells promote (bfloat16 projections and a float32
+    # state give float32); CUDA: torch's cells are on the lower-precision list,
+    # so everything runs in the projections' (autocast) dtype
+    dt = gx.dtype if gx._device_index >= 0 else \
+        _promote((gx, gh, hx if mode == GRU else None, cx if mode == LSTM else None))
     gx, gh = (t if t.dtype is dt else t.to(dt) for t in (gx, gh))
     grad = is_grad_enabled() and (gx.requires_grad or gh.requires_grad or
                                   (hx is not None and hx.requires_grad) or

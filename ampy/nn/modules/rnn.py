@@ -12,7 +12,8 @@ layer's output but the last (training mode only), as torch does. The LSTM's
 states follow the dtype of its projections: under autocast they run in the
 lower-precision dtype, as torch's CPU LSTM (mkldnn_rnn_layer, on the lower
 precision list) returns them; GRU and RNN states promote as torch's
-composite cells do. PackedSequence is not supported.
+composite CPU cells do (on CUDA every state follows the projections, as
+cuDNN's lower-precision RNNs do). PackedSequence is not supported.
 """
 import math
 import numbers
@@ -188,8 +189,9 @@ def _direction(mode, x, params, h, c, reverse):
     """One layer, one direction over x (T, B, in): (y (T, B, H), h_T, c_T)."""
     w_ih, w_hh, b_ih, b_hh = params
     gx = F.linear(x, w_ih, b_ih)  # every time step in one GEMM
-    if mode == R.LSTM:
-        h, c = h.to(gx.dtype), c.to(gx.dtype)
+    if mode == R.LSTM or gx._device_index >= 0:  # (torch: mkldnn / cuDNN, lower precision)
+        h = h.to(gx.dtype)
+        c = None if c is None else c.to(gx.dtype)
     steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
     ys = []
     for t in steps:

@@ -119,3 +119,6 @@ __all__ = [
 ] + _math.__all__ + _math_reduce.__all__ + _gemm.__all__ + serialization.__all__ + \
     _memory.__all__
 from . import utils  # noqa: E402  (ampy.utils.data)
+from .nn._ops_rnn import gru_cell, lstm_cell, rnn_relu_cell, rnn_tanh_cell  # noqa: E402
+
+__all__ += ["lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"]

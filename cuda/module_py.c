@@ -190,6 +190,8 @@ static const ampy_cuda_api api_table = {
     .conv2d_backward_input = ampy_conv2d_backward_input_cuda,
     .conv2d_backward_weight = ampy_conv2d_backward_weight_cuda,
     .conv_backward_bias = ampy_conv_backward_bias_cuda,
+    .rnn_cell_fwd = ampy_rnn_cell_fwd_cuda,
+    .rnn_cell_bwd = ampy_rnn_cell_bwd_cuda,
 };
 
 /* _api_entries() -> {name: bool}: which entries of the table are filled
@@ -212,6 +214,7 @@ static PyObject *f_api_entries(PyObject *self, PyObject *u)
              E(conv2d_forward), E(conv2d_backward_input), E(conv2d_backward_weight),
              E(conv_backward_bias),
     };
+             E(rnn_cell_fwd), E(rnn_cell_bwd)};
 #undef E
     PyObject *d = PyDict_New();
     for (size_t i = 0; d && i < sizeof e / sizeof e[0]; i++)

@@ -414,4 +414,16 @@ CASES.update({
     "conv_transpose2d": Case(lambda m, x, w, b: m.nn.functional.conv_transpose2d(
         x, w, b, stride=2, padding=1, output_padding=1, groups=2, dilation=(1, 2)),
         r(2, 4, 3, 3), r(4, 3, 3, 2, key=1), r(6, key=2)),
+# the fused recurrent cells, through torch's functional cells (their rules
+# switch to the composite under create_graph=True)
+CASES.update({
+    "lstm_cell_fused": Case(lambda m, x, h, c, wi, wh, bi, bh: (lambda o: o[0] + 2 * o[1])(
+        m.lstm_cell(x, (h, c), wi, wh, bi, bh)), r(2, 3), r(2, 4, key=1), r(2, 4, key=2),
+        r(16, 3, key=3), r(16, 4, key=4), r(16, key=5), r(16, key=6)),
+    "gru_cell_fused": Case(lambda m, x, h, wi, wh, bi, bh: m.gru_cell(x, h, wi, wh, bi, bh),
+                           r(2, 3), r(2, 4, key=1), r(12, 3, key=3), r(12, 4, key=4),
+                           r(12, key=5), r(12, key=6)),
+    "rnn_cell_fused": Case(lambda m, x, h, wi, wh, bi, bh: m.rnn_tanh_cell(x, h, wi, wh, bi, bh),
+                           r(2, 3), r(2, 4, key=1), r(4, 3, key=3), r(4, 4, key=4),
+                           r(4, key=5), r(4, key=6)),
 })

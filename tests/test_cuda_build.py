@@ -157,6 +157,7 @@ KERNEL_ENTRY_POINTS = [
     "ampy_conv2d_forward_cuda", "ampy_conv2d_backward_input_cuda",
     "ampy_conv2d_backward_weight_cuda", "ampy_conv_backward_bias_cuda",
 ]
+KERNEL_ENTRY_POINTS += ["ampy_rnn_cell_fwd_cuda", "ampy_rnn_cell_bwd_cuda"]  # cuda/rnn.cu
 KERNELS = ["ewise_kernel", "reduce_kernel", "softmax_kernel", "ln_fwd_kernel", "ln_bwd_dx_kernel",
            "ln_bwd_dw_kernel", "ce_fwd_kernel", "ce_bwd_kernel", "nll_rows_kernel",
            "nll_bwd_kernel", "emb_fwd_kernel", "emb_bwd_kernel", "mask_scale_kernel",
@@ -166,6 +167,8 @@ KERNELS = ["ewise_kernel", "reduce_kernel", "softmax_kernel", "ln_fwd_kernel", "
            "index_keys_kernel", "nz_flags_kernel", "nz_fill_kernel", "emb_keys_kernel",
            "check_range_kernel",
            "im2col_kernel", "col2im_kernel", "fill_bias_kernel", "round_kernel", "bias_kernel"]
+           "check_range_kernel"]
+KERNELS += ["rnn_fwd_kernel", "rnn_bwd_kernel"]
 
 
 def _cuda_module():

@@ -11,6 +11,8 @@ from ampy import _dispatch
 SPELLED = {"to_dtype": "to", "to_device": "to", "getitem": "__getitem__",
            "setitem": "__setitem__", "max_dim": "max", "min_dim": "min",
            "hardswish_": "hardswish"}
+SPELLED.update({"lstm_cell_fused": "lstm_cell", "gru_cell_fused": "gru_cell",
+                "rnn_cell_fused": "rnn_tanh_cell"})  # the fused step behind torch's cells
 
 
 def test_every_op_has_a_forward_and_a_public_name():

@@ -158,6 +158,15 @@ CASES["argmax"] = Case(lambda M, x: M.argmax(x, 1), [("f", (3, 4, 5))], zero=Tru
 CASES["argmin"] = Case(lambda M, x: M.argmin(x, 2), [("f", (3, 4, 5))], zero=True)
 CASES["max_dim"] = Case(lambda M, x: M.max(x, 1), [("f", (3, 4, 5))])
 CASES["min_dim"] = Case(lambda M, x: M.min(x, 2), [("f", (3, 4, 5))])
+# the fused recurrent cells, through torch's functional cells
+CASES["lstm_cell_fused"] = Case(lambda M, x, h, c, wi, wh: M.lstm_cell(x, (h, c), wi, wh)[1],
+                                [("f", (3, 4)), ("u", (3, 5)), ("f", (3, 5)), ("u", (20, 4)),
+                                 ("u", (20, 5))])
+CASES["gru_cell_fused"] = Case(lambda M, x, h, wi, wh, b: M.gru_cell(x, h, wi, wh, b, b),
+                               [("f", (3, 4)), ("u", (3, 5)), ("u", (15, 4)), ("u", (15, 5)),
+                                ("u", (15,))])
+CASES["rnn_cell_fused"] = Case(lambda M, x, h, wi, wh: M.rnn_relu_cell(x, h, wi, wh),
+                               [("f", (3, 4)), ("u", (3, 5)), ("u", (5, 4)), ("u", (5, 5))])
 
 def _window(c):
     """A 2x3 window from c's second element on, rows 4 apart (offsets are absolute in the

@@ -20,3 +20,8 @@ __all__ = ["Module", "Parameter", "Linear", "Identity", "ReLU", "GELU", "SiLU", 
 from .modules import Conv1d, Conv2d, ConvTranspose2d  # noqa: E402
 
 __all__ += ["Conv1d", "Conv2d", "ConvTranspose2d"]
+from . import _ops_rnn  # noqa: F401,E402  (registers the fused recurrent cells)
+from .modules import (GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell,  # noqa: E402
+                      RNNCellBase)
+
+__all__ += ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]

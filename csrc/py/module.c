@@ -101,6 +101,7 @@ static int module_exec(PyObject *m)
         ampy_py_nn_methods,      ampy_py_fused_methods,
         ampy_py_optim_adaptive_methods,
         ampy_py_conv_methods,
+        ampy_py_rnn_methods,
     };
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
         if (add_methods(m, tables[i]) < 0)

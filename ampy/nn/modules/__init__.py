@@ -12,3 +12,6 @@ __all__ = ["Module", "Linear", "Identity", "ReLU", "GELU", "SiLU", "Hardswish", 
 from .conv import Conv1d, Conv2d, ConvTranspose2d  # noqa: E402
 
 __all__ += ["Conv1d", "Conv2d", "ConvTranspose2d"]
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase  # noqa: E402
+
+__all__ += ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]

@@ -172,6 +172,15 @@ ampy_status ampy_nn_mse_bwd_cuda(int device, int64_t n, const void *x, const voi
 ampy_status ampy_fill_random_cuda(int device, void *dst, ampy_dtype dtype, int64_t n, int kind,
                                   uint64_t seed, uint64_t offset, double a, double b);
 
+/* rnn: the fused recurrent cells of ampy/rnn.h (cuda/rnn.cu) */
+ampy_status ampy_rnn_cell_fwd_cuda(int device, int mode, int64_t B, int64_t H, int dtype,
+                                   const void *gx, const void *gh, const void *hx, const void *cx,
+                                   void *hy, void *cy, void *ws);
+ampy_status ampy_rnn_cell_bwd_cuda(int device, int mode, int64_t B, int64_t H, int dtype,
+                                   const void *ws, const void *hx, const void *cx,
+                                   const void *dhy, const void *dcy, void *dgx, void *dgh,
+                                   void *dhx, void *dcx);
+
 /* ---- the table ampy._C uses (through a PyCapsule named "ampy._C_cuda.api") ---
  * ampy._C never links CUDA: it calls the runtime through these pointers. */
 #define AMPY_CUDA_API_VERSION 4
@@ -271,6 +280,13 @@ typedef struct ampy_cuda_api {
                                                const int64_t *xs, const void *dy, void *dw);
     ampy_status (*conv_backward_bias)(int device, int64_t N, int64_t O, int64_t P,
                                            ampy_dtype dtype, const void *dy, void *db);
+    /* rnn */
+    ampy_status (*rnn_cell_fwd)(int device, int mode, int64_t B, int64_t H, int dtype,
+                                const void *gx, const void *gh, const void *hx, const void *cx,
+                                void *hy, void *cy, void *ws);
+    ampy_status (*rnn_cell_bwd)(int device, int mode, int64_t B, int64_t H, int dtype,
+                                const void *ws, const void *hx, const void *cx, const void *dhy,
+                                const void *dcy, void *dgx, void *dgh, void *dhx, void *dcx);
 } ampy_cuda_api;
 
 #ifdef __cplusplus

@@ -1,0 +1,388 @@
+"""Recurrent layers: RNN, LSTM, GRU and their single-step cells.
+
+torch's parameter names, shapes, gate order and initialisation, so
+state_dicts load both ways: weight_ih_l{k}[_reverse] (G*H, in),
+weight_hh_l{k}[_reverse] (G*H, H), bias_ih_l{k}[_reverse],
+bias_hh_l{k}[_reverse] (G*H), all U(-1/sqrt(H), 1/sqrt(H)).
+
+A layer of one direction computes the input projection of every time step
+as one GEMM (linear over the (T, B, in) sequence), then per step one hidden
+GEMM and the fused cell of ampy/nn/_ops_rnn.py. Dropout is applied to each
+layer's output but the last (training mode only), as torch does. The LSTM's
+states follow the dtype of its projections: under autocast they run in the
+lower-precision dtype, as torch's CPU LSTM (mkldnn_rnn_layer, on the lower
+precision list) returns them; GRU and RNN states promote as torch's
+composite CPU cells do (on CUDA every state follows the projections, as
+cuDNN's lower-precision RNNs do). PackedSequence is not supported.
+"""
+import math
+import numbers
+import warnings
+
+from ... import _creation as C
+from ..._math_reduce import cat, stack
+from .. import _ops_rnn as R
+from .. import functional as F
+from .. import init
+from ..parameter import Parameter
+from .module import Module
+
+__all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
+
+_GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
+_MODES = {"LSTM": R.LSTM, "GRU": R.GRU, "RNN_TANH": R.TANH, "RNN_RELU": R.RELU}
+
+
+def _reject_packed(input, name):
+    if type(input).__name__ == "PackedSequence":
+        raise TypeError(f"{name}: PackedSequence input is not supported by ampy; pass a padded "
+                        f"(T, B, *) or (B, T, *) tensor")
+
+
+def _check_args(input_size, hidden_size, num_layers, bias, batch_first, dropout):
+    if (not isinstance(dropout, numbers.Number) or isinstance(dropout, bool)
+            or not 0 <= dropout <= 1):
+        raise ValueError("dropout should be a number in range [0, 1] representing the "
+                         "probability of an element being zeroed")
+    if dropout > 0 and num_layers == 1:
+        warnings.warn("dropout option adds dropout after all but last recurrent layer, so "
+                      "non-zero dropout expects num_layers greater than 1, but got "
+                      f"dropout={dropout} and num_layers={num_layers}", stacklevel=3)
+    for name, v in (("bias", bias), ("batch_first", batch_first)):
+        if not isinstance(v, bool):
+            raise TypeError(f"{name} should be of type bool, got: {type(v).__name__}")
+    for name, v in (("input_size", input_size), ("hidden_size", hidden_size)):
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise TypeError(f"{name} should be of type int, got: {type(v).__name__}")
+        if v <= 0:
+            raise ValueError(f"{name} must be greater than zero")
+    if num_layers <= 0:
+        raise ValueError("num_layers must be greater than zero")
+
+
+class RNNBase(Module):
+    """The stack of recurrent layers shared by RNN, LSTM and GRU."""
+
+    def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True,
+                 batch_first=False, dropout=0.0, bidirectional=False, proj_size=0,
+                 device=None, dtype=None):
+        super().__init__()
+        if mode not in _GATES:
+            raise ValueError("Unrecognized RNN mode: " + str(mode))
+        _check_args(input_size, hidden_size, num_layers, bias, batch_first, dropout)
+        if proj_size != 0:
+            raise ValueError("proj_size > 0 (LSTM projections) is not supported by ampy")
+        self.mode = mode
+        self.input_size, self.hidden_size = input_size, hidden_size
+        self.num_layers, self.bias, self.batch_first = num_layers, bias, batch_first
+        self.dropout, self.bidirectional = float(dropout), bidirectional
+        self.proj_size = 0
+        dirs = 2 if bidirectional else 1
+        gate = _GATES[mode] * hidden_size
+        self._flat_weights_names = []
+        for layer in range(num_layers):
+            n_in = input_size if layer == 0 else hidden_size * dirs
+            for d in range(dirs):
+                sfx = f"_l{layer}" + ("_reverse" if d else "")
+                shapes = [("weight_ih", (gate, n_in)), ("weight_hh", (gate, hidden_size))]
+                if bias:
+                    shapes += [("bias_ih", (gate,)), ("bias_hh", (gate,))]
+                for name, shape in shapes:
+                    setattr(self, name + sfx,
+                            Parameter(C.empty(shape, dtype=dtype, device=device)))
+                    self._flat_weights_names.append(name + sfx)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        stdv = 1.0 / math.sqrt(self.hidden_size)
+        for name in self._flat_weights_names:
+            init.uniform_(getattr(self, name), -stdv, stdv)
+
+    def flatten_parameters(self):
+        """torch's cuDNN weight-packing call: nothing to pack here (a no-op, as
+        torch's is on the CPU)."""
+
+    @property
+    def _flat_weights(self):
+        return [getattr(self, n) for n in self._flat_weights_names]
+
+    @property
+    def all_weights(self):
+        per = 4 if self.bias else 2
+        names = self._flat_weights_names
+        return [[getattr(self, n) for n in names[i:i + per]] for i in range(0, len(names), per)]
+
+    def _layer_params(self, layer, d):
+        sfx = f"_l{layer}" + ("_reverse" if d else "")
+        get = lambda n: getattr(self, n + sfx) if self.bias or n.startswith("weight") else None
+        return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh")
+
+    def _shape_input(self, input):
+        """(time-major 3-D input, batched?) after torch's checks."""
+        name = type(self).__name__
+        _reject_packed(input, name)
+        if input.ndim not in (2, 3):
+            raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.ndim}D "
+                             "instead")
+        batched = input.ndim == 3
+        if not batched:
+            input = input.unsqueeze(1)
+        elif self.batch_first:
+            input = input.transpose(0, 1)
+        if input.shape[-1] != self.input_size:
+            raise RuntimeError("input.size(-1) must be equal to input_size. Expected "
+                               f"{self.input_size}, got {input.shape[-1]}")
+        return input, batched
+
+    def _state(self, hx, batch, batched, like, what="hidden"):
+        """hx checked against torch's expected (L*D, B, H), or zeros."""
+        dirs = 2 if self.bidirectional else 1
+        expected = (self.num_layers * dirs, batch, self.hidden_size)
+        if hx is None:
+            return C.zeros(expected, dtype=like.dtype, device=like.device)
+        if not batched:
+            hx = hx.unsqueeze(1)
+        if tuple(hx.shape) != expected:
+            raise RuntimeError(f"Expected {what} size {expected}, got {list(hx.shape)}")
+        return hx
+
+    def _run(self, x, h0, c0):
+        """The layers over the time-major x: (output, [h_n], [c_n])."""
+        mode = _MODES[self.mode]
+        dirs = 2 if self.bidirectional else 1
+        hn, cn = [], []
+        for layer in range(self.num_layers):
+            outs = []
+            for d in range(dirs):
+                k = layer * dirs + d
+                y, h, c = _direction(mode, x, self._layer_params(layer, d), h0[k],
+                                     None if c0 is None else c0[k], d == 1)
+                outs.append(y)
+                hn.append(h)
+                cn.append(c)
+            x = outs[0] if dirs == 1 else cat(outs, 2)
+            if self.dropout > 0 and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, True)
+        return x, hn, cn
+
+    def _output(self, y, batched):
+        if not batched:
+            return y.squeeze(1)
+        return y.transpose(0, 1) if self.batch_first else y
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if not self.bias:
+            s += ", bias=False"
+        if self.batch_first:
+            s += ", batch_first=True"
+        if self.dropout:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional:
+            s += ", bidirectional=True"
+        return s
+
+
+def _direction(mode, x, params, h, c, reverse):
+    """One layer, one direction over x (T, B, in): (y (T, B, H), h_T, c_T)."""
+    w_ih, w_hh, b_ih, b_hh = params
+    gx = F.linear(x, w_ih, b_ih)  # every time step in one GEMM
+    if mode == R.LSTM or gx._device_index >= 0:  # (torch: mkldnn / cuDNN, lower precision)
+        h = h.to(gx.dtype)
+        c = None if c is None else c.to(gx.dtype)
+    steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
+    ys = []
+    for t in steps:
+        gh = F.linear(h, w_hh, b_hh)
+        if mode == R.LSTM:
+            h, c = R.step(mode, gx[t], gh, cx=c)
+        else:
+            h = R.step(mode, gx[t], gh, hx=h)
+        ys.append(h)
+    if reverse:
+        ys.reverse()
+    if not ys:
+        return C.zeros((0,) + tuple(h.shape), dtype=h.dtype), h, c
+    return stack(ys, 0), h, c
+
+
+class RNN(RNNBase):
+    """Elman RNN: h' = tanh or relu(x W_ih^T + b_ih + h W_hh^T + b_hh)."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True,
+                 batch_first=False, dropout=0.0, bidirectional=False, device=None,
+                 dtype=None):
+        if nonlinearity == "tanh":
+            mode = "RNN_TANH"
+        elif nonlinearity == "relu":
+            mode = "RNN_RELU"
+        else:
+            raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or "
+                             "'relu'.")
+        self.nonlinearity = nonlinearity
+        super().__init__(mode, input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                         bidirectional, device=device, dtype=dtype)
+
+    def forward(self, input, hx=None):
+        x, batched = self._shape_input(input)
+        _check_state_dims(hx, batched, "hx")
+        h0 = self._state(hx, x.shape[1], batched, x)
+        y, hn, _ = self._run(x, h0, None)
+        h = stack(hn, 0)
+        return self._output(y, batched), (h if batched else h.squeeze(1))
+
+
+class GRU(RNNBase):
+    """Gated recurrent unit, torch's gates r, z, n."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__("GRU", *args, **kwargs)
+
+    forward = RNN.forward
+
+
+class LSTM(RNNBase):
+    """Long short-term memory, torch's gates i, f, g, o; returns
+    (output, (h_n, c_n))."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__("LSTM", *args, **kwargs)
+
+    def forward(self, input, hx=None):
+        x, batched = self._shape_input(input)
+        if hx is None:
+            h0 = self._state(None, x.shape[1], batched, x)
+            c0 = self._state(None, x.shape[1], batched, x)
+        else:
+            h0, c0 = hx
+            if (h0.ndim, c0.ndim) != ((3, 3) if batched else (2, 2)):
+                kind = "batched 3-D" if batched else "unbatched 2-D"
+                want = "3-D" if batched else "2-D"
+                raise RuntimeError(f"For {kind} input, hx and cx should also be {want} but "
+                                   f"got ({h0.ndim}-D, {c0.ndim}-D) tensors")
+            h0 = self._state(h0, x.shape[1], batched, x, "hidden[0]")
+            c0 = self._state(c0, x.shape[1], batched, x, "hidden[1]")
+        y, hn, cn = self._run(x, h0, c0)
+        h, c = stack(hn, 0), stack(cn, 0)
+        if not batched:
+            h, c = h.squeeze(1), c.squeeze(1)
+        return self._output(y, batched), (h, c)
+
+
+def _check_state_dims(hx, batched, what):
+    if hx is None:
+        return
+    want = 3 if batched else 2
+    if hx.ndim != want:
+        kind = "batched 3-D" if batched else "unbatched 2-D"
+        raise RuntimeError(f"For {kind} input, {what} should also be {want}-D but got "
+                           f"{hx.ndim}-D tensor")
+
+
+# --------------------------------------------------------------------- cells
+class RNNCellBase(Module):
+    """weight_ih (G*H, in), weight_hh (G*H, H), bias_ih, bias_hh (G*H)."""
+
+    def __init__(self, input_size, hidden_size, bias, num_chunks, device=None, dtype=None):
+        super().__init__()
+        self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
+        gate = num_chunks * hidden_size
+        self.weight_ih = Parameter(C.empty((gate, input_size), dtype=dtype, device=device))
+        self.weight_hh = Parameter(C.empty((gate, hidden_size), dtype=dtype, device=device))
+        if bias:
+            self.bias_ih = Parameter(C.empty((gate,), dtype=dtype, device=device))
+            self.bias_hh = Parameter(C.empty((gate,), dtype=dtype, device=device))
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        stdv = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for p in self.parameters():
+            init.uniform_(p, -stdv, stdv)
+
+    def _batched(self, input, states):
+        name = type(self).__name__
+        if input.ndim not in (1, 2):
+            raise ValueError(f"{name}: Expected input to be 1D or 2D, got {input.ndim}D instead")
+        for k, s in states:
+            if s is not None and s.ndim not in (1, 2):
+                raise ValueError(f"{name}: Expected {k} to be 1D or 2D, got {s.ndim}D instead")
+        if input.shape[-1] != self.input_size:
+            raise RuntimeError(f"input has inconsistent input_size: got {input.shape[-1]} "
+                               f"expected {self.input_size}")
+        return input.ndim == 2
+
+    def _zeros(self, input):
+        return C.zeros((input.shape[0], self.hidden_size), dtype=input.dtype,
+                       device=input.device)
+
+    def _check_hidden(self, input, h, k):
+        if h.shape[0] != input.shape[0]:
+            raise RuntimeError(f"Input batch size {input.shape[0]} doesn't match hidden{k} "
+                               f"batch size {h.shape[0]}")
+        if h.shape[1] != self.hidden_size:
+            raise RuntimeError(f"hidden{k} has inconsistent hidden_size: got {h.shape[1]}, "
+                               f"expected {self.hidden_size}")
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if not self.bias:
+            s += ", bias=False"
+        if getattr(self, "nonlinearity", "tanh") != "tanh":
+            s += f", nonlinearity={self.nonlinearity}"
+        return s
+
+
+class RNNCell(RNNCellBase):
+    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None,
+                 dtype=None):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"Unknown nonlinearity: {nonlinearity}")
+        self.nonlinearity = nonlinearity
+        super().__init__(input_size, hidden_size, bias, 1, device, dtype)
+
+    def forward(self, input, hx=None):
+        batched = self._batched(input, (("hidden", hx),))
+        x = input if batched else input.unsqueeze(0)
+        h = self._zeros(x) if hx is None else (hx if batched else hx.unsqueeze(0))
+        self._check_hidden(x, h, "")
+        fn = R.rnn_tanh_cell if self.nonlinearity == "tanh" else R.rnn_relu_cell
+        y = fn(x, h, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+        return y if batched else y.squeeze(0)
+
+
+class GRUCell(RNNCellBase):
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 3, device, dtype)
+
+    def forward(self, input, hx=None):
+        batched = self._batched(input, (("hidden", hx),))
+        x = input if batched else input.unsqueeze(0)
+        h = self._zeros(x) if hx is None else (hx if batched else hx.unsqueeze(0))
+        self._check_hidden(x, h, "")
+        y = R.gru_cell(x, h, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+        return y if batched else y.squeeze(0)
+
+
+class LSTMCell(RNNCellBase):
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 4, device, dtype)
+
+    def forward(self, input, hx=None):
+        states = (("hx[0]", None), ("hx[1]", None)) if hx is None else \
+            (("hx[0]", hx[0]), ("hx[1]", hx[1]))
+        batched = self._batched(input, states)
+        x = input if batched else input.unsqueeze(0)
+        if hx is None:
+            h, c = self._zeros(x), self._zeros(x)
+        else:
+            h, c = hx if batched else (hx[0].unsqueeze(0), hx[1].unsqueeze(0))
+        self._check_hidden(x, h, "[0]")
+        self._check_hidden(x, c, "[1]")
+        hy, cy = R.lstm_cell(x, (h, c), self.weight_ih, self.weight_hh, self.bias_ih,
+                             self.bias_hh)
+        return (hy, cy) if batched else (hy.squeeze(0), cy.squeeze(0))

@@ -295,3 +295,8 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
         dt = D.promote_types(input.dtype, target.dtype)
         input, target = input.to(dt), target.to(dt)
     return dispatch(_MSE, input, target, red)
+
+
+from .._scatter import one_hot  # noqa: E402  (an indexing op, declared with gather/scatter)
+
+__all__ += ["one_hot"]

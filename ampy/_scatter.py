@@ -107,6 +107,8 @@ def _value_src(x, ix, value):
 
 
 def _scatter_into(out, dim, index, src, add):
+    if out.numel() == 0:  # torch writes nothing and checks no index then
+        return out
     _C.scatter_(out, wrap_dim(dim, out.ndim), _index64(index), src, add)
     return out
 

@@ -395,3 +395,34 @@ CASES.update({
     "floor_divide_": Raises(lambda m, a, b: (a * 1).floor_divide_(b), r(3, 4), r(4, key=1),
                             match="derivative for .*floor_divide.* not implemented", order=1),
 })
+
+# -------------------------------------- sorting, gather/scatter, masked_fill, triangles
+_PERM2 = idx(0, 2, 3, 1, 1, 0).reshape(3, 2)  # distinct per row: scatter writes once each
+CASES.update({
+    "sort": [Case(lambda m, x: m.sort(x * x, dim=1, stable=True)[0], r(3, 4)),
+             Case(lambda m, x: m.sort(x * x, dim=0, descending=True, stable=True)[0], r(3, 4))],
+    "topk": [Case(lambda m, x: m.topk(x * x, 2, 0)[0], r(3, 4)),
+             Case(lambda m, x: m.topk(x * x, 3, -1, largest=False)[0], r(3, 4))],
+    "gather": Case(lambda m, x, i: m.gather(x * x, 1, i), r(3, 4), imat(3, 5, high=4)),
+    "scatter": [Case(lambda m, x, s, i: m.scatter(x * x, 1, i, s * s), r(3, 4), r(3, 2, key=1),
+                     _PERM2),
+                Case(lambda m, x, i: m.scatter(x * x, 1, i, 0.5), r(3, 4), _PERM2)],
+    "scatter_": Case(lambda m, x, s, i: (x * 1).scatter_(1, i, s * s), r(3, 4), r(3, 2, key=1),
+                     _PERM2),
+    "scatter_add": Case(lambda m, x, s, i: m.scatter_add(x * x, 1, i, s * s), r(3, 4),
+                        r(3, 5, key=1), imat(3, 5, high=4)),
+    "scatter_add_": Case(lambda m, x, s, i: (x * 1).scatter_add_(0, i, s * s), r(3, 4),
+                         r(2, 4, key=1), imat(2, 4, high=3)),
+    "masked_fill": [Case(lambda m, x, c: m.masked_fill(x * x, c > 0, 0.5), r(3, 4),
+                         r(4, key=1), diff=(0,)),
+                    Case(lambda m, x, c, v: (x * x).masked_fill(c > 0, (v * v).sum()), r(3, 4),
+                         r(3, 4, key=1), r(1, key=2), diff=(0, 2))],
+    "masked_fill_": Case(lambda m, x, c: (x * 1).masked_fill_(c > 0, -2.0), r(3, 4),
+                         r(3, 1, key=1), diff=(0,)),
+    "tril": [Case(lambda m, x: m.tril(x * x, -1), r(2, 3, 4)),
+             Case(lambda m, x: (x * x).tril(2), r(3, 4))],
+    "triu": Case(lambda m, x: m.triu(x * x, 1), r(3, 4)),
+    "tril_": Case(lambda m, x: (x * x).tril_(), r(3, 4)),
+    "triu_": Case(lambda m, x: (x * x).triu_(-1), r(4, 3)),
+    "multinomial": NonDiff(lambda m, p: m.multinomial(p * p + 0.1, 2), r(3, 4)),
+})

@@ -51,11 +51,13 @@ def _pad_to(t, shape):
 
 
 def _src_grad(g, dim, index, src):
+    if g.numel() == 0:  # nothing was written (an empty input): no index is read
+        return zeros(tuple(src.shape), g.dtype, g)
     gs = O.gather(g, dim, index)
     return _pad_to(gs, tuple(src.shape)) if tuple(gs.shape) != tuple(src.shape) else gs
 
 
-@backward("gather", save=(2,))
+@backward("gather", save=(0, 2))  # (input: version-checked, as torch saves it)
 def _gather(ctx, g):
     x, dim, index = ctx.args[:3]
     return O.scatter_add(zeros(tuple(x.shape), g.dtype, g), dim, index, g), None, None

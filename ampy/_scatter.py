@@ -211,8 +211,8 @@ def _check_masked_fill(x, mask, value, inplace):
         raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got "
                            f"tensor with {value.ndim} dimension(s).")
     shape = broadcast_shapes(tuple(x.shape), tuple(mask.shape))
-    if shape is None:
-        raise RuntimeError(_mismatch(tuple(x.shape), tuple(mask.shape)))
+    if shape is None:  # (torch names the mask "a")
+        raise RuntimeError(_mismatch(tuple(mask.shape), tuple(x.shape)))
     if inplace and shape != tuple(x.shape):
         raise RuntimeError(f"output with shape {list(x.shape)} doesn't match the broadcast shape "
                            f"{list(shape)}")

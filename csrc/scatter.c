@@ -1,4 +1,5 @@
 /* scatter.c — gather, scatter and scatter_add along a dim (scatter.h). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "ampy/elem.h"
@@ -46,15 +47,6 @@ static void add_elem(ampy_dtype dt, char *d, const char *a)
         memcpy(&x, d, 8), memcpy(&y, a, 8), x += y, memcpy(d, &x, 8);
         break;
     }
-    case AMPY_FLOAT16:
-    case AMPY_BFLOAT16: {
-        uint16_t x, y;
-        memcpy(&x, d, 2), memcpy(&y, a, 2);
-        x = dt == AMPY_FLOAT16 ? ampy_f32_to_f16(ampy_f16_to_f32(x) + ampy_f16_to_f32(y))
-                               : ampy_f32_to_bf16(ampy_bf16_to_f32(x) + ampy_bf16_to_f32(y));
-        memcpy(d, &x, 2);
-        break;
-    }
     case AMPY_INT64: {
         uint64_t x, y;
         memcpy(&x, d, 8), memcpy(&y, a, 8), x += y, memcpy(d, &x, 8);
@@ -74,6 +66,32 @@ static void add_elem(ampy_dtype dt, char *d, const char *a)
     }
 }
 
+/* float16/bfloat16 scatter_add: a line's target elements are summed in float
+ * (self's value first, then each addition in index order) and rounded once,
+ * as torch's CPU kernel accumulates reduced floats in float */
+static void add_line_half(const ampy_scatter_spec *s, const run_ctx *c, int64_t oi, int64_t os,
+                          int64_t oo, float *acc)
+{
+    const int64_t n = s->shape[s->dim], si = s->index_strides[s->dim];
+    const int64_t ss = s->self_strides[s->dim], so = s->other_strides[s->dim];
+    const int f16 = s->dtype == AMPY_FLOAT16;
+    uint16_t h;
+    for (int64_t k = 0; k < s->self_size; k++) {
+        memcpy(&h, c->self + os + k * ss, 2);
+        acc[k] = f16 ? ampy_f16_to_f32(h) : ampy_bf16_to_f32(h);
+    }
+    for (int64_t j = 0; j < n; j++) {
+        int64_t v;
+        memcpy(&v, c->index + oi + j * si, 8);
+        memcpy(&h, c->other + oo + j * so, 2);
+        acc[v] += f16 ? ampy_f16_to_f32(h) : ampy_bf16_to_f32(h);
+    }
+    for (int64_t k = 0; k < s->self_size; k++) {
+        h = f16 ? ampy_f32_to_f16(acc[k]) : ampy_f32_to_bf16(acc[k]);
+        memcpy(c->self + os + k * ss, &h, 2);
+    }
+}
+
 static void run_lines(int64_t begin, int64_t end, void *arg)
 {
     run_ctx *c = (run_ctx *)arg;
@@ -81,9 +99,21 @@ static void run_lines(int64_t begin, int64_t end, void *arg)
     const size_t isz = ampy_dtype_size(s->dtype);
     const int64_t n = s->shape[s->dim], si = s->index_strides[s->dim];
     const int64_t ss = s->self_strides[s->dim], so = s->other_strides[s->dim];
+    float *acc = NULL;
+    if (c->mode == SCATTER_ADD && ampy_dtype_is_half(s->dtype)) {
+        acc = malloc((size_t)s->self_size * sizeof(float) + 1);
+        if (!acc) {
+            c->failed = 1;
+            return;
+        }
+    }
     for (int64_t l = begin; l < end; l++) {
         int64_t oi, os, oo;
         line_offsets(s, l, &oi, &os, &oo);
+        if (acc) {
+            add_line_half(s, c, oi, os, oo, acc);
+            continue;
+        }
         for (int64_t j = 0; j < n; j++) {
             int64_t v;
             memcpy(&v, c->index + oi + j * si, 8);
@@ -97,6 +127,7 @@ static void run_lines(int64_t begin, int64_t end, void *arg)
                 add_elem(s->dtype, sp, op);
         }
     }
+    free(acc);
 }
 
 static void check_lines(int64_t begin, int64_t end, void *arg)
@@ -142,6 +173,8 @@ static ampy_status run(const ampy_scatter_spec *s, int mode, char *self, const c
     /* the lines touch disjoint elements of self (its position on the other
      * dims is the line's own), so they run in parallel */
     ampy_parallel_for(lines, grain, run_lines, &c);
+    if (c.failed)
+        return ampy_error(AMPY_ERR_NOMEM, "scatter_add: out of memory");
     return AMPY_OK;
 }
 

@@ -6,7 +6,8 @@
  * (scatter: self[...] = src[c]; scatter_add: self[...] += src[c]). The
  * positions of one line along `dim` run in order, one line per task, so each
  * element of self sees its additions in index order: torch's serial CPU loop,
- * bit for bit (float16/bfloat16 added in float, rounded after each addition).
+ * bit for bit (float16/bfloat16: self's value and the additions summed in
+ * float, rounded once at the end, as torch accumulates reduced floats).
  * All strides are in bytes; shapes of self/src only need to cover the index
  * shape (the caller checks torch's size rules). Every index is checked before
  * anything is written.

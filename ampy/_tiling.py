@@ -34,13 +34,12 @@ def repeat(self, *sizes):
     if len(reps) < x.ndim:
         raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number "
                            "of dimensions of tensor")
-    for r in reps:
-        if r < 0:
-            shape = [r * s for r, s in zip(reps, (1,) * (len(reps) - x.ndim) + tuple(x.shape))]
-            raise RuntimeError(f"Trying to create tensor with negative dimension {r}: "
-                               f"{shape}")
     shape = (1,) * (len(reps) - x.ndim) + tuple(x.shape)
     final = tuple(r * s for r, s in zip(reps, shape))
+    for n in final:
+        if n < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {n}: "
+                               f"{list(final)}")
     if not reps:
         return x.clone()
     inter = []

@@ -111,7 +111,7 @@ def test_repeat_grad_and_errors_as_torch():
     for M in (ampy, torch):
         with pytest.raises(RuntimeError, match="can not be smaller than number of dimensions"):
             M.ones(2, 3).repeat(2)
-        with pytest.raises(RuntimeError, match="negative dimension -3"):
+        with pytest.raises(RuntimeError, match=r"negative dimension -2: \[-2, 6\]"):
             M.ones(2, 3).repeat(-1, 2)
 
 

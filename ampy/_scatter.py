@@ -6,13 +6,18 @@ gather / scatter / scatter_add run libampy's line loop (csrc/scatter.c
 through `_C.gather` / `_C.scatter_`): every index is checked before anything
 is written, so a failing call leaves its inputs unchanged, and scatter_add
 adds each element's contributions in index order, torch's CPU result bit for
-bit. masked_fill is the element-wise `where` kernel with the value cast to
+bit. CUDA tensors take advanced indexing's device kernels instead
+(`_C.index_gather` / `_C.index_scatter` with the key that addresses each
+index position's target), the same elements in the same order. masked_fill
+is the element-wise `where` kernel with the value cast to
 the input's dtype (in place: written into the input itself). The checks and
 their messages are torch's.
 """
 from . import _C
 from . import _dtype as D
 from ._convert import as_tensor_like
+from ._creation import arange
+from ._indexing import index_plan
 from ._dispatch import CPU, CPU_CUDA, defop, dispatch, get_op
 from ._shape import broadcast_shapes, wrap_dim
 from ._tensor import Tensor
@@ -49,10 +54,51 @@ def _index64(index):
     return index if index.dtype is D.int64 else _C.cast(index, D.int64)
 
 
+# ---- the device path: one advanced-indexing key per call ------------------------
+def _line_key(ix, d):
+    """The advanced key that addresses, for every position c of index ix, the
+    element at c with c[d] replaced by ix[c] (aranges broadcast on the other dims)."""
+    key = []
+    for k in range(ix.ndim):
+        if k == d:
+            key.append(_index64(ix))
+            continue
+        shape = [1] * ix.ndim
+        shape[k] = ix.shape[k]
+        a = arange(ix.shape[k], dtype=D.int64).reshape(*shape)
+        key.append(a.to(ix.device) if ix._device_index >= 0 else a)
+    return tuple(key)
+
+
+def _as_1d(t):
+    return t.reshape(1) if t.ndim == 0 else t
+
+
+def _gather_by_index(x, d, ix):
+    out = _as_1d(x)[_line_key(_as_1d(ix), d)]
+    return out.reshape(()) if ix.ndim == 0 else out
+
+
+def _scatter_by_index(out, d, ix, src, add):
+    """out[key] = src (add: +=, repeats summed) for the key of _line_key."""
+    ix1, s1 = _as_1d(ix), _as_1d(src)
+    if ix1.numel() == 0:
+        return out
+    perm, idx, _, _ = index_plan(_as_1d(out), _line_key(ix1, d))
+    block = s1[tuple(slice(0, n) for n in ix1.shape)] if tuple(s1.shape) != tuple(ix1.shape) \
+        else s1
+    _C.index_scatter(perm, len(idx), idx, block.contiguous().reshape(-1), add)
+    out._bump_version()
+    return out
+
+
 # ---- gather -------------------------------------------------------------------
-@defop("gather", devices=CPU, names=("ampy.gather", "Tensor.gather"))
+@defop("gather", devices=CPU_CUDA, names=("ampy.gather", "Tensor.gather"))
 def _gather_fwd(input, dim, index):
-    return _C.gather(input, wrap_dim(dim, input.ndim), _index64(index))
+    d = wrap_dim(dim, input.ndim)
+    if input._device_index >= 0:
+        return _gather_by_index(input, d, index)
+    return _C.gather(input, d, _index64(index))
 
 
 _GATHER = get_op("gather")
@@ -109,26 +155,29 @@ def _value_src(x, ix, value):
 def _scatter_into(out, dim, index, src, add):
     if out.numel() == 0:  # torch writes nothing and checks no index then
         return out
-    _C.scatter_(out, wrap_dim(dim, out.ndim), _index64(index), src, add)
+    d = wrap_dim(dim, out.ndim)
+    if out._device_index >= 0:
+        return _scatter_by_index(out, d, index, src, add)
+    _C.scatter_(out, d, _index64(index), src, add)
     return out
 
 
-@defop("scatter", devices=CPU, names=("ampy.scatter", "Tensor.scatter"))
+@defop("scatter", devices=CPU_CUDA, names=("ampy.scatter", "Tensor.scatter"))
 def _scatter_fwd(input, dim, index, src):
     return _scatter_into(_C.cast(input, input.dtype), dim, index, src, False)
 
 
-@defop("scatter_", devices=CPU, names=("Tensor.scatter_",))
+@defop("scatter_", devices=CPU_CUDA, names=("Tensor.scatter_",))
 def _scatter_inplace_fwd(self, dim, index, src):
     return _scatter_into(self, dim, index, src, False)
 
 
-@defop("scatter_add", devices=CPU, names=("ampy.scatter_add", "Tensor.scatter_add"))
+@defop("scatter_add", devices=CPU_CUDA, names=("ampy.scatter_add", "Tensor.scatter_add"))
 def _scatter_add_fwd(input, dim, index, src):
     return _scatter_into(_C.cast(input, input.dtype), dim, index, src, True)
 
 
-@defop("scatter_add_", devices=CPU, names=("Tensor.scatter_add_",))
+@defop("scatter_add_", devices=CPU_CUDA, names=("Tensor.scatter_add_",))
 def _scatter_add_inplace_fwd(self, dim, index, src):
     return _scatter_into(self, dim, index, src, True)
 

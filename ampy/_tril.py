@@ -1,32 +1,57 @@
 """tril / triu (and their in-place forms): the lower or upper triangle of
 the last two dims, the rest set to zero. One pass of libampy's kernel
 (csrc/tril.c through `_C.tril`), which copies the kept elements' bits, so
-the result is exact in every dtype."""
+the result is exact in every dtype. CUDA tensors take the element-wise
+`where` kernel with the triangle's mask (the same elements kept)."""
 from . import _C
-from ._dispatch import CPU, defop, dispatch, get_op
+from . import _dtype as D
+from ._creation import arange, zeros
+from ._dispatch import CPU_CUDA, defop, dispatch, get_op
 from ._tensor import Tensor
+
+_WHERE = _C.EWISE_OPS["where"]
+
+
+def _on(t, like):
+    return t.to(like.device) if like._device_index >= 0 else t
+
+
+def _tril_by_mask(x, diagonal, upper, inplace):
+    """tril/triu as where(mask, x, 0), on x's device."""
+    m, n = x.shape[-2], x.shape[-1]
+    diagonal = max(min(diagonal, n), -m - 1)
+    diff = arange(n, dtype=D.int64) - arange(m, dtype=D.int64).reshape(m, 1)
+    keep = _on(diff >= diagonal if upper else diff <= diagonal, x)
+    zero = _on(zeros((), dtype=x.dtype), x)
+    return _C.ewise(_WHERE, x if inplace else None, None, None, keep, x, zero)
+
+
+def _run(x, diagonal, upper, inplace):
+    if x._device_index >= 0:
+        return _tril_by_mask(x, diagonal, upper, inplace)
+    return _C.tril(x, diagonal, upper, inplace)
 
 __all__ = ["tril", "triu"]
 
 
-@defop("tril", devices=CPU, names=("ampy.tril", "Tensor.tril"))
+@defop("tril", devices=CPU_CUDA, names=("ampy.tril", "Tensor.tril"))
 def _tril_fwd(input, diagonal=0):
-    return _C.tril(input, diagonal, False, False)
+    return _run(input, diagonal, False, False)
 
 
-@defop("triu", devices=CPU, names=("ampy.triu", "Tensor.triu"))
+@defop("triu", devices=CPU_CUDA, names=("ampy.triu", "Tensor.triu"))
 def _triu_fwd(input, diagonal=0):
-    return _C.tril(input, diagonal, True, False)
+    return _run(input, diagonal, True, False)
 
 
-@defop("tril_", devices=CPU, names=("Tensor.tril_",))
+@defop("tril_", devices=CPU_CUDA, names=("Tensor.tril_",))
 def _tril_inplace_fwd(self, diagonal=0):
-    return _C.tril(self, diagonal, False, True)
+    return _run(self, diagonal, False, True)
 
 
-@defop("triu_", devices=CPU, names=("Tensor.triu_",))
+@defop("triu_", devices=CPU_CUDA, names=("Tensor.triu_",))
 def _triu_inplace_fwd(self, diagonal=0):
-    return _C.tril(self, diagonal, True, True)
+    return _run(self, diagonal, True, True)
 
 
 _OPS = {n: get_op(n) for n in ("tril", "triu", "tril_", "triu_")}

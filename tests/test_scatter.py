@@ -356,3 +356,19 @@ def test_scatter_ops_run_on_cuda_tensors_through_the_cpu_fallback():
     assert_same_bits(x.scatter_add(1, i, x[:, :2].contiguous()).cpu(),
                      x.cpu().scatter_add(1, i.cpu(), x.cpu()[:, :2].contiguous()))
     assert_same_bits(x.masked_fill(x > 0, 1.0).cpu(), x.cpu().masked_fill(x.cpu() > 0, 1.0))
+
+
+def test_the_cuda_formulation_gives_the_kernels_results():
+    """CUDA tensors take advanced indexing's kernels (ampy/_scatter.py); the same
+    formulation on CPU tensors gives libampy's gather/scatter results."""
+    from ampy import _scatter
+    x = sample((4, 5, 6), ampy.float32)
+    ia, _ = _idx((3, 7, 6), 5)
+    assert_same_bits(_scatter._gather_by_index(x, 1, ia), x.gather(1, ia))
+    src = sample((4, 8, 6), ampy.float32, seed=1, specials=False)
+    xs = sample((4, 5, 6), ampy.float32, specials=False)
+    ip, _ = _line_perm((4, 3, 6), 1, 5)
+    assert_same_bits(_scatter._scatter_by_index(xs.clone(), 1, ip, src, False),
+                     xs.scatter(1, ip, src))
+    assert_same_bits(_scatter._scatter_by_index(xs.clone(), 1, ia, src, True),
+                     xs.scatter_add(1, ia, src))

@@ -164,3 +164,13 @@ def test_tril_runs_on_cuda_tensors_through_the_cpu_fallback():
     x = sample((4, 4), ampy.float32).cuda()
     assert_same_bits(x.tril(1).cpu(), x.cpu().tril(1))
     assert_same_bits(x.repeat(2, 1).cpu(), x.cpu().repeat(2, 1))
+
+
+def test_the_cuda_formulation_gives_the_kernels_results():
+    """CUDA tensors take where(mask, x, 0) (ampy/_tril.py); on CPU tensors it gives
+    libampy's tril/triu bits."""
+    from ampy import _tril
+    x = sample((2, 4, 6), ampy.bfloat16)
+    for d in (-5, -1, 0, 2, 7):
+        assert_same_bits(_tril._tril_by_mask(x, d, False, False), x.tril(d))
+        assert_same_bits(_tril._tril_by_mask(x.clone(), d, True, True), x.triu(d))

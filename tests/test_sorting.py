@@ -287,3 +287,19 @@ def test_sorting_ops_run_on_cuda_tensors_through_the_cpu_fallback():
     cv, ci = x.cpu().sort(1)
     assert_same_bits(v.cpu(), cv) and i.device == x.device
     assert_same_bits(x.topk(2)[0].cpu(), x.cpu().topk(2)[0])
+
+
+@pytest.mark.parametrize("name", ["float32", "bfloat16", "int32", "float64"])
+def test_topk_of_long_ordered_rows(name):
+    """Rows in increasing / decreasing order (every element beats the running
+    threshold, or none does) and a constant run, with k far below the length."""
+    n = 3000
+    a = np.arange(n, dtype=np.float64) - 1000
+    rows = np.stack([a, a[::-1], np.where(np.arange(n) % 7 == 0, 5.0, -1.0) * (a > 0)])
+    x = ampy.tensor(rows).to(AMPY_DTYPE[name])
+    t = _torch(x)
+    for k, largest in ((5, True), (5, False), (300, True), (1, True)):
+        v, i = x.topk(k, 1, largest)
+        tv, ti = t.sort(dim=1, descending=largest, stable=True)
+        assert same_bits_or_both_nan(v, tv[:, :k])
+        np.testing.assert_array_equal(i.numpy(), ti[:, :k].numpy())

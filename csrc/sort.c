@@ -242,15 +242,16 @@ static void u64_insertion(uint64_t *v, int64_t n)
     }
 }
 
-/* v[0..n) sorted (tmp[n] scratch); the low 32 bits are already in order */
-static void u64_radix(uint64_t *v, uint64_t *tmp, int64_t n)
+/* v[0..n) sorted (tmp[n] scratch) on bits from `lo` up: lo = 32 when the low
+ * 32 bits (the positions) are already in increasing order, 0 otherwise */
+static void u64_radix(uint64_t *v, uint64_t *tmp, int64_t n, int lo)
 {
     if (n < 64) {
         u64_insertion(v, n);
         return;
     }
     uint64_t *a = v, *b = tmp;
-    for (int shift = 32; shift < 64; shift += 8) {
+    for (int shift = lo; shift < 64; shift += 8) {
         int64_t count[257] = {0};
         for (int64_t i = 0; i < n; i++)
             count[((a[i] >> shift) & 0xFF) + 1]++;
@@ -358,11 +359,13 @@ static void packed_row(const sort_ctx *c, const char *row, char *vout, int64_t *
         PACK(AMPY_UINT8);
         break;
     }
-    if (c->top && c->k < m) {
+    int in_order = 1; /* the positions still increase (no selection reordered them) */
+    if (c->top && (c->k < m || cap < c->n)) {
         u64_select(v, m, c->k);
         m = c->k;
+        in_order = 0;
     }
-    u64_radix(v, tmp, m);
+    u64_radix(v, tmp, m, in_order ? 32 : 0);
     for (int64_t j = 0; j < c->k; j++) {
         const int64_t i = (int64_t)(v[j] & 0xFFFFFFFFu);
         memcpy(vout + j * isz, row + i * isz, (size_t)isz);

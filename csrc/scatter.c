@@ -66,31 +66,49 @@ static void add_elem(ampy_dtype dt, char *d, const char *a)
     }
 }
 
-/* float16/bfloat16 scatter_add: a line's target elements are summed in float
- * (self's value first, then each addition in index order) and rounded once,
- * as torch's CPU kernel accumulates reduced floats in float */
+/* float16/bfloat16 scatter_add: each target element of a line is summed in
+ * float (its value first, then each addition in index order) and rounded
+ * once, as torch's CPU kernel accumulates reduced floats in float. acc and
+ * seen[] (all 0 between lines) are indexed by the target's position. */
 static void add_line_half(const ampy_scatter_spec *s, const run_ctx *c, int64_t oi, int64_t os,
-                          int64_t oo, float *acc)
+                          int64_t oo, float *acc, unsigned char *seen)
 {
     const int64_t n = s->shape[s->dim], si = s->index_strides[s->dim];
     const int64_t ss = s->self_strides[s->dim], so = s->other_strides[s->dim];
     const int f16 = s->dtype == AMPY_FLOAT16;
     uint16_t h;
-    for (int64_t k = 0; k < s->self_size; k++) {
-        memcpy(&h, c->self + os + k * ss, 2);
-        acc[k] = f16 ? ampy_f16_to_f32(h) : ampy_bf16_to_f32(h);
+    for (int64_t j = 0; j < n; j++) {
+        int64_t v;
+        memcpy(&v, c->index + oi + j * si, 8);
+        if (!seen[v]) {
+            seen[v] = 1;
+            memcpy(&h, c->self + os + v * ss, 2);
+            acc[v] = f16 ? ampy_f16_to_f32(h) : ampy_bf16_to_f32(h);
+        }
+        memcpy(&h, c->other + oo + j * so, 2);
+        acc[v] += f16 ? ampy_f16_to_f32(h) : ampy_bf16_to_f32(h);
     }
     for (int64_t j = 0; j < n; j++) {
         int64_t v;
         memcpy(&v, c->index + oi + j * si, 8);
-        memcpy(&h, c->other + oo + j * so, 2);
-        acc[v] += f16 ? ampy_f16_to_f32(h) : ampy_bf16_to_f32(h);
-    }
-    for (int64_t k = 0; k < s->self_size; k++) {
-        h = f16 ? ampy_f32_to_f16(acc[k]) : ampy_f32_to_bf16(acc[k]);
-        memcpy(c->self + os + k * ss, &h, 2);
+        if (seen[v]) {
+            seen[v] = 0;
+            h = f16 ? ampy_f32_to_f16(acc[v]) : ampy_f32_to_bf16(acc[v]);
+            memcpy(c->self + os + v * ss, &h, 2);
+        }
     }
 }
+
+#define COPY_LINE(T)                                                                    \
+    for (int64_t j = 0; j < n; j++) {                                                   \
+        int64_t v;                                                                      \
+        memcpy(&v, c->index + oi + j * si, 8);                                          \
+        char *sp = c->self + os + v * ss, *op = (char *)c->other + oo + j * so;         \
+        if (g)                                                                          \
+            memcpy(op, sp, sizeof(T));                                                  \
+        else                                                                            \
+            memcpy(sp, op, sizeof(T));                                                  \
+    }
 
 static void run_lines(int64_t begin, int64_t end, void *arg)
 {
@@ -100,9 +118,13 @@ static void run_lines(int64_t begin, int64_t end, void *arg)
     const int64_t n = s->shape[s->dim], si = s->index_strides[s->dim];
     const int64_t ss = s->self_strides[s->dim], so = s->other_strides[s->dim];
     float *acc = NULL;
+    unsigned char *seen = NULL;
     if (c->mode == SCATTER_ADD && ampy_dtype_is_half(s->dtype)) {
         acc = malloc((size_t)s->self_size * sizeof(float) + 1);
-        if (!acc) {
+        seen = calloc((size_t)s->self_size + 1, 1);
+        if (!acc || !seen) {
+            free(acc);
+            free(seen);
             c->failed = 1;
             return;
         }
@@ -111,23 +133,37 @@ static void run_lines(int64_t begin, int64_t end, void *arg)
         int64_t oi, os, oo;
         line_offsets(s, l, &oi, &os, &oo);
         if (acc) {
-            add_line_half(s, c, oi, os, oo, acc);
+            add_line_half(s, c, oi, os, oo, acc, seen);
             continue;
         }
-        for (int64_t j = 0; j < n; j++) {
-            int64_t v;
-            memcpy(&v, c->index + oi + j * si, 8);
-            char *sp = c->self + os + v * ss;
-            char *op = (char *)c->other + oo + j * so;
-            if (c->mode == GATHER)
-                memcpy(op, sp, isz);
-            else if (c->mode == SCATTER)
-                memcpy(sp, op, isz);
-            else
-                add_elem(s->dtype, sp, op);
+        if (c->mode == SCATTER_ADD) {
+            for (int64_t j = 0; j < n; j++) {
+                int64_t v;
+                memcpy(&v, c->index + oi + j * si, 8);
+                add_elem(s->dtype, c->self + os + v * ss, c->other + oo + j * so);
+            }
+            continue;
+        }
+        /* gather reads self into other, scatter the reverse: one copy loop per
+         * element size, so each copy is a single load and store */
+        const int g = c->mode == GATHER;
+        switch (isz) {
+        case 8:
+            COPY_LINE(uint64_t);
+            break;
+        case 4:
+            COPY_LINE(uint32_t);
+            break;
+        case 2:
+            COPY_LINE(uint16_t);
+            break;
+        default:
+            COPY_LINE(uint8_t);
+            break;
         }
     }
     free(acc);
+    free(seen);
 }
 
 static void check_lines(int64_t begin, int64_t end, void *arg)

@@ -37,6 +37,14 @@ static void tril_rows(int64_t begin, int64_t end, void *arg)
         hi = hi < lo ? lo : hi > cols ? cols : hi;
         const char *src = c->in + io;
         char *dst = c->out + oo;
+        const int64_t w = (int64_t)c->isz;
+        if (ic == w && oc == w) { /* contiguous rows: one copy, two clears */
+            memset(dst, 0, (size_t)(lo * w));
+            if (src != dst)
+                memcpy(dst + lo * w, src + lo * w, (size_t)((hi - lo) * w));
+            memset(dst + hi * w, 0, (size_t)((cols - hi) * w));
+            continue;
+        }
         for (int64_t j = 0; j < cols; j++) {
             if (j >= lo && j < hi) {
                 if (src != dst)

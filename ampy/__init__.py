@@ -61,6 +61,12 @@ from . import _math, _math_reduce, _gemm  # noqa: E402  (the op forwards)
 from ._math import *  # noqa: E402,F401,F403
 from ._math_reduce import *  # noqa: E402,F401,F403
 from ._gemm import *  # noqa: E402,F401,F403
+from . import _sorting, _scatter, _tril, _tiling, _einsum  # noqa: E402  (tensor ops)
+from ._sorting import *  # noqa: E402,F401,F403
+from ._scatter import *  # noqa: E402,F401,F403
+from ._tril import *  # noqa: E402,F401,F403
+from ._tiling import *  # noqa: E402,F401,F403
+from ._einsum import *  # noqa: E402,F401,F403
 from . import autograd  # noqa: E402  (the backward rules and the recording hook)
 from .autograd import (enable_grad, inference_mode, is_grad_enabled, no_grad,  # noqa: E402
                        set_grad_enabled)
@@ -122,3 +128,5 @@ from . import utils  # noqa: E402  (ampy.utils.data)
 from .nn._ops_rnn import gru_cell, lstm_cell, rnn_relu_cell, rnn_tanh_cell  # noqa: E402
 
 __all__ += ["lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"]
+    _memory.__all__ + \
+    _sorting.__all__ + _scatter.__all__ + _tril.__all__ + _tiling.__all__ + _einsum.__all__

@@ -17,6 +17,7 @@ from . import _dlpack
 from . import _gemm
 from . import _math
 from . import _math_reduce
+from . import _scatter, _sorting, _tiling, _tril
 from . import autograd as _autograd
 from ._convert import as_tensor_like
 from ._dispatch import dispatch, get_op
@@ -388,3 +389,32 @@ Tensor.output_nr = property(_autograd._output_nr)
 Tensor.__dlpack__ = _dlpack._dlpack
 Tensor.__dlpack_device__ = _dlpack._dlpack_device
 Tensor.__cuda_array_interface__ = property(_dlpack._cuda_array_interface)
+
+
+# ---- sorting, scatter/gather, triangles, tiling (ampy/_sorting.py, _scatter.py,
+# _tril.py, _tiling.py) -------------------------------------------------------------
+def _tile(self, *dims):
+    return _tiling.tile(self, dims[0] if len(dims) == 1 and not isinstance(dims[0], int)
+                        else dims)
+
+
+Tensor.sort = _sorting.sort
+Tensor.argsort = _sorting.argsort
+Tensor.topk = _sorting.topk
+Tensor.multinomial = _sorting.multinomial
+Tensor.gather = _scatter.gather
+Tensor.scatter = _scatter.scatter
+Tensor.scatter_ = _scatter.scatter_
+Tensor.scatter_add = _scatter.scatter_add
+Tensor.scatter_add_ = _scatter.scatter_add_
+Tensor.masked_fill = _scatter.masked_fill
+Tensor.masked_fill_ = _scatter.masked_fill_
+Tensor.index_select = _scatter.index_select
+Tensor.masked_select = _scatter.masked_select
+Tensor.tril = _tril.tril
+Tensor.triu = _tril.triu
+Tensor.tril_ = _tril.tril_
+Tensor.triu_ = _tril.triu_
+Tensor.repeat = _tiling.repeat
+Tensor.tile = _tile
+Tensor.type_as = _tiling.type_as

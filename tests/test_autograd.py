@@ -203,6 +203,18 @@ CASES = [
          (2, 4, 5), tol=4),
     Case("linear", lambda L, x, w, b: L.linear(x, w, b), (2, 3, 4), (5, 4), (5,), tol=4),
     Case("linear", lambda L, x, w: L.linear(x, w), (4,), (5, 4), tol=4),
+    # sorting, gather/scatter, masked_fill, triangles (ampy/_sorting.py, _scatter.py, _tril.py)
+    Case("sort", lambda L, a: L.sort(a, 1, True)[0], (3, 4)),
+    Case("topk", lambda L, a: L.topk(a, 2, 0)[0], (3, 4)),
+    Case("gather", lambda L, a: L.gather(a, 1, L.tensor([[0, 2, 0], [1, 1, 3], [3, 0, 2]])),
+         (3, 4), ops={"tensor"}),
+    Case("scatter", lambda L, a, b: L.scatter(a, 1, L.tensor([[0, 2], [3, 1], [1, 0]]), b),
+         (3, 4), (3, 2), ops={"tensor"}),
+    Case("scatter_add", lambda L, a, b: L.scatter_add(
+        a, 0, L.tensor([[0, 2, 0, 1], [2, 2, 1, 0]]), b), (3, 4), (2, 4), ops={"tensor"}),
+    Case("masked_fill", lambda L, a: L.masked_fill(a, a.detach() > 0, 0.5), (3, 4), ops={"gt"}),
+    Case("tril", lambda L, a: L.tril(a, -1), (2, 3, 4)),
+    Case("triu", lambda L, a: L.triu(a, 1), (3, 4)),
 ]
 
 

@@ -223,6 +223,40 @@ CASES.update({
 del _n
 
 
+# ------------------------------------ sorting, gather/scatter, masked_fill, triangles
+_S3 = (3, 4, 5)
+CASES.update({
+    "sort": Case(lambda M, x: M.sort(x, dim=1, stable=True), [("f", _S3)], zero=True),
+    # torch leaves the order of equal values open (expanded layouts make them): ampy's is
+    # stable sort's, so its reference is torch's stable descending sort cut to k
+    "topk": Case(lambda M, x: M.topk(x, 2, -1), [("f", _S3)], zero=True,
+                 tfn=lambda M, x: tuple(t.narrow(-1, 0, 2) for t in
+                                        M.sort(x, dim=-1, descending=True, stable=True))),
+    "gather": Case(lambda M, x, i: M.gather(x, 1, i), [("f", _S3), ("i4", (3, 6, 5))],
+                   zero=True),
+    # (no 0-size case: for an empty input torch's src gradient gathers from the empty
+    # gradient and raises or not depending on its layout; ampy's is zeros)
+    "scatter": Case(lambda M, x, s, i: M.scatter(x, 0, i, s),
+                    [("f", S), ("f", (2, 4)), ("i3", (2, 4))]),
+    "scatter_": Case(lambda M, x, i: x.scatter_(1, i, 1.5), [("f", S), ("i4", (3, 2))],
+                     write=True, zero=True),
+    "scatter_add": Case(lambda M, x, s, i: M.scatter_add(x, 1, i, s),
+                        [("f", S), ("f", (3, 6)), ("i4", (3, 6))], zero=True),
+    "scatter_add_": Case(lambda M, x, s, i: x.scatter_add_(1, i, s),
+                         [("f", S), ("f", (3, 6)), ("i4", (3, 6))], write=True, zero=True),
+    "masked_fill": Case(lambda M, x, m: M.masked_fill(x, m, -1.25), [("f", S), ("b", S)],
+                        zero=True),
+    "masked_fill_": Case(lambda M, x, m: x.masked_fill_(m, 0.75), [("f", S), ("b", S)],
+                         write=True, zero=True),
+    "tril": Case(lambda M, x: M.tril(x, 1), [("f", _S3)], zero=True),
+    "triu": Case(lambda M, x: M.triu(x, -1), [("f", _S3)], zero=True),
+    "tril_": Case(lambda M, x: x.tril_(), [("f", _S3)], write=True, zero=True),
+    "triu_": Case(lambda M, x: x.triu_(2), [("f", _S3)], write=True, zero=True),
+    "multinomial": Case(lambda M, p: M.multinomial(p.abs() + 0.1, 1), [("f", S)], grad=False,
+                        torch_ok=False, seed=True),
+})
+
+
 # ------------------------------------------------------------------ runner
 def _shapes(case, zero):
     shapes = [s for _, s in case.specs]
@@ -651,3 +685,4 @@ def test_version_check_like_torch(name, target):
         assert got.startswith("one of the variables needed for gradient computation")
         return
     assert got == _modified_run(case, vals, adts, target, torch)
+

@@ -350,6 +350,12 @@ def _as_ampy(args):
     return [ampy.tensor(a.numpy()) if isinstance(a, torch.Tensor) else a for a in args]
 
 
+# where ampy is stricter than torch: torch's tril_/triu_ write into an expanded tensor
+# (through a contiguous temporary, a result that depends on its loop order); ampy refuses
+# it as it refuses every other overlapping write
+STRICTER_THAN_TORCH = {"tril_", "triu_"}
+
+
 @pytest.mark.parametrize("name,nargs,targs", INPLACE_TORCH, ids=[c[0] for c in INPLACE_TORCH])
 def test_every_inplace_method_on_expanded_matches_torch(name, nargs, targs):
     t = torch.full((1, 3), 0.5).expand(4, 3)
@@ -357,8 +363,11 @@ def test_every_inplace_method_on_expanded_matches_torch(name, nargs, targs):
     base = ampy.full((1, 3), 0.5)
     v0 = base._version
     kind_a, msg_a = _try(lambda: getattr(base.expand(4, 3), name)(*_as_ampy(targs)))
-    assert (kind_a, msg_a) == (kind_t, msg_t)
-    assert OVERLAP in msg_t
+    if name in STRICTER_THAN_TORCH:
+        assert kind_t is None and kind_a == "RuntimeError" and OVERLAP in msg_a
+    else:
+        assert (kind_a, msg_a) == (kind_t, msg_t)
+        assert OVERLAP in msg_t
     assert base.tolist() == [[0.5] * 3] and base._version == v0
 
 

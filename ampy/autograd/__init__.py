@@ -17,6 +17,7 @@ from .. import _dispatch
 from .._creation import ones_like, zeros_like
 from .._tensor import Tensor
 from . import _rules_gemm, _rules_math, _rules_more, _rules_views  # noqa: F401 (rules)
+from . import _rules_tensorops  # noqa: F401 (rules)
 from ._engine import autograd_hook, edge_of, run_backward
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from ._node import Node, add_hook

@@ -213,7 +213,7 @@ SAVED_FOR = {
 }
 
 # the outputs a save_out rule reads, where it keeps more (max/min along a dim: the indices)
-OUTPUTS_READ = {"max_dim": (1,), "min_dim": (1,)}
+OUTPUTS_READ = {"max_dim": (1,), "min_dim": (1,), "sort": (1,), "topk": (1,)}
 
 _TYPE_NAMES = {"float32": "Float", "float16": "Half", "bfloat16": "BFloat16", "float64": "Double",
                "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char",

@@ -16,6 +16,7 @@ NON_DIFFERENTIABLE = frozenset({
     "logical_and", "logical_or", "logical_not", "logical_xor", "bitwise_and", "bitwise_or",
     "bitwise_not", "bitwise_xor", "all", "any",
     "floor_divide",  # torch: "derivative for floor_divide is not implemented"
+    "multinomial",
 })
 
 # torch's grad_fn names where they are not CamelCase(op) + "Backward0"

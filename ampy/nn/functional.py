@@ -300,3 +300,6 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
 from ._conv_functional import conv1d, conv2d, conv_transpose2d  # noqa: E402
 
 __all__ += ["conv1d", "conv2d", "conv_transpose2d"]
+from .._scatter import one_hot  # noqa: E402  (an indexing op, declared with gather/scatter)
+
+__all__ += ["one_hot"]

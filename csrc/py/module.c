@@ -62,6 +62,7 @@ static PyObject *py_init(PyObject *self, PyObject *args)
 }
 
 extern PyMethodDef ampy_py_fused_methods[]; /* fused_py.c */
+extern PyMethodDef ampy_py_tensorops_methods[]; /* tensorops_py.c */
 
 static PyMethodDef module_methods[] = {
     {"_init", py_init, METH_VARARGS, "_init(tensor_type, dtypes, np_dtypes, size_type)\n--\n\n"
@@ -102,6 +103,7 @@ static int module_exec(PyObject *m)
         ampy_py_optim_adaptive_methods,
         ampy_py_conv_methods,
         ampy_py_rnn_methods,
+        ampy_py_tensorops_methods,
     };
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
         if (add_methods(m, tables[i]) < 0)

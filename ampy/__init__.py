@@ -128,5 +128,5 @@ from . import utils  # noqa: E402  (ampy.utils.data)
 from .nn._ops_rnn import gru_cell, lstm_cell, rnn_relu_cell, rnn_tanh_cell  # noqa: E402
 
 __all__ += ["lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"]
-    _memory.__all__ + \
-    _sorting.__all__ + _scatter.__all__ + _tril.__all__ + _tiling.__all__ + _einsum.__all__
+__all__ += _sorting.__all__ + _scatter.__all__ + _tril.__all__ + _tiling.__all__ + \
+    _einsum.__all__

@@ -213,8 +213,8 @@ static PyObject *f_api_entries(PyObject *self, PyObject *u)
              E(adaptive_step),
              E(conv2d_forward), E(conv2d_backward_input), E(conv2d_backward_weight),
              E(conv_backward_bias),
+             E(rnn_cell_fwd), E(rnn_cell_bwd),
     };
-             E(rnn_cell_fwd), E(rnn_cell_bwd)};
 #undef E
     PyObject *d = PyDict_New();
     for (size_t i = 0; d && i < sizeof e / sizeof e[0]; i++)

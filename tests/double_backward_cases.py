@@ -414,6 +414,8 @@ CASES.update({
     "conv_transpose2d": Case(lambda m, x, w, b: m.nn.functional.conv_transpose2d(
         x, w, b, stride=2, padding=1, output_padding=1, groups=2, dilation=(1, 2)),
         r(2, 4, 3, 3), r(4, 3, 3, 2, key=1), r(6, key=2)),
+})
+
 # the fused recurrent cells, through torch's functional cells (their rules
 # switch to the composite under create_graph=True)
 CASES.update({
@@ -426,6 +428,8 @@ CASES.update({
     "rnn_cell_fused": Case(lambda m, x, h, wi, wh, bi, bh: m.rnn_tanh_cell(x, h, wi, wh, bi, bh),
                            r(2, 3), r(2, 4, key=1), r(4, 3, key=3), r(4, 4, key=4),
                            r(4, key=5), r(4, key=6)),
+})
+
 # -------------------------------------- sorting, gather/scatter, masked_fill, triangles
 _PERM2 = idx(0, 2, 3, 1, 1, 0).reshape(3, 2)  # distinct per row: scatter writes once each
 CASES.update({

@@ -167,7 +167,6 @@ KERNELS = ["ewise_kernel", "reduce_kernel", "softmax_kernel", "ln_fwd_kernel", "
            "index_keys_kernel", "nz_flags_kernel", "nz_fill_kernel", "emb_keys_kernel",
            "check_range_kernel",
            "im2col_kernel", "col2im_kernel", "fill_bias_kernel", "round_kernel", "bias_kernel"]
-           "check_range_kernel"]
 KERNELS += ["rnn_fwd_kernel", "rnn_bwd_kernel"]
 
 

@@ -295,3 +295,5 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
         dt = D.promote_types(input.dtype, target.dtype)
         input, target = input.to(dt), target.to(dt)
     return dispatch(_MSE, input, target, red)
+from ._ops_attention import scaled_dot_product_attention  # noqa: E402
+__all__ += ["scaled_dot_product_attention"]

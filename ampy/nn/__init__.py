@@ -16,3 +16,7 @@ __all__ = ["Module", "Parameter", "Linear", "Identity", "ReLU", "GELU", "SiLU", 
            "Sigmoid", "Softmax", "LogSoftmax", "Dropout", "LayerNorm", "Embedding", "Flatten",
            "Sequential", "ModuleList", "CrossEntropyLoss", "NLLLoss", "MSELoss", "functional",
            "init"]
+from .modules import (MultiheadAttention, RMSNorm, Transformer, TransformerDecoder,  # noqa: E402
+                      TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)
+__all__ += ["MultiheadAttention", "RMSNorm", "Transformer", "TransformerEncoder",
+            "TransformerEncoderLayer", "TransformerDecoder", "TransformerDecoderLayer"]

@@ -296,4 +296,5 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
         input, target = input.to(dt), target.to(dt)
     return dispatch(_MSE, input, target, red)
 from ._ops_attention import scaled_dot_product_attention  # noqa: E402
-__all__ += ["scaled_dot_product_attention"]
+from ._rms_norm import rms_norm  # noqa: E402
+__all__ += ["scaled_dot_product_attention", "rms_norm"]

@@ -8,3 +8,9 @@ from .module import Module
 __all__ = ["Module", "Linear", "Identity", "ReLU", "GELU", "SiLU", "Hardswish", "Tanh", "Sigmoid", "Softmax",
            "LogSoftmax", "Dropout", "LayerNorm", "Embedding", "Flatten", "Sequential",
            "ModuleList", "CrossEntropyLoss", "NLLLoss", "MSELoss"]
+from .attention import MultiheadAttention  # noqa: E402
+from .normalization import RMSNorm  # noqa: E402
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,  # noqa: E402
+                          TransformerEncoder, TransformerEncoderLayer)
+__all__ += ["MultiheadAttention", "RMSNorm", "Transformer", "TransformerEncoder",
+            "TransformerEncoderLayer", "TransformerDecoder", "TransformerDecoderLayer"]

@@ -395,3 +395,8 @@ CASES.update({
     "floor_divide_": Raises(lambda m, a, b: (a * 1).floor_divide_(b), r(3, 4), r(4, key=1),
                             match="derivative for .*floor_divide.* not implemented", order=1),
 })
+
+# scaled_dot_product_attention: its create_graph rule is the composite of ampy ops
+CASES["scaled_dot_product_attention"] = Case(
+    lambda m, q, k, v: m.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
+    r(1, 2, 3, 4), r(1, 2, 5, 4, key=1), r(1, 2, 5, 3, key=2))

@@ -18,34 +18,9 @@
 #include "ampy/parallel.h"
 #include "vmath.h"
 
-static int is_float(ampy_dtype dt)
-{
-    return dt == AMPY_FLOAT32 || dt == AMPY_FLOAT16 || dt == AMPY_BFLOAT16 || dt == AMPY_FLOAT64;
-}
-
 ampy_status ampy_attention_check(const ampy_attn_problem *p)
 {
-    if (!p)
-        return ampy_error(AMPY_ERR_VALUE, "scaled_dot_product_attention: no problem given");
-    if (!is_float(p->dtype))
-        return ampy_error(AMPY_ERR_DTYPE, "scaled_dot_product_attention: query, key and value "
-                                          "must be float32, float16, bfloat16 or float64");
-    if (p->nd < 0 || p->nd > AMPY_ATTN_MAX_BATCH)
-        return ampy_error(AMPY_ERR_SHAPE, "scaled_dot_product_attention: at most %d batch "
-                                          "dims, got %d", AMPY_ATTN_MAX_BATCH, p->nd);
-    for (int d = 0; d < p->nd; d++)
-        if (p->batch[d] < 0)
-            return ampy_error(AMPY_ERR_SHAPE, "scaled_dot_product_attention: negative batch size");
-    if (p->Lq < 0 || p->Lk < 0 || p->E < 0 || p->Ev < 0)
-        return ampy_error(AMPY_ERR_SHAPE, "scaled_dot_product_attention: negative size");
-    if (p->mask.data && p->mask_dtype != AMPY_BOOL && p->mask_dtype != AMPY_FLOAT32 &&
-        p->mask_dtype != p->dtype)
-        return ampy_error(AMPY_ERR_DTYPE, "scaled_dot_product_attention: attn_mask must be "
-                                          "bool, float32 or the query's dtype");
-    if (!(p->dropout_p >= 0.0 && p->dropout_p <= 1.0))
-        return ampy_error(AMPY_ERR_VALUE, "scaled_dot_product_attention: dropout_p must be in "
-                                          "[0, 1], got %g", p->dropout_p);
-    return AMPY_OK;
+    return ampy_attn_check(p);
 }
 
 /* Element offsets of batch item b (flat) into q, k, v and the mask. */

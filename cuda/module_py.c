@@ -183,6 +183,8 @@ static const ampy_cuda_api api_table = {
     .scaler_update = ampy_scaler_update_cuda,
     .adam_step = ampy_optim_adam_step_cuda,
     .sgd_step = ampy_optim_sgd_step_cuda,
+    .attention_fwd = ampy_attention_fwd_cuda, /* attn */
+    .attention_bwd = ampy_attention_bwd_cuda,
 };
 
 /* _api_entries() -> {name: bool}: which entries of the table are filled
@@ -200,7 +202,8 @@ static PyObject *f_api_entries(PyObject *self, PyObject *u)
              E(nn_nll_loss_bwd), E(nn_embedding_fwd), E(nn_embedding_bwd), E(nn_mask_scale),
              E(fill_random), E(nn_mse_fwd), E(nn_mse_bwd), E(scan), E(fill), E(gemm),
              E(index_gather), E(index_scatter), E(nonzero_count), E(nonzero_fill),
-             E(finite_check_unscale), E(scaler_update), E(adam_step), E(sgd_step)};
+             E(finite_check_unscale), E(scaler_update), E(adam_step), E(sgd_step),
+             E(attention_fwd), E(attention_bwd)};
 #undef E
     PyObject *d = PyDict_New();
     for (size_t i = 0; d && i < sizeof e / sizeof e[0]; i++)

@@ -4,7 +4,8 @@ float and broadcast masks, is_causal with L != S, scale, leading batch dims,
 the strided head views real models make, GQA, gradients, the second
 derivative, autocast dtypes, dropout (statistics, p = 0, the backward's
 consistency with the forward's mask), the O(T*block) memory bound at
-T = 2048 and the argument checks.
+T = 2048, the argument checks, and the CUDA twin against the CPU kernel
+where a GPU exists.
 
 Tolerances. float32/float64: every output is a softmax-weighted sum of
 values; the kernel's blocked sums and the reference's differ by a few
@@ -23,7 +24,8 @@ import ampy
 from ampy import _C
 from ampy.nn import functional as F
 
-from _helpers import FLOAT_DTYPES, HALF_DTYPES, TORCH_DTYPE, UNIT_ROUNDOFF, host_f64
+from _helpers import (FLOAT_DTYPES, HALF_DTYPES, TORCH_DTYPE, UNIT_ROUNDOFF, grads_cpu_gpu,
+                      host_f64, requires_cuda)
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
@@ -327,3 +329,22 @@ def test_kernel_rejects_bad_arguments():
                          False)
     with pytest.raises(ValueError, match="dropout_p"):
         _C.attention_fwd(q, k, v, None, False, 1.0, 2.0, 0, 0, False)
+
+
+@requires_cuda
+@pytest.mark.parametrize("kind", ["none", "bool", "float", "causal"])
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=str)
+def test_cuda_matches_the_cpu(dt, kind):
+    """The twin computes the same formulas with other summation orders (and
+    atomics for dK/dV): the float64-math bound of the CPU tests, doubled."""
+    q, k, v = _inputs(SHAPES, dt)
+    m = _mask(kind, 70, 150)
+    causal = kind == "causal"
+    (oc, gc), (og, gg) = grads_cpu_gpu(
+        lambda a, b, c: F.scaled_dot_product_attention(
+            a, b, c, attn_mask=None if m is None else m.to(a.device), is_causal=causal), q, k, v)
+    vmax = float(np.abs(host_f64(v)).max())
+    _check(og, host_f64(oc), dt, vmax, k=2.0)
+    for a, b in zip(gg, gc):
+        ref = host_f64(b)
+        _check(a, ref, dt, 4 * np.abs(ref).max(), k=2.0)

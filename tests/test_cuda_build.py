@@ -153,6 +153,7 @@ KERNEL_ENTRY_POINTS = [
     "ampy_nonzero_fill_cuda", "ampy_cuda_set_sync_checks",
     "ampy_finite_check_unscale_cuda", "ampy_scaler_update_cuda", "ampy_optim_adam_step_cuda",
     "ampy_optim_sgd_step_cuda",
+    "ampy_attention_fwd_cuda", "ampy_attention_bwd_cuda",
 ]
 KERNELS = ["ewise_kernel", "reduce_kernel", "softmax_kernel", "ln_fwd_kernel", "ln_bwd_dx_kernel",
            "ln_bwd_dw_kernel", "ce_fwd_kernel", "ce_bwd_kernel", "nll_rows_kernel",
@@ -161,7 +162,7 @@ KERNELS = ["ewise_kernel", "reduce_kernel", "softmax_kernel", "ln_fwd_kernel", "
            "mse_bwd_kernel", "reduce_partial_blocks", "reduce_partial_columns", "reduce_final",
            "ln_bwd_dw_final", "scan_kernel", "index_gather_kernel", "index_scatter_kernel",
            "index_keys_kernel", "nz_flags_kernel", "nz_fill_kernel", "emb_keys_kernel",
-           "check_range_kernel"]
+           "check_range_kernel", "attn_fwd_kernel", "attn_bwd_kernel", "attn_store_kernel"]
 
 
 def _cuda_module():

@@ -21,7 +21,7 @@ import math
 from .. import _C
 from .. import _dtype as D
 from .._creation import arange, default_generator
-from .._dispatch import CPU, backward, defop, dispatch, get_op
+from .._dispatch import CPU_CUDA, backward, defop, dispatch, get_op
 from .._shape import broadcast_shapes, numel
 from .._tensor import Tensor
 from ..autograd import is_grad_enabled
@@ -91,7 +91,7 @@ def _grads_back(dq, dk, dv, query, key, value, split):
 
 
 # ------------------------------------------------------------------- the op
-@defop("scaled_dot_product_attention", devices=CPU,
+@defop("scaled_dot_product_attention", devices=CPU_CUDA,
        names=("ampy.nn.functional.scaled_dot_product_attention",))
 def sdpa_fwd(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=1.0,
              enable_gqa=False, seed=0, offset=0, saved=None):

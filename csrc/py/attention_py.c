@@ -5,11 +5,17 @@
  * torch way and hands over views that share one batch shape: q (batch...,
  * Lq, E), k (batch..., Lk, E), v (batch..., Lk, Ev), and the mask broadcast
  * to (batch..., Lq, Lk) (stride 0 where it broadcasts). Any strides are read
- * in place. Outputs are new contiguous tensors. CPU tensors only.
+ * in place. Outputs are new contiguous tensors on the inputs' device: CPU
+ * tensors run libampy's kernel, CUDA tensors the twin of cuda/attention.cu
+ * through the ampy_cuda_api table.
  */
 #include "pyampy.h"
 
 #include "ampy/attention.h"
+#include "ampy/cuda.h"
+
+/* The device of the call's tensors (the first one's; the others must match). */
+static _Thread_local int attn_dev;
 
 static int operand(AmpyTensor *t, int nd, ampy_attn_operand *o)
 {
@@ -21,15 +27,28 @@ static int operand(AmpyTensor *t, int nd, ampy_attn_operand *o)
     return 0;
 }
 
-static AmpyTensor *cpu_tensor(PyObject *obj, const char *arg)
+/* A tensor argument on the call's device (the first one sets it). */
+static AmpyTensor *dev_tensor(PyObject *obj, const char *arg, int first)
 {
     AmpyTensor *t = ampy_py_tensor_arg(obj, "scaled_dot_product_attention", arg);
-    if (t && t->device != AMPY_DEV_CPU) {
-        PyErr_Format(PyExc_RuntimeError, "scaled_dot_product_attention: argument '%s' must be "
-                     "a CPU tensor", arg);
+    if (!t)
+        return NULL;
+    if (first) {
+        if (t->device != AMPY_DEV_CPU && !ampy_py_cuda_api())
+            return NULL;
+        attn_dev = t->device;
+    } else if (t->device != attn_dev) {
+        PyErr_Format(PyExc_RuntimeError, "scaled_dot_product_attention: Expected all tensors "
+                     "to be on the same device, but argument '%s' is on %s", arg,
+                     t->device < 0 ? "the CPU" : "a CUDA device");
         return NULL;
     }
     return t;
+}
+
+static PyObject *attn_raise(ampy_status s)
+{
+    return attn_dev >= 0 ? ampy_py_raise_cuda(s) : ampy_py_raise(s);
 }
 
 static int same_batch(const AmpyTensor *a, const AmpyTensor *b, int nd)
@@ -55,9 +74,9 @@ static int problem(PyObject *args, int first, ampy_attn_problem *p, AmpyTensor *
     Py_DECREF(t);
     if (!r)
         return -1;
-    AmpyTensor *tq = cpu_tensor(oq, "query"), *tk = NULL, *tv = NULL, *tm = NULL;
-    if (!tq || !(tk = cpu_tensor(ok, "key")) || !(tv = cpu_tensor(ov, "value")) ||
-        (om != Py_None && !(tm = cpu_tensor(om, "attn_mask"))))
+    AmpyTensor *tq = dev_tensor(oq, "query", 1), *tk = NULL, *tv = NULL, *tm = NULL;
+    if (!tq || !(tk = dev_tensor(ok, "key", 0)) || !(tv = dev_tensor(ov, "value", 0)) ||
+        (om != Py_None && !(tm = dev_tensor(om, "attn_mask", 0))))
         return -1;
     int nd = tq->ndim - 2;
     if (nd < 0 || nd > AMPY_ATTN_MAX_BATCH || tk->ndim != tq->ndim || tv->ndim != tq->ndim ||
@@ -92,7 +111,7 @@ static int problem(PyObject *args, int first, ampy_attn_problem *p, AmpyTensor *
     p->seed = seed, p->offset = offset;
     *q = tq;
     ampy_status s = ampy_attention_check(p);
-    return s == AMPY_OK ? 0 : (ampy_py_raise(s), -1);
+    return s == AMPY_OK ? 0 : (attn_raise(s), -1);
 }
 
 static AmpyTensor *new_out(const ampy_attn_problem *p, int64_t rows, int64_t cols, int dtype,
@@ -102,7 +121,7 @@ static AmpyTensor *new_out(const ampy_attn_problem *p, int64_t rows, int64_t col
     for (int d = 0; d < p->nd; d++)
         shape[d] = p->batch[d];
     shape[p->nd] = rows, shape[p->nd + 1] = cols;
-    return ampy_py_empty(dtype, p->nd + 1 + matrix, shape, AMPY_DEV_CPU);
+    return ampy_py_empty(dtype, p->nd + 1 + matrix, shape, attn_dev);
 }
 
 static int64_t work(const ampy_attn_problem *p)
@@ -131,14 +150,17 @@ static PyObject *f_attn_fwd(PyObject *self, PyObject *args)
     if (!out || (save && !(lse = new_out(&p, p.Lq, 1, acc, 0))))
         goto error;
     ampy_status s;
-    if (work(&p) >= AMPY_PY_GIL_RELEASE_MIN) {
-        Py_BEGIN_ALLOW_THREADS s = ampy_attention_fwd(&p, out->data, lse ? lse->data : NULL);
+    void *lp = lse ? lse->data : NULL;
+    if (attn_dev >= 0) {
+        s = ampy_py_cuda_api()->attention_fwd(attn_dev, &p, out->data, lp);
+    } else if (work(&p) >= AMPY_PY_GIL_RELEASE_MIN) {
+        Py_BEGIN_ALLOW_THREADS s = ampy_attention_fwd(&p, out->data, lp);
         Py_END_ALLOW_THREADS
     } else {
-        s = ampy_attention_fwd(&p, out->data, lse ? lse->data : NULL);
+        s = ampy_attention_fwd(&p, out->data, lp);
     }
     if (s != AMPY_OK) {
-        ampy_py_raise(s);
+        attn_raise(s);
         goto error;
     }
     if (!lse)
@@ -152,7 +174,7 @@ error:
 static AmpyTensor *contig(PyObject *o, const ampy_attn_problem *p, int64_t rows, int64_t cols,
                           int dtype, const char *arg)
 {
-    AmpyTensor *t = cpu_tensor(o, arg);
+    AmpyTensor *t = dev_tensor(o, arg, 0);
     if (!t)
         return NULL;
     int ok = ampy_py_is_contiguous(t) && t->dtype == dtype && t->ndim >= p->nd + 1 &&
@@ -189,11 +211,16 @@ static PyObject *f_attn_bwd(PyObject *self, PyObject *args)
         !(dv = new_out(&p, p.Lk, p.Ev, p.dtype, 1)))
         goto error;
     ampy_status s;
-    Py_BEGIN_ALLOW_THREADS s = ampy_attention_bwd(&p, out->data, dout->data, lse->data, dq->data,
-                                                  dk->data, dv->data);
-    Py_END_ALLOW_THREADS
+    if (attn_dev >= 0) {
+        s = ampy_py_cuda_api()->attention_bwd(attn_dev, &p, out->data, dout->data, lse->data,
+                                              dq->data, dk->data, dv->data);
+    } else {
+        Py_BEGIN_ALLOW_THREADS s = ampy_attention_bwd(&p, out->data, dout->data, lse->data,
+                                                      dq->data, dk->data, dv->data);
+        Py_END_ALLOW_THREADS
+    }
     if (s != AMPY_OK) {
-        ampy_py_raise(s);
+        attn_raise(s);
         goto error;
     }
     return Py_BuildValue("NNN", dq, dk, dv);

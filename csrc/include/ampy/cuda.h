@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ampy/attention.h"
 #include "ampy/dtype.h"
 #include "ampy/gemm_cuda.h"
 #include "ampy/index_cuda.h"
@@ -170,9 +171,17 @@ ampy_status ampy_nn_mse_bwd_cuda(int device, int64_t n, const void *x, const voi
 ampy_status ampy_fill_random_cuda(int device, void *dst, ampy_dtype dtype, int64_t n, int kind,
                                   uint64_t seed, uint64_t offset, double a, double b);
 
+/* ---- fused attention (cuda/attention.cu) --------------------------------------
+ * The CUDA twins of ampy_attention_fwd/bwd (attention.h): the problem struct in
+ * host memory, its pointers and out/lse/dq/dk/dv in device memory. */
+ampy_status ampy_attention_fwd_cuda(int device, const ampy_attn_problem *p, void *out, void *lse);
+ampy_status ampy_attention_bwd_cuda(int device, const ampy_attn_problem *p, const void *out,
+                                    const void *dout, const void *lse, void *dq, void *dk,
+                                    void *dv);
+
 /* ---- the table ampy._C uses (through a PyCapsule named "ampy._C_cuda.api") ---
  * ampy._C never links CUDA: it calls the runtime through these pointers. */
-#define AMPY_CUDA_API_VERSION 3
+#define AMPY_CUDA_API_VERSION 4
 typedef struct ampy_cuda_api {
     int version; /* AMPY_CUDA_API_VERSION */
     ampy_status (*alloc)(int device, size_t nbytes, void **out);
@@ -251,6 +260,10 @@ typedef struct ampy_cuda_api {
     ampy_status (*sgd_step)(int device, int64_t n, const ampy_sgd_tensor *t,
                             const ampy_sgd_options *o, const float *inv_scale,
                             const float *found_inf);
+    /* attn: fused attention (cuda/attention.cu) */
+    ampy_status (*attention_fwd)(int device, const ampy_attn_problem *p, void *out, void *lse);
+    ampy_status (*attention_bwd)(int device, const ampy_attn_problem *p, const void *out,
+                                 const void *dout, const void *lse, void *dq, void *dk, void *dv);
 } ampy_cuda_api;
 
 #ifdef __cplusplus

@@ -268,3 +268,22 @@ def test_rms_norm_bad_inputs():
         F.rms_norm(x, (4,), ampy.ones(3))
     with pytest.raises(TypeError, match="'input' must be Tensor"):
         F.rms_norm([1.0], (1,))
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+def test_autocast_dtypes_and_values_as_torch(dt):
+    """Under CPU autocast the projections and attention run in the half dtype,
+    layer norm and the residual sums in float32, on both sides: the same
+    output dtypes, and values within the half dtype's rounding (4 u)."""
+    e, te = _encoder_pair(False, "gelu", batch_first=True, layers=1)
+    x = _rand(2, 5, 16)
+    with torch.autocast("cpu", dtype=getattr(torch, dt)):
+        tout, (tm, _) = te(x), te.layers[0].self_attn(x, x, x)
+    with ampy.autocast("cpu", dtype=getattr(ampy, dt)):
+        ax = _a(x)
+        out, (m, _) = e(ax), e.layers[0].self_attn(ax, ax, ax)
+    assert str(out.dtype).split(".")[-1] == str(tout.dtype).split(".")[-1] == "float32"
+    assert str(m.dtype).split(".")[-1] == str(tm.dtype).split(".")[-1] == dt
+    u = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}[dt]
+    _close(out, tout, 4 * u)
+    _close(m, tm, 4 * u)

@@ -6,7 +6,8 @@
  * softmax(scale Q K^T + mask) V and its gradient), on random problems with
  * Lq != Lk spanning several blocks, a bool and a float mask, causal, strided
  * (transposed) Q and dropout (whose keep mask the reference redraws with
- * ampy_attn_keep). Bad arguments must return their status.
+ * ampy_attn_keep), on 2 threads and on 1 (the backward's two-pass and
+ * one-pass schedules). Bad arguments must return their status.
  *
  * Run by `make ctest`. Exit status 0 when every check passes.
  */
@@ -17,6 +18,7 @@
 
 #include "ampy/attention.h"
 #include "ampy/attention_math.h"
+#include "ampy/parallel.h"
 
 #include "ctest.h"
 
@@ -198,8 +200,12 @@ int main(void)
         {150, 70, 8, 5, 0, 1, 0.0}, {65, 260, 4, 3, 0, 1, 0.0}, {40, 130, 6, 6, 0, 0, 0.3},
         {1, 1, 1, 1, 0, 0, 0.0},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        run(&cases[i]);
+    /* 2 threads and one item: the backward's two passes; 1 thread: its single pass */
+    for (int threads = 2; threads >= 1; threads--) {
+        ampy_set_num_threads(threads);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            run(&cases[i]);
+    }
     test_shared_rules();
     test_bad_arguments();
     printf("test_attention: %d checks, %d failures\n", checks, failures);

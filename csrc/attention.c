@@ -3,9 +3,10 @@
  * The block loops are written once (attention_impl.inc) and compiled twice:
  * with a float32 accumulator (float32, float16 and bfloat16 inputs) and with
  * a double one (float64 inputs). Work is split over batch items x query
- * blocks in the forward and over batch items in the backward (each task owns
- * the dQ rows of its item, so no two threads add into the same memory); each
- * task allocates its workspace once, O(block^2 + L*E), never O(Lq*Lk).
+ * blocks in the forward; the backward splits over batch items, or, with
+ * fewer items than threads, over (item, key block) and then (item, query
+ * block) (attention_bwd.inc), so no two threads add into the same rows. Each
+ * thread allocates its workspace once, O(block^2 + L*E), never O(Lq*Lk).
  */
 #include <math.h>
 #include <string.h>

@@ -192,6 +192,8 @@ static const ampy_cuda_api api_table = {
     .conv_backward_bias = ampy_conv_backward_bias_cuda,
     .rnn_cell_fwd = ampy_rnn_cell_fwd_cuda,
     .rnn_cell_bwd = ampy_rnn_cell_bwd_cuda,
+    .attention_fwd = ampy_attention_fwd_cuda, /* attn */
+    .attention_bwd = ampy_attention_bwd_cuda,
 };
 
 /* _api_entries() -> {name: bool}: which entries of the table are filled
@@ -214,6 +216,7 @@ static PyObject *f_api_entries(PyObject *self, PyObject *u)
              E(conv2d_forward), E(conv2d_backward_input), E(conv2d_backward_weight),
              E(conv_backward_bias),
              E(rnn_cell_fwd), E(rnn_cell_bwd),
+             E(attention_fwd), E(attention_bwd),
     };
 #undef E
     PyObject *d = PyDict_New();

@@ -460,3 +460,7 @@ CASES.update({
     "triu_": Case(lambda m, x: (x * x).triu_(-1), r(4, 3)),
     "multinomial": NonDiff(lambda m, p: m.multinomial(p * p + 0.1, 2), r(3, 4)),
 })
+# scaled_dot_product_attention: its create_graph rule is the composite of ampy ops
+CASES["scaled_dot_product_attention"] = Case(
+    lambda m, q, k, v: m.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
+    r(1, 2, 3, 4), r(1, 2, 5, 4, key=1), r(1, 2, 5, 3, key=2))

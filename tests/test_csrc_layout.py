@@ -11,13 +11,17 @@ CSRC = ROOT / "csrc"
 # (VM_FN/VM_ATTR), compiled by vmath.c and vmath_x86.c; its parts: the erf/gelu
 # functions (both builds) and the AVX-512 build's table-driven gelu and tanh, which use
 # the template's helpers and fill its op table. nn_rows.inc is instantiated three times
-# by nn.c (NN_T float portable, float AVX-512, double).
+# by nn.c (NN_T float portable, float AVX-512, double). attention_impl.inc is the fused
+# attention's block loops, compiled by attention.c with a float and a double accumulator;
+# attention_bwd.inc is its backward part.
 TEMPLATES = {
     "vmath_impl.inc": {"vmath.c", "vmath_x86.c"},
     "vmath_erf_gelu.inc": {"vmath_impl.inc"},
     "vmath_gelu_avx512.inc": {"vmath_impl.inc"},
     "vmath_tanh_avx512.inc": {"vmath_impl.inc"},
     "nn_rows.inc": {"nn.c"},
+    "attention_impl.inc": {"attention.c"},
+    "attention_bwd.inc": {"attention_impl.inc"},
 }
 
 

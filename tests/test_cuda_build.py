@@ -156,6 +156,7 @@ KERNEL_ENTRY_POINTS = [
     "ampy_optim_adaptive_step_cuda",
     "ampy_conv2d_forward_cuda", "ampy_conv2d_backward_input_cuda",
     "ampy_conv2d_backward_weight_cuda", "ampy_conv_backward_bias_cuda",
+    "ampy_attention_fwd_cuda", "ampy_attention_bwd_cuda",
 ]
 KERNEL_ENTRY_POINTS += ["ampy_rnn_cell_fwd_cuda", "ampy_rnn_cell_bwd_cuda"]  # cuda/rnn.cu
 KERNELS = ["ewise_kernel", "reduce_kernel", "softmax_kernel", "ln_fwd_kernel", "ln_bwd_dx_kernel",
@@ -168,6 +169,7 @@ KERNELS = ["ewise_kernel", "reduce_kernel", "softmax_kernel", "ln_fwd_kernel", "
            "check_range_kernel",
            "im2col_kernel", "col2im_kernel", "fill_bias_kernel", "round_kernel", "bias_kernel"]
 KERNELS += ["rnn_fwd_kernel", "rnn_bwd_kernel"]
+KERNELS += ["attn_fwd_kernel", "attn_bwd_kernel", "attn_store_kernel"]
 
 
 def _cuda_module():

@@ -686,3 +686,7 @@ def test_version_check_like_torch(name, target):
         return
     assert got == _modified_run(case, vals, adts, target, torch)
 
+
+CASES["scaled_dot_product_attention"] = Case(
+    lambda M, q, k, v: M.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
+    [("f", (2, 3, 4)), ("f", (2, 5, 4)), ("f", (2, 5, 3))])

@@ -25,3 +25,7 @@ from .modules import (GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell,  # no
                       RNNCellBase)
 
 __all__ += ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
+from .modules import (MultiheadAttention, RMSNorm, Transformer, TransformerDecoder,  # noqa: E402
+                      TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)
+__all__ += ["MultiheadAttention", "RMSNorm", "Transformer", "TransformerEncoder",
+            "TransformerEncoderLayer", "TransformerDecoder", "TransformerDecoderLayer"]

@@ -303,3 +303,6 @@ __all__ += ["conv1d", "conv2d", "conv_transpose2d"]
 from .._scatter import one_hot  # noqa: E402  (an indexing op, declared with gather/scatter)
 
 __all__ += ["one_hot"]
+from ._ops_attention import scaled_dot_product_attention  # noqa: E402
+from ._rms_norm import rms_norm  # noqa: E402
+__all__ += ["scaled_dot_product_attention", "rms_norm"]

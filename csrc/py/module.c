@@ -63,6 +63,7 @@ static PyObject *py_init(PyObject *self, PyObject *args)
 
 extern PyMethodDef ampy_py_fused_methods[]; /* fused_py.c */
 extern PyMethodDef ampy_py_tensorops_methods[]; /* tensorops_py.c */
+extern PyMethodDef ampy_py_attention_methods[]; /* attention_py.c */
 
 static PyMethodDef module_methods[] = {
     {"_init", py_init, METH_VARARGS, "_init(tensor_type, dtypes, np_dtypes, size_type)\n--\n\n"
@@ -104,6 +105,7 @@ static int module_exec(PyObject *m)
         ampy_py_conv_methods,
         ampy_py_rnn_methods,
         ampy_py_tensorops_methods,
+        ampy_py_attention_methods,
     };
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
         if (add_methods(m, tables[i]) < 0)

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ampy/attention.h"
 #include "ampy/conv.h"
 #include "ampy/dtype.h"
 #include "ampy/gemm_cuda.h"
@@ -180,6 +181,13 @@ ampy_status ampy_rnn_cell_bwd_cuda(int device, int mode, int64_t B, int64_t H, i
                                    const void *ws, const void *hx, const void *cx,
                                    const void *dhy, const void *dcy, void *dgx, void *dgh,
                                    void *dhx, void *dcx);
+/* ---- fused attention (cuda/attention.cu) --------------------------------------
+ * The CUDA twins of ampy_attention_fwd/bwd (attention.h): the problem struct in
+ * host memory, its pointers and out/lse/dq/dk/dv in device memory. */
+ampy_status ampy_attention_fwd_cuda(int device, const ampy_attn_problem *p, void *out, void *lse);
+ampy_status ampy_attention_bwd_cuda(int device, const ampy_attn_problem *p, const void *out,
+                                    const void *dout, const void *lse, void *dq, void *dk,
+                                    void *dv);
 
 /* ---- the table ampy._C uses (through a PyCapsule named "ampy._C_cuda.api") ---
  * ampy._C never links CUDA: it calls the runtime through these pointers. */
@@ -287,6 +295,10 @@ typedef struct ampy_cuda_api {
     ampy_status (*rnn_cell_bwd)(int device, int mode, int64_t B, int64_t H, int dtype,
                                 const void *ws, const void *hx, const void *cx, const void *dhy,
                                 const void *dcy, void *dgx, void *dgh, void *dhx, void *dcx);
+    /* attn: fused attention (cuda/attention.cu) */
+    ampy_status (*attention_fwd)(int device, const ampy_attn_problem *p, void *out, void *lse);
+    ampy_status (*attention_bwd)(int device, const ampy_attn_problem *p, const void *out,
+                                 const void *dout, const void *lse, void *dq, void *dk, void *dv);
 } ampy_cuda_api;
 
 #ifdef __cplusplus

@@ -9,6 +9,7 @@
 #include "cuda_py.h"
 
 #include "ampy/amp_cuda.h"
+#include "ampy/clip.h"
 #include "ampy/gemm_cuda.h"
 
 #include <limits.h>
@@ -183,6 +184,11 @@ static const ampy_cuda_api api_table = {
     .scaler_update = ampy_scaler_update_cuda,
     .adam_step = ampy_optim_adam_step_cuda,
     .sgd_step = ampy_optim_sgd_step_cuda,
+    /* utils */
+    .clip_total_norm = ampy_clip_total_norm_cuda,
+    .clip_scale = ampy_clip_scale_cuda,
+    .set_matmul_tf32 = ampy_cuda_set_matmul_tf32,
+    .get_matmul_tf32 = ampy_cuda_get_matmul_tf32,
 };
 
 /* _api_entries() -> {name: bool}: which entries of the table are filled
@@ -200,7 +206,8 @@ static PyObject *f_api_entries(PyObject *self, PyObject *u)
              E(nn_nll_loss_bwd), E(nn_embedding_fwd), E(nn_embedding_bwd), E(nn_mask_scale),
              E(fill_random), E(nn_mse_fwd), E(nn_mse_bwd), E(scan), E(fill), E(gemm),
              E(index_gather), E(index_scatter), E(nonzero_count), E(nonzero_fill),
-             E(finite_check_unscale), E(scaler_update), E(adam_step), E(sgd_step)};
+             E(finite_check_unscale), E(scaler_update), E(adam_step), E(sgd_step),
+             E(clip_total_norm), E(clip_scale), E(set_matmul_tf32), E(get_matmul_tf32)};
 #undef E
     PyObject *d = PyDict_New();
     for (size_t i = 0; d && i < sizeof e / sizeof e[0]; i++)

@@ -16,3 +16,10 @@ __all__ = ["Module", "Parameter", "Linear", "Identity", "ReLU", "GELU", "SiLU", 
            "Sigmoid", "Softmax", "LogSoftmax", "Dropout", "LayerNorm", "Embedding", "Flatten",
            "Sequential", "ModuleList", "CrossEntropyLoss", "NLLLoss", "MSELoss", "functional",
            "init"]
+
+# losses, dict and parameter containers, torch.nn.utils
+from .modules import (BCELoss, BCEWithLogitsLoss, HuberLoss, KLDivLoss, L1Loss,  # noqa: E402
+                      ModuleDict, ParameterDict, ParameterList, SmoothL1Loss)
+from . import utils  # noqa: E402
+__all__ += ["ModuleDict", "ParameterList", "ParameterDict", "BCELoss", "BCEWithLogitsLoss",
+            "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "utils"]

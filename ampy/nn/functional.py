@@ -295,3 +295,9 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
         dt = D.promote_types(input.dtype, target.dtype)
         input, target = input.to(dt), target.to(dt)
     return dispatch(_MSE, input, target, red)
+
+
+# ------------------------------------------------------ element-wise losses
+from ._functional_loss import *  # noqa: E402,F401,F403
+from ._functional_loss import __all__ as _loss_all  # noqa: E402
+__all__ += _loss_all

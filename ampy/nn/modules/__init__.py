@@ -8,3 +8,10 @@ from .module import Module
 __all__ = ["Module", "Linear", "Identity", "ReLU", "GELU", "SiLU", "Hardswish", "Tanh", "Sigmoid", "Softmax",
            "LogSoftmax", "Dropout", "LayerNorm", "Embedding", "Flatten", "Sequential",
            "ModuleList", "CrossEntropyLoss", "NLLLoss", "MSELoss"]
+
+# losses, dict and parameter containers
+from .container_dict import ModuleDict, ParameterDict, ParameterList  # noqa: E402
+from .loss import (BCELoss, BCEWithLogitsLoss, HuberLoss, KLDivLoss, L1Loss,  # noqa: E402
+                   SmoothL1Loss)
+__all__ += ["ModuleDict", "ParameterList", "ParameterDict", "BCELoss", "BCEWithLogitsLoss",
+            "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss"]

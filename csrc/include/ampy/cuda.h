@@ -172,7 +172,7 @@ ampy_status ampy_fill_random_cuda(int device, void *dst, ampy_dtype dtype, int64
 
 /* ---- the table ampy._C uses (through a PyCapsule named "ampy._C_cuda.api") ---
  * ampy._C never links CUDA: it calls the runtime through these pointers. */
-#define AMPY_CUDA_API_VERSION 3
+#define AMPY_CUDA_API_VERSION 4
 typedef struct ampy_cuda_api {
     int version; /* AMPY_CUDA_API_VERSION */
     ampy_status (*alloc)(int device, size_t nbytes, void **out);
@@ -251,6 +251,17 @@ typedef struct ampy_cuda_api {
     ampy_status (*sgd_step)(int device, int64_t n, const ampy_sgd_tensor *t,
                             const ampy_sgd_options *o, const float *inv_scale,
                             const float *found_inf);
+    /* utils: clip_grad_norm_'s multi-tensor total norm and scale (clip.h),
+     * and the float32 GEMM math mode (1: TF32 tensor cores, 0: full
+     * float32; gemm_cuda.h) */
+    ampy_status (*clip_total_norm)(int device, int64_t ntensors, const void *const *data,
+                                   const int64_t *numel, const int *dtype, double p,
+                                   int out_dtype, void *out);
+    ampy_status (*clip_scale)(int device, int64_t ntensors, void *const *data,
+                              const int64_t *numel, const int *dtype, const void *coef,
+                              int coef_dtype);
+    void (*set_matmul_tf32)(int allow);
+    int (*get_matmul_tf32)(void);
 } ampy_cuda_api;
 
 #ifdef __cplusplus

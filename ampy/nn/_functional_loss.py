@@ -14,7 +14,7 @@ from .._shape import broadcast_shapes
 from .._tensor import Tensor
 from ..autograd import is_grad_enabled
 from . import _ops_loss  # noqa: F401  (declares the ops)
-from ._ops import REDUCTIONS
+from ._ops import REDUCTIONS, Saved
 
 __all__ = ["binary_cross_entropy", "binary_cross_entropy_with_logits", "l1_loss",
            "smooth_l1_loss", "huber_loss", "kl_div"]
@@ -78,6 +78,11 @@ def _broadcast_pair(input, target, fn):
                            f"tensor b ({target.shape[-1]}) at non-singleton dimension "
                            f"{max(input.ndim, target.ndim) - 1}")
     return _same_dtype(input.expand(*shape), target.expand(*shape))
+
+
+def _l1(x, y, red):
+    saved = Saved() if is_grad_enabled() and (x.requires_grad or y.requires_grad) else None
+    return dispatch(_L1, x, y, red, saved)
 
 
 def _float_arg(v, fn, arg):
@@ -150,8 +155,8 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
     x, y = _broadcast_pair(input, target, "l1_loss")
     reduction = _legacy(size_average, reduce, reduction)
     if weight is not None:
-        return _weighted(dispatch(_L1, x, y, _enum("none")), weight, reduction, True)
-    return dispatch(_L1, x, y, _enum(reduction))
+        return _weighted(_l1(x, y, _enum("none")), weight, reduction, True)
+    return _l1(x, y, _enum(reduction))
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
@@ -163,7 +168,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     if beta == 0.0:
-        return dispatch(_L1, x, y, red)
+        return _l1(x, y, red)
     return dispatch(_SL1, x, y, red, beta)
 
 

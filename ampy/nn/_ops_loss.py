@@ -50,7 +50,7 @@ def _mean_div(g, x, red):
 def _norm(x, red, dtype):
     """torch's `norm` factor of its pointwise loss backward kernels, rounded
     to the dtype the kernel computes in."""
-    n = 1.0 / x.numel() if red == _MEAN else 1.0
+    n = (1.0 / x.numel() if x.numel() else float("inf")) if red == _MEAN else 1.0
     return n if dtype is _F32 or dtype is _F64 else tensor(n, dtype=dtype).item()
 
 
@@ -132,16 +132,21 @@ def bce_with_logits_bwd(ctx, g):
 
 # ------------------------------------------------------------------- l1_loss
 @defop("l1_loss", devices=CPU_CUDA, names=_names("l1_loss"))
-def l1_loss_fwd(input, target, reduction=_MEAN):
-    """|x - y|, reduced (torch's composite: sub, abs, then the reduction)."""
-    return _reduce(O.abs(O.sub(input, target)), reduction)
+def l1_loss_fwd(input, target, reduction=_MEAN, saved=None):
+    """|x - y|, reduced (torch's composite: sub, abs, then the reduction).
+    The rule reads sign(x - y) from `saved`, not x and y: torch's abs keeps
+    the difference, so changing x or y in place afterwards is allowed."""
+    d = O.sub(input, target)
+    if saved is not None:
+        saved.a = O.sign(d)
+    return _reduce(O.abs(d), reduction)
 
 
-@backward("l1_loss", save=(0, 1))
+@backward("l1_loss", save=())
 def l1_loss_bwd(ctx, g):
-    x, y, red = ctx.args
-    gd = O.mul(_mean_div(g, x, red), O.sign(O.sub(x, y)))
-    return (gd if _need(ctx, 0) else None), (O.neg(gd) if _need(ctx, 1) else None), None
+    x, y, red, saved = ctx.args
+    gd = O.mul(_mean_div(g, x, red), saved.a)
+    return (gd if _need(ctx, 0) else None), (O.neg(gd) if _need(ctx, 1) else None), None, None
 
 
 # ---------------------------------------------------------- smooth_l1 / huber

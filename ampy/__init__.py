@@ -95,10 +95,6 @@ def is_tensor(obj):
     return isinstance(obj, Tensor)
 
 
-def is_floating_point(t):
-    return t.dtype.is_floating_point
-
-
 def numel(t):
     return t.numel()
 
@@ -118,3 +114,21 @@ __all__ = [
     "clear_autocast_cache", "from_dlpack",
 ] + _math.__all__ + _math_reduce.__all__ + _gemm.__all__ + serialization.__all__ + \
     _memory.__all__
+
+
+# ---- the names torch users type: constants, the old amp spellings, backends ----
+import math as _pymath  # noqa: E402
+
+from . import accelerator, backends, cpu  # noqa: E402
+from ._tensor_format import is_floating_point  # noqa: E402
+from .amp import GradScaler  # noqa: E402
+from .backends import get_float32_matmul_precision, set_float32_matmul_precision  # noqa: E402
+
+inf = _pymath.inf
+nan = _pymath.nan
+pi = _pymath.pi
+e = _pymath.e
+newaxis = None
+
+__all__ += ["GradScaler", "inf", "nan", "pi", "e", "newaxis", "set_float32_matmul_precision",
+            "get_float32_matmul_precision"]

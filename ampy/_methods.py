@@ -388,3 +388,8 @@ Tensor.output_nr = property(_autograd._output_nr)
 Tensor.__dlpack__ = _dlpack._dlpack
 Tensor.__dlpack_device__ = _dlpack._dlpack_device
 Tensor.__cuda_array_interface__ = property(_dlpack._cuda_array_interface)
+
+# ---- format() and is_floating_point (ampy/_tensor_format.py) -------------------
+from . import _tensor_format  # noqa: E402
+Tensor.__format__ = _tensor_format.tensor_format
+Tensor.is_floating_point = _tensor_format.is_floating_point

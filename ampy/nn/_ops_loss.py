@@ -26,7 +26,9 @@ __all__ = []
 
 _NONE, _MEAN, _SUM = _C.NN_REDUCTION_NONE, _C.NN_REDUCTION_MEAN, _C.NN_REDUCTION_SUM
 _F32, _F64 = D.float32, D.float64
-_EPS = 1e-12  # torch's floor of (1 - x) x in binary_cross_entropy's gradient
+# torch's floor of (1 - x) x in binary_cross_entropy's gradient: a C float
+# constant 1e-12, so float64 sees 1e-12 rounded to float32
+_EPS = 9.999999960041972e-13
 
 
 def _names(name):

@@ -62,6 +62,11 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     if not tensors:
         return tensor(0.0)
     _check_float(tensors, "get_total_norm")
+    if abs(p) == math.inf and any(t.numel() == 0 for t in tensors):
+        what = "_foreach_norm cannot compute the infinity" if p > 0 else \
+            "linalg.vector_norm cannot compute the -inf"
+        raise RuntimeError(f"{what} norm on an empty tensor because the operation does not have "
+                           f"an identity")
     first = tensors[0].device
     with no_grad():
         totals = [_device_total(ts, p) for ts in _by_device(tensors).values()]

@@ -1,6 +1,7 @@
 """parameters_to_vector / vector_to_parameters (torch.nn.utils')."""
 from ..._math_reduce import cat
 from ..._tensor import Tensor
+from ...autograd import no_grad
 
 __all__ = ["parameters_to_vector", "vector_to_parameters"]
 
@@ -25,7 +26,10 @@ def parameters_to_vector(parameters):
 
 
 def vector_to_parameters(vec, parameters):
-    """Point each parameter's .data at its slice of `vec` (viewed to its shape)."""
+    """Give each parameter the values of its slice of `vec`. torch re-points
+    `param.data` at the slice; ampy has no `.data` assignment, so it copies
+    the values in (the parameters stay the objects optimizers hold, and do
+    not alias `vec` afterwards)."""
     if not isinstance(vec, Tensor):
         raise TypeError(f"expected torch.Tensor, but got: {type(vec).__name__}")
     device = None
@@ -33,5 +37,6 @@ def vector_to_parameters(vec, parameters):
     for param in parameters:
         device = _check_param_device(param, device)
         n = param.numel()
-        param.data = vec[pointer:pointer + n].view_as(param).data
+        with no_grad():
+            param.copy_(vec[pointer:pointer + n].view_as(param))
         pointer += n

@@ -139,7 +139,7 @@ ampy_status ampy_clip_total_norm(int64_t ntensors, const void *const *data, cons
         for (int64_t i = 0; i < ntensors; i++)
             acc = ampy_norm_step(acc, fabs(ampy_norm_round(norms[i], dtype[i])), p);
         double total = ntensors ? ampy_norm_round(ampy_norm_finish(acc, p), out_dtype) : 0.0;
-        ampy_norm_store(out, out_dtype, total);
+        ampy_nn_store1(out, out_dtype, 0, total);
     }
     free(norms);
     return s;

@@ -72,7 +72,7 @@ __global__ void clip_finish_kernel(int64_t n, const double *part, const int64_t 
         double norm = meta[2 * t] ? ampy_norm_finish(acc, p) : 0.0;
         total = ampy_norm_step(total, fabs(ampy_norm_round(norm, (int)meta[2 * t + 1])), p);
     }
-    ampy_norm_store(out, out_dtype, n ? ampy_norm_round(ampy_norm_finish(total, p), out_dtype)
+    ampy_nn_store1(out, out_dtype, 0, n ? ampy_norm_round(ampy_norm_finish(total, p), out_dtype)
                                       : 0.0);
 }
 

@@ -14,6 +14,7 @@
 
 #include "ampy/dtype.h"
 #include "ampy/elem.h"
+#include "ampy/nn_math.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -60,38 +61,14 @@ AMPY_ELEM double ampy_norm_finish(double acc, double p)
     return pow(acc, 1.0 / p);
 }
 
-/* v rounded once to dtype dt (a float dtype), back as a double: torch
- * rounds each per-tensor norm to its tensor's dtype and the total to the
- * promoted dtype of those norms. */
+/* v rounded once to float dtype dt, back as a double (nn_math.h's store
+ * and load of one element): torch rounds each per-tensor norm to its
+ * tensor's dtype and the total to the promoted dtype of those norms. */
 AMPY_ELEM double ampy_norm_round(double v, int dt)
 {
-    switch (dt) {
-    case AMPY_FLOAT16: return (double)ampy_f16_to_f32(ampy_f64_to_f16(v));
-    case AMPY_BFLOAT16: return (double)ampy_bf16_to_f32(ampy_f64_to_bf16(v));
-    case AMPY_FLOAT32: return (double)(float)v;
-    default: return v;
-    }
-}
-
-/* torch.result_type of two float dtypes (a < 0: none yet). */
-AMPY_ELEM int ampy_norm_promote(int a, int b)
-{
-    if (a < 0 || a == b)
-        return b;
-    if (a == AMPY_FLOAT64 || b == AMPY_FLOAT64)
-        return AMPY_FLOAT64;
-    return AMPY_FLOAT32; /* float32 with a half, or float16 with bfloat16 */
-}
-
-/* Store v (already rounded to dt) as one element of float dtype dt. */
-AMPY_ELEM void ampy_norm_store(void *out, int dt, double v)
-{
-    switch (dt) {
-    case AMPY_FLOAT16: *(uint16_t *)out = ampy_f64_to_f16(v); break;
-    case AMPY_BFLOAT16: *(uint16_t *)out = ampy_f64_to_bf16(v); break;
-    case AMPY_FLOAT32: *(float *)out = (float)v; break;
-    default: *(double *)out = v;
-    }
+    double cell = 0.0; /* room for one element of any float dtype */
+    ampy_nn_store1(&cell, dt, 0, v);
+    return ampy_nn_load1(&cell, dt, 0);
 }
 
 #ifdef __cplusplus

@@ -46,9 +46,10 @@ def _check_float(grads, fn):
 
 def _device_total(grads, p):
     """The total norm of one device's grads: one fused C pass."""
-    dt = grads[0].dtype
-    for g in grads[1:]:
-        dt = D.promote_types(dt, g.dtype)
+    kinds = {g.dtype for g in grads}
+    dt = kinds.pop()
+    for other in kinds:
+        dt = D.promote_types(dt, other)
     out = empty((), dtype=dt, device=grads[0].device)
     _C.clip_total_norm([g if g.is_contiguous() else g.contiguous() for g in grads], p, out)
     return out

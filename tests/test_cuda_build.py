@@ -162,6 +162,10 @@ KERNELS = ["ewise_kernel", "reduce_kernel", "softmax_kernel", "ln_fwd_kernel", "
            "ln_bwd_dw_final", "scan_kernel", "index_gather_kernel", "index_scatter_kernel",
            "index_keys_kernel", "nz_flags_kernel", "nz_fill_kernel", "emb_keys_kernel",
            "check_range_kernel"]
+# clip_grad_norm_'s multi-tensor norm and scale, and the float32 GEMM math mode
+KERNEL_ENTRY_POINTS += ["ampy_clip_total_norm_cuda", "ampy_clip_scale_cuda",
+                        "ampy_cuda_set_matmul_tf32", "ampy_cuda_get_matmul_tf32"]
+KERNELS += ["clip_partial_kernel", "clip_finish_kernel", "clip_scale_kernel"]
 
 
 def _cuda_module():

@@ -101,10 +101,6 @@ def is_tensor(obj):
     return isinstance(obj, Tensor)
 
 
-def is_floating_point(t):
-    return t.dtype.is_floating_point
-
-
 def numel(t):
     return t.numel()
 
@@ -130,3 +126,21 @@ from .nn._ops_rnn import gru_cell, lstm_cell, rnn_relu_cell, rnn_tanh_cell  # no
 __all__ += ["lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"]
 __all__ += _sorting.__all__ + _scatter.__all__ + _tril.__all__ + _tiling.__all__ + \
     _einsum.__all__
+
+
+# ---- the names torch users type: constants, the old amp spellings, backends ----
+import math as _pymath  # noqa: E402
+
+from . import accelerator, backends, cpu  # noqa: E402
+from ._tensor_format import is_floating_point  # noqa: E402
+from .amp import GradScaler  # noqa: E402
+from .backends import get_float32_matmul_precision, set_float32_matmul_precision  # noqa: E402
+
+inf = _pymath.inf
+nan = _pymath.nan
+pi = _pymath.pi
+e = _pymath.e
+newaxis = None
+
+__all__ += ["GradScaler", "inf", "nan", "pi", "e", "newaxis", "set_float32_matmul_precision",
+            "get_float32_matmul_precision"]

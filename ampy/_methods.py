@@ -418,3 +418,7 @@ Tensor.triu_ = _tril.triu_
 Tensor.repeat = _tiling.repeat
 Tensor.tile = _tile
 Tensor.type_as = _tiling.type_as
+# ---- format() and is_floating_point (ampy/_tensor_format.py) -------------------
+from . import _tensor_format  # noqa: E402
+Tensor.__format__ = _tensor_format.tensor_format
+Tensor.is_floating_point = _tensor_format.is_floating_point

@@ -10,6 +10,7 @@
  * operands are passed in swapped order and a row-major operand is a
  * column-major one with op N (a transposed view gets op T): no copies.
  */
+#include <atomic>
 #include <dlfcn.h>
 #include <mutex>
 #include <stdio.h>
@@ -23,7 +24,7 @@ typedef struct cublasContext *cublasHandle_t;
 typedef int cublasStatus_t; /* 0 = CUBLAS_STATUS_SUCCESS */
 enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
 enum { CUBLAS_DEFAULT_MATH = 0, CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION = 16 };
-enum { CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_64F = 70 };
+enum { CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_64F = 70, CUBLAS_COMPUTE_32F_FAST_TF32 = 77 };
 enum { CUBLAS_GEMM_DEFAULT = -1 };
 
 typedef cublasStatus_t (*create_fn)(cublasHandle_t *);
@@ -51,6 +52,19 @@ static struct {
     char why[512];
     cublasHandle_t handle[64];
 } B;
+
+/* ampy.backends.cuda.matmul.allow_tf32 (gemm_cuda.h); off by default, as torch. */
+static std::atomic<int> g_matmul_tf32{0};
+
+extern "C" void ampy_cuda_set_matmul_tf32(int allow)
+{
+    g_matmul_tf32.store(allow != 0, std::memory_order_relaxed);
+}
+
+extern "C" int ampy_cuda_get_matmul_tf32(void)
+{
+    return g_matmul_tf32.load(std::memory_order_relaxed);
+}
 
 extern "C" ampy_status ampy_cuda_blas_add_path(const char *dir)
 {
@@ -189,7 +203,10 @@ extern "C" ampy_status ampy_gemm_cuda(int device, const ampy_gemm_cuda_args *g)
     s = get_handle(device, st, &h);
     if (s != AMPY_OK)
         return s;
-    const int compute = g->in_dtype == AMPY_FLOAT64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+    const int tf32 = g->in_dtype == AMPY_FLOAT32 && ampy_cuda_get_matmul_tf32();
+    const int compute = g->in_dtype == AMPY_FLOAT64 ? CUBLAS_COMPUTE_64F
+                        : tf32                      ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                    : CUBLAS_COMPUTE_32F;
     float af = (float)g->alpha, bf = (float)g->beta;
     double ad = g->alpha, bd = g->beta;
     const void *alpha = compute == CUBLAS_COMPUTE_64F ? (const void *)&ad : (const void *)&af;

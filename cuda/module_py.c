@@ -10,6 +10,7 @@
 
 #include "ampy/amp_cuda.h"
 #include "ampy/conv_cuda.h"
+#include "ampy/clip.h"
 #include "ampy/gemm_cuda.h"
 
 #include <limits.h>
@@ -194,6 +195,11 @@ static const ampy_cuda_api api_table = {
     .rnn_cell_bwd = ampy_rnn_cell_bwd_cuda,
     .attention_fwd = ampy_attention_fwd_cuda, /* attn */
     .attention_bwd = ampy_attention_bwd_cuda,
+    /* utils */
+    .clip_total_norm = ampy_clip_total_norm_cuda,
+    .clip_scale = ampy_clip_scale_cuda,
+    .set_matmul_tf32 = ampy_cuda_set_matmul_tf32,
+    .get_matmul_tf32 = ampy_cuda_get_matmul_tf32,
 };
 
 /* _api_entries() -> {name: bool}: which entries of the table are filled
@@ -217,6 +223,7 @@ static PyObject *f_api_entries(PyObject *self, PyObject *u)
              E(conv_backward_bias),
              E(rnn_cell_fwd), E(rnn_cell_bwd),
              E(attention_fwd), E(attention_bwd),
+             E(clip_total_norm), E(clip_scale), E(set_matmul_tf32), E(get_matmul_tf32),
     };
 #undef E
     PyObject *d = PyDict_New();

@@ -464,3 +464,42 @@ CASES.update({
 CASES["scaled_dot_product_attention"] = Case(
     lambda m, q, k, v: m.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
     r(1, 2, 3, 4), r(1, 2, 5, 4, key=1), r(1, 2, 5, 3, key=2))
+# ---------------------------------------------------- element-wise losses
+_LF = dict(dtype="float64", rtol=1e-9, atol=1e-11)
+CASES.update({
+    "binary_cross_entropy": Case(lambda m, x, t: m.nn.functional.binary_cross_entropy(
+        m.sigmoid(x), t * 0.5, reduction="sum"), r(3, 4), pos(3, 4, key=1), **_LF),
+    "binary_cross_entropy_with_logits": Case(
+        lambda m, x, t, w, pw: m.nn.functional.binary_cross_entropy_with_logits(
+            x * 3, t * 0.5, w, pos_weight=pw), r(3, 4), pos(3, 4, key=1), pos(4, key=2),
+        pos(4, key=3), diff=(0, 1), **_LF),
+    "l1_loss": Case(lambda m, x, y: m.nn.functional.l1_loss(x * x, y), r(3, 4), r(3, 4, key=1),
+                    **_LF),
+    # 2 * r spans both sides of beta / delta
+    "smooth_l1_loss": Case(lambda m, x, y: m.nn.functional.smooth_l1_loss(
+        x * x * 2, y, beta=0.7), r(3, 4), r(3, 4, key=1), **_LF),
+    "huber_loss": Case(lambda m, x, y: m.nn.functional.huber_loss(
+        x * x * 2, y, reduction="sum", delta=0.6), r(3, 4), r(3, 4, key=1), **_LF),
+    "kl_div": Case(lambda m, x, t: m.nn.functional.kl_div(x * x, t, reduction="batchmean"),
+                   r(3, 4), pos(3, 4, key=1), **_LF),
+})
+_LOSS_VARIANTS = {
+    "binary_cross_entropy": [
+        Case(lambda m, x, t, w: m.nn.functional.binary_cross_entropy(m.sigmoid(x), t * 0.5, w),
+             r(3, 4), pos(3, 4, key=1), pos(4, key=2), diff=(0,), **_LF),
+    ],
+    "binary_cross_entropy_with_logits": [
+        Case(lambda m, x, t: m.nn.functional.binary_cross_entropy_with_logits(
+            x * x, t * 0.5, reduction="none"), r(3, 4), pos(3, 4, key=1), **_LF),
+    ],
+    "kl_div": [
+        Case(lambda m, x, t: m.nn.functional.kl_div(x * x, t, reduction="sum", log_target=True),
+             r(3, 4), r(3, 4, key=1), **_LF),
+    ],
+    "l1_loss": [
+        Case(lambda m, x, y: m.nn.functional.l1_loss(x, y * y, reduction="none"), r(3, 4),
+             r(3, 4, key=1), **_LF),
+    ],
+}
+for _n, _more in _LOSS_VARIANTS.items():
+    CASES[_n] = [CASES[_n]] + _more

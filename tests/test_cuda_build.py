@@ -170,6 +170,10 @@ KERNELS = ["ewise_kernel", "reduce_kernel", "softmax_kernel", "ln_fwd_kernel", "
            "im2col_kernel", "col2im_kernel", "fill_bias_kernel", "round_kernel", "bias_kernel"]
 KERNELS += ["rnn_fwd_kernel", "rnn_bwd_kernel"]
 KERNELS += ["attn_fwd_kernel", "attn_bwd_kernel", "attn_store_kernel"]
+# clip_grad_norm_'s multi-tensor norm and scale, and the float32 GEMM math mode
+KERNEL_ENTRY_POINTS += ["ampy_clip_total_norm_cuda", "ampy_clip_scale_cuda",
+                        "ampy_cuda_set_matmul_tf32", "ampy_cuda_get_matmul_tf32"]
+KERNELS += ["clip_partial_kernel", "clip_finish_kernel", "clip_scale_kernel"]
 
 
 def _cuda_module():

@@ -20,7 +20,7 @@ import pytest
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INC = os.path.join(HERE, "csrc", "include", "ampy")
-SHARED_MATH = ["optim_math.h", "reduce_math.h", "nn_math.h"]
+SHARED_MATH = ["optim_math.h", "reduce_math.h", "nn_math.h", "clip_math.h"]
 
 
 def _read(*parts):
@@ -120,6 +120,7 @@ def test_shared_formula_appears_only_in_its_header(what):
     ("random.h", ["csrc/random.c", "cuda/nn_common.cuh"]),
     ("ewise_expr.h", ["csrc/ewise_ops.c", "cuda/ewise.cu"]),
     ("elem.h", ["cuda/common.cuh"]),
+    ("clip_math.h", ["csrc/clip.c", "cuda/clip.cu"]),
 ])
 def test_cpu_and_cuda_include_the_shared_header(header, users):
     for u in users:

@@ -222,6 +222,26 @@ CASES.update({
 })
 del _n
 
+# element-wise losses: the probabilities of binary_cross_entropy are u * 0.5 + 0.5 in
+# (0.05, 0.95); the weights p
+CASES.update({
+    "binary_cross_entropy": Case(lambda M, x, t, w: M.nn.functional.binary_cross_entropy(
+        x * 0.5 + 0.5, t * 0.5 + 0.5, w.detach()), [("u", S), ("u", S), ("p", (4,))],
+        zero=True),
+    "binary_cross_entropy_with_logits": Case(
+        lambda M, x, t, w: M.nn.functional.binary_cross_entropy_with_logits(
+            x, t * 0.5 + 0.5, pos_weight=w.detach()), [("f", S), ("u", S), ("p", (4,))],
+        zero=True),
+    "l1_loss": Case(lambda M, x, y: M.nn.functional.l1_loss(x, y, reduction="sum"), F2,
+                    zero=True),
+    "smooth_l1_loss": Case(lambda M, x, y: M.nn.functional.smooth_l1_loss(x, y, beta=0.5), F2,
+                           zero=True),
+    "huber_loss": Case(lambda M, x, y: M.nn.functional.huber_loss(x, y, reduction="none",
+                                                                  delta=0.5), F2, zero=True),
+    "kl_div": Case(lambda M, x, t: M.nn.functional.kl_div(x, t, reduction="batchmean"),
+                   [("f", S), ("p", S)], zero=True),
+})
+
 
 # ------------------------------------ sorting, gather/scatter, masked_fill, triangles
 _S3 = (3, 4, 5)

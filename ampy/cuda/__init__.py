@@ -280,3 +280,6 @@ def _install():
 
 if is_available():
     _install()
+
+
+from . import amp  # noqa: E402  (ampy.cuda.amp: the old torch.cuda.amp names)

@@ -29,3 +29,9 @@ from .modules import (MultiheadAttention, RMSNorm, Transformer, TransformerDecod
                       TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)
 __all__ += ["MultiheadAttention", "RMSNorm", "Transformer", "TransformerEncoder",
             "TransformerEncoderLayer", "TransformerDecoder", "TransformerDecoderLayer"]
+# losses, dict and parameter containers, torch.nn.utils
+from .modules import (BCELoss, BCEWithLogitsLoss, HuberLoss, KLDivLoss, L1Loss,  # noqa: E402
+                      ModuleDict, ParameterDict, ParameterList, SmoothL1Loss)
+from . import utils  # noqa: E402
+__all__ += ["ModuleDict", "ParameterList", "ParameterDict", "BCELoss", "BCEWithLogitsLoss",
+            "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "utils"]

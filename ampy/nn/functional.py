@@ -16,6 +16,7 @@ from .._creation import default_generator
 from .._dispatch import dispatch, get_op
 from .._shape import broadcast_shapes
 from .._tensor import Tensor
+from ..amp.autocast_mode import is_autocast_enabled
 from ..autograd import is_grad_enabled
 from ._ops import REDUCTIONS, Saved
 
@@ -245,6 +246,12 @@ def _cross_entropy_probs(input, target, weight, red, ls):
     if tuple(target.shape) != tuple(input.shape):
         raise RuntimeError(f"Expected target size {list(input.shape)}, got "
                            f"{list(target.shape)}")
+    # torch's autocast casts cross_entropy's inputs to float32 whatever the
+    # target kind; this path is composed of ops, so the cast is made here
+    if input.dtype in (D.float16, D.bfloat16, D.float32) and \
+            is_autocast_enabled(input.device.type):
+        input, target = input.float(), target.float()
+        weight = weight if weight is None else weight.float()
     dim = 0 if input.ndim == 1 else 1
     c = input.shape[dim]
     logp = log_softmax(input, dim)
@@ -306,3 +313,7 @@ __all__ += ["one_hot"]
 from ._ops_attention import scaled_dot_product_attention  # noqa: E402
 from ._rms_norm import rms_norm  # noqa: E402
 __all__ += ["scaled_dot_product_attention", "rms_norm"]
+# ------------------------------------------------------ element-wise losses
+from ._functional_loss import *  # noqa: E402,F401,F403
+from ._functional_loss import __all__ as _loss_all  # noqa: E402
+__all__ += _loss_all

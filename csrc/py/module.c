@@ -64,6 +64,7 @@ static PyObject *py_init(PyObject *self, PyObject *args)
 extern PyMethodDef ampy_py_fused_methods[]; /* fused_py.c */
 extern PyMethodDef ampy_py_tensorops_methods[]; /* tensorops_py.c */
 extern PyMethodDef ampy_py_attention_methods[]; /* attention_py.c */
+extern PyMethodDef ampy_py_clip_methods[], ampy_py_backends_methods[]; /* clip_py.c, backends_py.c */
 
 static PyMethodDef module_methods[] = {
     {"_init", py_init, METH_VARARGS, "_init(tensor_type, dtypes, np_dtypes, size_type)\n--\n\n"
@@ -106,6 +107,7 @@ static int module_exec(PyObject *m)
         ampy_py_rnn_methods,
         ampy_py_tensorops_methods,
         ampy_py_attention_methods,
+        ampy_py_clip_methods,    ampy_py_backends_methods,
     };
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
         if (add_methods(m, tables[i]) < 0)

@@ -1,5 +1,6 @@
 /* test_shared_math.c — unit tests of the formulas the CPU and CUDA kernels
- * share through headers (optim_math.h, reduce_math.h, nn_math.h, random.h):
+ * share through headers (optim_math.h, reduce_math.h, nn_math.h, random.h,
+ * clip_math.h):
  * the host build of the very functions the GPU runs.
  *
  * Every expected value is computed here independently, in long double
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ampy/clip_math.h"
 #include "ampy/elem.h"
 #include "ampy/nn_math.h"
 #include "ampy/optim_math.h"
@@ -648,6 +650,46 @@ static void test_random_value(void)
           "fill size");
 }
 
+/* clip_math.h: a p-norm accumulated element by element, merged from two
+ * halves, and finished, against long double sums; the rounding to each
+ * float dtype against the nearest value. */
+static void test_clip_norm(void)
+{
+    const double orders[] = {1.0, 2.0, 3.0, 0.5, 0.0, INFINITY, -INFINITY};
+    for (int o = 0; o < 7; o++) {
+        double p = orders[o], acc = ampy_norm_init(p), lo = ampy_norm_init(p);
+        double hi = ampy_norm_init(p);
+        long double sum = 0.0L, mx = 0.0L, mn = INFINITY;
+        for (int i = 0; i < 200; i++) {
+            double a = i % 17 == 0 ? 0.0 : fabs(rndd(-3.0, 3.0));
+            acc = ampy_norm_step(acc, a, p);
+            if (i < 100)
+                lo = ampy_norm_step(lo, a, p);
+            else
+                hi = ampy_norm_step(hi, a, p);
+            sum += p == 0.0 ? (a != 0.0) : powl(a, p);
+            mx = a > mx ? a : mx;
+            mn = a < mn ? a : mn;
+        }
+        long double want = p == INFINITY ? mx : p == -INFINITY ? mn : p == 0.0 ? sum
+                           : powl(sum, 1.0L / p);
+        CHECK(near_f64(ampy_norm_finish(acc, p), want, 512), "norm p=%g: %.17g vs %.17Lg", p,
+              ampy_norm_finish(acc, p), want);
+        CHECK(near_f64(ampy_norm_finish(ampy_norm_merge(lo, hi, p), p), want, 512),
+              "merged norm p=%g", p);
+    }
+    CHECK(isnan(ampy_norm_step(1.0, NAN, INFINITY)) && isnan(ampy_norm_step(NAN, 2.0, INFINITY)),
+          "a NaN element makes the max norm NaN");
+    CHECK(isnan(ampy_norm_step(1.0, NAN, -INFINITY)), "a NaN element makes the min norm NaN");
+    for (int k = 0; k < 2000; k++) {
+        double v = ldexp(rndd(-1.0, 1.0), (int)(rnd32() % 40) - 20);
+        CHECK(ampy_norm_round(v, AMPY_FLOAT16) == nearest_half(v, 0), "norm f16 %.17g", v);
+        CHECK(ampy_norm_round(v, AMPY_BFLOAT16) == nearest_half(v, 1), "norm bf16 %.17g", v);
+        CHECK(ampy_norm_round(v, AMPY_FLOAT32) == (double)(float)v, "norm f32");
+        CHECK(ampy_norm_round(v, AMPY_FLOAT64) == v, "norm f64");
+    }
+}
+
 int main(void)
 {
     test_adam_scalars();
@@ -662,6 +704,7 @@ int main(void)
     test_nn_access();
     test_nn_checks();
     test_random_value();
+    test_clip_norm();
     printf("test_shared_math: %d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }

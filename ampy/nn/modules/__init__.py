@@ -21,3 +21,9 @@ from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLay
                           TransformerEncoder, TransformerEncoderLayer)
 __all__ += ["MultiheadAttention", "RMSNorm", "Transformer", "TransformerEncoder",
             "TransformerEncoderLayer", "TransformerDecoder", "TransformerDecoderLayer"]
+# losses, dict and parameter containers
+from .container_dict import ModuleDict, ParameterDict, ParameterList  # noqa: E402
+from .loss import (BCELoss, BCEWithLogitsLoss, HuberLoss, KLDivLoss, L1Loss,  # noqa: E402
+                   SmoothL1Loss)
+__all__ += ["ModuleDict", "ParameterList", "ParameterDict", "BCELoss", "BCEWithLogitsLoss",
+            "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss"]

@@ -299,6 +299,17 @@ typedef struct ampy_cuda_api {
     ampy_status (*attention_fwd)(int device, const ampy_attn_problem *p, void *out, void *lse);
     ampy_status (*attention_bwd)(int device, const ampy_attn_problem *p, const void *out,
                                  const void *dout, const void *lse, void *dq, void *dk, void *dv);
+    /* utils: clip_grad_norm_'s multi-tensor total norm and scale (clip.h),
+     * and the float32 GEMM math mode (1: TF32 tensor cores, 0: full
+     * float32; gemm_cuda.h) */
+    ampy_status (*clip_total_norm)(int device, int64_t ntensors, const void *const *data,
+                                   const int64_t *numel, const int *dtype, double p,
+                                   int out_dtype, void *out);
+    ampy_status (*clip_scale)(int device, int64_t ntensors, void *const *data,
+                              const int64_t *numel, const int *dtype, const void *coef,
+                              int coef_dtype);
+    void (*set_matmul_tf32)(int allow);
+    int (*get_matmul_tf32)(void);
 } ampy_cuda_api;
 
 #ifdef __cplusplus

@@ -55,6 +55,15 @@ ampy_status ampy_gemm_cuda(int device, const ampy_gemm_cuda_args *g);
  * list (8 entries) is full. */
 ampy_status ampy_cuda_blas_add_path(const char *dir);
 
+/* The float32 GEMM math mode (ampy.backends.cuda.matmul.allow_tf32): with
+ * allow != 0, float32 x float32 GEMMs use cuBLAS's TF32 compute type
+ * (CUBLAS_COMPUTE_32F_FAST_TF32: inputs rounded to 10-bit mantissas on the
+ * tensor cores, float32 accumulation); with 0 (the default, as torch) they
+ * use CUBLAS_COMPUTE_32F. Half and float64 GEMMs are not affected. Read at
+ * each GEMM call; safe from any thread. */
+void ampy_cuda_set_matmul_tf32(int allow);
+int ampy_cuda_get_matmul_tf32(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -38,6 +38,16 @@ def _binop(op, reflected=False):
     return f
 
 
+def _rdiv(self, other):
+    """other / self as torch computes it: self.reciprocal() * other (two roundings, so
+    `1.0 / x` gives torch's bits, not a correctly rounded quotient)."""
+    if not isinstance(other, _OPERAND):
+        other = _math._as_operand(other)
+        if other is None:
+            return NotImplemented
+    return dispatch(get_op("mul"), dispatch(get_op("reciprocal"), self), other)
+
+
 def _inplace(op):
     """A Python augmented assignment (+= ...) for in-place op."""
     def f(self, other):
@@ -339,7 +349,7 @@ Tensor.__mul__ = _binop(get_op("mul"))
 Tensor.__rmul__ = _binop(get_op("mul"), reflected=True)
 Tensor.__imul__ = _inplace(get_op("mul_"))
 Tensor.__truediv__ = _binop(get_op("div"))
-Tensor.__rtruediv__ = _binop(get_op("div"), reflected=True)
+Tensor.__rtruediv__ = _rdiv
 Tensor.__itruediv__ = _inplace(get_op("div_"))
 Tensor.__floordiv__ = _binop(get_op("floor_divide"))
 Tensor.__rfloordiv__ = _binop(get_op("floor_divide"), reflected=True)

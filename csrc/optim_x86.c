@@ -109,7 +109,7 @@ void ampy_optim_adam_run_avx512(const ampy_adam_tensor *t, int64_t b, int64_t e,
         __m512 d = _mm512_sub_ps(g, m);
         m = _mm512_fmadd_ps(w1, d, s->w1_small ? m : g);
         __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, V + i), b2);
-        v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_mul_ps(w2, g), g));
+        v = _mm512_fmadd_ps(_mm512_mul_ps(w2, g), g, v); /* addcmul_: fma(c*y, z, x) */
         __m512 vd = v;
         if (s->amsgrad) {
             vd = max_nan(_mm512_maskz_loadu_ps(k, VM + i), v);

@@ -263,7 +263,7 @@ AMPY_ELEM void ampy_adam_elem(float g, float *p, float *m, float *v, float *vmax
     float d = g - *m;
     float mm = s->w1_small ? AMPY_FMAF(s->w1, d, *m) : AMPY_FMAF(s->w1m1, d, g);
     float vv = *v * s->beta2;
-    vv = vv + (s->w2 * g) * g;
+    vv = AMPY_FMAF(s->w2 * g, g, vv); /* addcmul_: fma(c*y, z, x) */
     float vd = vv;
     if (s->amsgrad) {
         vd = ampy_maxf_nan(*vmax, vv);

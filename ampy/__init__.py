@@ -118,3 +118,8 @@ __all__ = [
     "clear_autocast_cache", "from_dlpack",
 ] + _math.__all__ + _math_reduce.__all__ + _gemm.__all__ + serialization.__all__ + \
     _memory.__all__
+
+# ---- torch.flatten's spelling
+from .nn._functional_cnn import flatten  # noqa: E402
+
+__all__ += ["flatten"]

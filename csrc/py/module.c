@@ -62,6 +62,7 @@ static PyObject *py_init(PyObject *self, PyObject *args)
 }
 
 extern PyMethodDef ampy_py_fused_methods[]; /* fused_py.c */
+extern PyMethodDef ampy_py_cnn_methods[], ampy_py_cnn_pool_methods[]; /* cnn_py.c, cnn_pool_py.c */
 
 static PyMethodDef module_methods[] = {
     {"_init", py_init, METH_VARARGS, "_init(tensor_type, dtypes, np_dtypes, size_type)\n--\n\n"
@@ -99,6 +100,7 @@ static int module_exec(PyObject *m)
         ampy_py_scaler_methods,  ampy_py_optim_methods,  ampy_py_runtime_methods,
         ampy_py_device_methods,  ampy_py_dlpack_methods, /* CUDA, DLPack */
         ampy_py_nn_methods,      ampy_py_fused_methods,
+        ampy_py_cnn_methods,     ampy_py_cnn_pool_methods,
     };
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
         if (add_methods(m, tables[i]) < 0)

@@ -21,21 +21,25 @@
 #define CN_SFX f
 #define CN_LD(p, i) ampy_cnn_ldf((p), dt, (i))
 #define CN_ST(p, i, v) ampy_cnn_stf((p), dt, (i), (v))
+#define CN_FMA fmaf
 #include "cnn_norm.inc"
 #undef CN_T
 #undef CN_SFX
 #undef CN_LD
 #undef CN_ST
+#undef CN_FMA
 
 #define CN_T double
 #define CN_SFX d
 #define CN_LD(p, i) (((const double *)(p))[i])
 #define CN_ST(p, i, v) (((double *)(p))[i] = (v))
+#define CN_FMA fma
 #include "cnn_norm.inc"
 #undef CN_T
 #undef CN_SFX
 #undef CN_LD
 #undef CN_ST
+#undef CN_FMA
 
 /* Plane-sized work is split so that a chunk holds at least this many elements. */
 #define CN_GRAIN_ELEMS 32768
@@ -102,8 +106,18 @@ static void bn_fwd_range(int64_t c0, int64_t c1, void *vc)
             if (k->rm) {
                 double m = k->momentum;
                 double rm = ampy_nn_load1(k->rm, k->pdt, c), rv = ampy_nn_load1(k->rv, k->pdt, c);
-                ampy_nn_store1(k->rm, k->pdt, c, m * mean + (1.0 - m) * rm);
-                ampy_nn_store1(k->rv, k->pdt, c, m * unbiased + (1.0 - m) * rv);
+                if (f64) {
+                    ampy_nn_store1(k->rm, k->pdt, c, m * mean + (1.0 - m) * rm);
+                    ampy_nn_store1(k->rv, k->pdt, c, m * unbiased + (1.0 - m) * rv);
+                } else {
+                    /* torch's float32 update: the mean's two products and a
+                     * sum, the variance's one fused multiply-add */
+                    float mf = (float)m, om = 1.0f - mf;
+                    float pm = mf * (float)mean, pr = om * (float)rm;
+                    ampy_nn_store1(k->rm, k->pdt, c, (double)(pm + pr));
+                    ampy_nn_store1(k->rv, k->pdt, c,
+                                   (double)fmaf(mf, (float)unbiased, om * (float)rv));
+                }
             }
         } else {
             mean = ampy_nn_load1(k->rm, k->pdt, c);
@@ -119,10 +133,10 @@ static void bn_fwd_range(int64_t c0, int64_t c1, void *vc)
             int64_t off = (n * k->C + c) * k->S;
             if (f64) {
                 double a = invstd * w;
-                block_affine_d(k->x, dt, off, k->S, a, b - mean * a, k->y);
+                block_affine_d(k->x, dt, off, k->S, a, fma(-mean, a, b), k->y);
             } else {
                 float a = (float)invstd * (float)w;
-                block_affine_f(k->x, dt, off, k->S, a, (float)b - (float)mean * a, k->y);
+                block_affine_f(k->x, dt, off, k->S, a, fmaf(-(float)mean, a, (float)b), k->y);
             }
         }
     }
@@ -227,10 +241,10 @@ static void gn_fwd_range(int64_t r0, int64_t r1, void *vc)
             double b = k->b ? ampy_nn_load1(k->b, k->pdt, c) : 0.0;
             if (dt == AMPY_FLOAT64) {
                 double a = rstd * w;
-                block_affine_d(k->x, dt, r * D + j * k->S, k->S, a, b - a * mean, k->y);
+                block_affine_d(k->x, dt, r * D + j * k->S, k->S, a, fma(-a, mean, b), k->y);
             } else {
                 float a = (float)rstd * (float)w;
-                block_affine_f(k->x, dt, r * D + j * k->S, k->S, a, (float)b - a * (float)mean,
+                block_affine_f(k->x, dt, r * D + j * k->S, k->S, a, fmaf(-a, (float)mean, (float)b),
                                k->y);
             }
         }

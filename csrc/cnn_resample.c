@@ -157,7 +157,7 @@ typedef struct {
     int64_t H, W, OH, OW;
     int mode, align;
     double sh, sw;
-    float rh, rw;
+    double rh, rw;
     const void *src;
     void *dst;
     float *acc; /* backward of half data: P*H*W float32 sums, or NULL */
@@ -172,11 +172,12 @@ static void interp_fwd_range(int64_t p0, int64_t p1, void *vc)
         int64_t ib = p * c->H * c->W, o = p * c->OH * c->OW;
         for (int64_t oh = 0; oh < c->OH; oh++) {
             int64_t h0, h1;
-            float a0, a1;
+            double a0, a1;
             if (c->mode == AMPY_CNN_INTERP_NEAREST)
                 h0 = ampy_cnn_nearest_src(oh, c->H, c->OH, c->sh), h1 = h0, a0 = 1, a1 = 0;
             else
-                ampy_cnn_linear_src(oh, c->H, c->OH, c->rh, c->align, &h0, &h1, &a0, &a1);
+                ampy_cnn_linear_src(oh, c->H, c->OH, c->rh, c->align, c->dt == AMPY_FLOAT64,
+                                    &h0, &h1, &a0, &a1);
             for (int64_t ow = 0; ow < c->OW; ow++, o++) {
                 if (c->mode == AMPY_CNN_INTERP_NEAREST) {
                     int64_t iw = ampy_cnn_nearest_src(ow, c->W, c->OW, c->sw);
@@ -184,20 +185,23 @@ static void interp_fwd_range(int64_t p0, int64_t p1, void *vc)
                     continue;
                 }
                 int64_t w0, w1;
-                float b0, b1;
-                ampy_cnn_linear_src(ow, c->W, c->OW, c->rw, c->align, &w0, &w1, &b0, &b1);
+                double b0, b1;
+                ampy_cnn_linear_src(ow, c->W, c->OW, c->rw, c->align, c->dt == AMPY_FLOAT64,
+                                    &w0, &w1, &b0, &b1);
                 const int64_t r0 = ib + h0 * c->W, r1 = ib + h1 * c->W;
+                /* a fused multiply-add per pair, as torch's compiled kernel */
                 if (dt == AMPY_FLOAT64) {
                     const double *x = (const double *)c->src;
-                    double t0 = x[r0 + w0] * b0 + x[r0 + w1] * b1;
-                    double t1 = x[r1 + w0] * b0 + x[r1 + w1] * b1;
-                    ((double *)c->dst)[o] = t0 * a0 + t1 * a1;
+                    double t0 = fma(x[r0 + w0], b0, x[r0 + w1] * b1);
+                    double t1 = fma(x[r1 + w0], b0, x[r1 + w1] * b1);
+                    ((double *)c->dst)[o] = fma(t0, a0, t1 * a1);
                 } else {
-                    float t0 = ampy_cnn_ldf(c->src, dt, r0 + w0) * b0 +
-                               ampy_cnn_ldf(c->src, dt, r0 + w1) * b1;
-                    float t1 = ampy_cnn_ldf(c->src, dt, r1 + w0) * b0 +
-                               ampy_cnn_ldf(c->src, dt, r1 + w1) * b1;
-                    ampy_cnn_stf(c->dst, dt, o, t0 * a0 + t1 * a1);
+                    float fb0 = (float)b0, fb1 = (float)b1;
+                    float t0 = fmaf(ampy_cnn_ldf(c->src, dt, r0 + w0), fb0,
+                                    ampy_cnn_ldf(c->src, dt, r0 + w1) * fb1);
+                    float t1 = fmaf(ampy_cnn_ldf(c->src, dt, r1 + w0), fb0,
+                                    ampy_cnn_ldf(c->src, dt, r1 + w1) * fb1);
+                    ampy_cnn_stf(c->dst, dt, o, fmaf(t0, (float)a0, t1 * (float)a1));
                 }
             }
         }
@@ -221,11 +225,12 @@ static void interp_bwd_range(int64_t p0, int64_t p1, void *vc)
         int64_t ib = p * c->H * c->W, o = p * c->OH * c->OW;
         for (int64_t oh = 0; oh < c->OH; oh++) {
             int64_t h0, h1;
-            float a0, a1;
+            double a0, a1;
             if (c->mode == AMPY_CNN_INTERP_NEAREST)
                 h0 = ampy_cnn_nearest_src(oh, c->H, c->OH, c->sh), h1 = h0, a0 = 1, a1 = 0;
             else
-                ampy_cnn_linear_src(oh, c->H, c->OH, c->rh, c->align, &h0, &h1, &a0, &a1);
+                ampy_cnn_linear_src(oh, c->H, c->OH, c->rh, c->align, c->dt == AMPY_FLOAT64,
+                                    &h0, &h1, &a0, &a1);
             for (int64_t ow = 0; ow < c->OW; ow++, o++) {
                 double g = ampy_nn_load1(c->src, c->dt, o);
                 if (c->mode == AMPY_CNN_INTERP_NEAREST) {
@@ -233,14 +238,22 @@ static void interp_bwd_range(int64_t p0, int64_t p1, void *vc)
                     continue;
                 }
                 int64_t w0, w1;
-                float b0, b1;
-                ampy_cnn_linear_src(ow, c->W, c->OW, c->rw, c->align, &w0, &w1, &b0, &b1);
-                int f64 = c->dt == AMPY_FLOAT64;
-                float gf = (float)g;
-                interp_add(c, ib + h0 * c->W + w0, f64 ? (double)a0 * b0 * g : a0 * b0 * gf);
-                interp_add(c, ib + h0 * c->W + w1, f64 ? (double)a0 * b1 * g : a0 * b1 * gf);
-                interp_add(c, ib + h1 * c->W + w0, f64 ? (double)a1 * b0 * g : a1 * b0 * gf);
-                interp_add(c, ib + h1 * c->W + w1, f64 ? (double)a1 * b1 * g : a1 * b1 * gf);
+                double b0, b1;
+                ampy_cnn_linear_src(ow, c->W, c->OW, c->rw, c->align, c->dt == AMPY_FLOAT64,
+                                    &w0, &w1, &b0, &b1);
+                if (c->dt == AMPY_FLOAT64) {
+                    interp_add(c, ib + h0 * c->W + w0, a0 * b0 * g);
+                    interp_add(c, ib + h0 * c->W + w1, a0 * b1 * g);
+                    interp_add(c, ib + h1 * c->W + w0, a1 * b0 * g);
+                    interp_add(c, ib + h1 * c->W + w1, a1 * b1 * g);
+                } else {
+                    float gf = (float)g, fa0 = (float)a0, fa1 = (float)a1;
+                    float fb0 = (float)b0, fb1 = (float)b1;
+                    interp_add(c, ib + h0 * c->W + w0, fa0 * fb0 * gf);
+                    interp_add(c, ib + h0 * c->W + w1, fa0 * fb1 * gf);
+                    interp_add(c, ib + h1 * c->W + w0, fa1 * fb0 * gf);
+                    interp_add(c, ib + h1 * c->W + w1, fa1 * fb1 * gf);
+                }
             }
         }
     }
@@ -256,7 +269,8 @@ static ampy_status interp_setup(interp_ctx *c, int64_t P, int64_t H, int64_t W, 
         (mode != AMPY_CNN_INTERP_NEAREST && mode != AMPY_CNN_INTERP_BILINEAR) || sh < 0 || sw < 0)
         return ampy_error(AMPY_ERR_VALUE, "%s: bad sizes, mode or scale", fn);
     interp_ctx k = {H, W, OH, OW, mode, align, sh, sw,
-                    ampy_cnn_interp_ratio(H, OH, align, sh), ampy_cnn_interp_ratio(W, OW, align, sw),
+                    ampy_cnn_interp_ratio(H, OH, align, sh, dt == AMPY_FLOAT64),
+                    ampy_cnn_interp_ratio(W, OW, align, sw, dt == AMPY_FLOAT64),
                     NULL, NULL, NULL, dt};
     *c = k;
     return AMPY_OK;

@@ -45,7 +45,8 @@ extern "C" {
  * 1 / sqrt(var_sum / (N*S) + eps); running stats, when given, become
  *   running_mean = momentum * mean + (1 - momentum) * running_mean
  *   running_var  = momentum * var_sum / (N*S - 1) + (1 - momentum) * running_var
- * (in double, rounded once). Evaluation: mean = running_mean, invstd =
+ * (float32 arithmetic for float32 parameters, as torch's kernel; double
+ * for float64). Evaluation: mean = running_mean, invstd =
  * 1 / sqrt(running_var + eps). Then y = x * alpha + beta with alpha =
  * invstd * w, beta = b - mean * alpha (torch's linear and constant terms).
  *   N, C, S          in      sizes >= 0 (training with N*S < 2 is the

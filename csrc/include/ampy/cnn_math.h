@@ -60,18 +60,26 @@ AMPY_ELEM int64_t ampy_cnn_adaptive_end(int64_t o, int64_t n_out, int64_t n)
 }
 
 /* The ratio an interpolation dim maps destination to source indices with
- * (torch's area_pixel_compute_scale, float32): align_corners:
- * (n - 1) / (n_out - 1), 0 for n_out <= 1; otherwise 1 / scale for a
- * user scale factor (> 0), else n / n_out. */
-AMPY_ELEM float ampy_cnn_interp_ratio(int64_t n, int64_t n_out, int align_corners, double scale)
+ * (torch's area_pixel_compute_scale, in float32 for float32 and half data,
+ * in float64 for float64 data): align_corners: (n - 1) / (n_out - 1), 0 for
+ * n_out <= 1; otherwise 1 / scale for a user scale factor (> 0), else
+ * n / n_out. */
+AMPY_ELEM double ampy_cnn_interp_ratio(int64_t n, int64_t n_out, int align_corners, double scale,
+                                       int f64)
 {
-    if (align_corners)
-        return n_out > 1 ? (float)(n - 1) / (float)(n_out - 1) : 0.0f;
-    return scale > 0.0 ? (float)(1.0 / scale) : (float)n / (float)n_out;
+    if (align_corners) {
+        if (n_out <= 1)
+            return 0.0;
+        return f64 ? (double)(n - 1) / (double)(n_out - 1)
+                   : (double)((float)(n - 1) / (float)(n_out - 1));
+    }
+    if (scale > 0.0)
+        return f64 ? 1.0 / scale : (double)(float)(1.0 / scale);
+    return f64 ? (double)n / (double)n_out : (double)((float)n / (float)n_out);
 }
 
-/* Nearest source index (torch's nearest_idx): the identity and halving
- * shortcuts, else min(floor(o * ratio), n - 1). */
+/* Nearest source index (torch's nearest_idx, float32 for every dtype): the
+ * identity and halving shortcuts, else min(floor(o * ratio), n - 1). */
 AMPY_ELEM int64_t ampy_cnn_nearest_src(int64_t o, int64_t n, int64_t n_out, double scale)
 {
     if (n_out == n)
@@ -84,29 +92,37 @@ AMPY_ELEM int64_t ampy_cnn_nearest_src(int64_t o, int64_t n, int64_t n_out, doub
 }
 
 /* Bilinear neighbours i0, i1 and lambdas l0, l1 of destination index o
- * (torch's compute_source_index_and_lambda with the ratio above). */
-AMPY_ELEM void ampy_cnn_linear_src(int64_t o, int64_t n, int64_t n_out, float ratio,
-                                   int align_corners, int64_t *i0, int64_t *i1, float *l0,
-                                   float *l1)
+ * (torch's compute_source_index_and_lambda with the ratio above; the
+ * half-pixel source index is one fused multiply-add, as torch's compiled
+ * kernel computes it). f64 selects float64 arithmetic, else float32. */
+AMPY_ELEM void ampy_cnn_linear_src(int64_t o, int64_t n, int64_t n_out, double ratio,
+                                   int align_corners, int f64, int64_t *i0, int64_t *i1,
+                                   double *l0, double *l1)
 {
     if (n_out == n) {
         *i0 = *i1 = o;
-        *l0 = 1.0f;
-        *l1 = 0.0f;
+        *l0 = 1.0;
+        *l1 = 0.0;
         return;
     }
-    float real = align_corners ? ratio * (float)o : ratio * ((float)o + 0.5f) - 0.5f;
-    if (!align_corners && real < 0.0f)
-        real = 0.0f;
-    int64_t k = (int64_t)floorf(real);
+    double real, lam;
+    if (f64) {
+        real = align_corners ? ratio * (double)o : fma(ratio, (double)o + 0.5, -0.5);
+    } else {
+        float r = (float)ratio;
+        real = align_corners ? (double)(r * (float)o) : (double)fmaf(r, (float)o + 0.5f, -0.5f);
+    }
+    if (!align_corners && real < 0.0)
+        real = 0.0;
+    int64_t k = (int64_t)floor(real);
     if (k > n - 1)
         k = n - 1;
-    float lam = real - (float)k;
-    lam = lam < 0.0f ? 0.0f : (lam > 1.0f ? 1.0f : lam);
+    lam = f64 ? real - (double)k : (double)((float)real - (float)k);
+    lam = lam < 0.0 ? 0.0 : (lam > 1.0 ? 1.0 : lam);
     *i0 = k;
     *i1 = k + (k < n - 1 ? 1 : 0);
     *l1 = lam;
-    *l0 = 1.0f - lam;
+    *l0 = f64 ? 1.0 - lam : (double)(1.0f - (float)lam);
 }
 
 /* Source index of padded output index o of a dim of n with left pad lo, or

@@ -12,13 +12,13 @@ on CUDA group_norm and the upsample ops run in float32.
 The arguments arrive checked and normalised by ampy/nn/_functional_cnn.py
 (output sizes computed, windows as 8-tuples). What a backward needs beyond
 the arguments (batch statistics, argmax indices) travels in a `Saved`
-holder. The backward kernels give numbers, not a graph: the rules are
-`once_differentiable` (a second derivative raises), except constant
-padding's, whose gradient is constant padding with the pads negated.
+holder. Under create_graph=True the rules switch to the differentiable
+forms of ampy/nn/_ops_cnn_graph.py; constant padding's gradient is constant
+padding with the pads negated, an op itself.
 """
 from .. import _C
 from .._dispatch import CPU, backward, defop, dispatch, get_op
-from ..autograd.function import once_differentiable
+from . import _ops_cnn_graph as G
 
 __all__ = ["PAD_MODES", "PAD_OPS"]
 
@@ -54,7 +54,7 @@ def batch_norm_fwd(input, weight, bias, running_mean, running_var, training, mom
 
 
 @backward("batch_norm", save=(0, 1, 2))  # (bias: its dtype is the gradient's)
-@once_differentiable
+@G.with_graph(G.batch_norm)
 def batch_norm_bwd(ctx, g):
     x, w, b, _, _, training, _, _, saved = ctx.args
     dx, dw, db = _C.cnn_batch_norm_bwd(_c(x), _g(g, x.dtype), _c(w), _c(b), bool(training),
@@ -76,7 +76,7 @@ def group_norm_fwd(input, num_groups, weight=None, bias=None, eps=1e-5, saved=No
 
 
 @backward("group_norm", save=(0, 2, 3))
-@once_differentiable
+@G.with_graph(G.group_norm)
 def group_norm_bwd(ctx, g):
     x, groups, w, b, _, saved = ctx.args
     dx, dw, db = _C.cnn_group_norm_bwd(_c(x), _g(g, x.dtype), int(groups), _c(w), _c(b),
@@ -96,7 +96,7 @@ def max_pool2d_fwd(input, window, out_hw, saved):
 
 
 @backward("max_pool2d", save=())
-@once_differentiable
+@G.adjoint(G.max_pool_apply)
 def max_pool2d_bwd(ctx, g):
     x, _, _, saved = ctx.args
     h, w = x.shape[-2], x.shape[-1]
@@ -112,7 +112,7 @@ def avg_pool2d_fwd(input, window, out_hw, count_include_pad, divisor_override):
 
 
 @backward("avg_pool2d", save=())
-@once_differentiable
+@G.adjoint(G.reapply("avg_pool2d"))
 def avg_pool2d_bwd(ctx, g):
     x, window, _, inc, div = ctx.args
     dx = _C.cnn_avg_pool2d_bwd(_g(g, x.dtype), window, x.shape[-2], x.shape[-1], bool(inc),
@@ -128,7 +128,7 @@ def adaptive_avg_pool2d_fwd(input, out_hw):
 
 
 @backward("adaptive_avg_pool2d", save=())
-@once_differentiable
+@G.adjoint(G.reapply("adaptive_avg_pool2d"))
 def adaptive_avg_pool2d_bwd(ctx, g):
     x = ctx.args[0]
     return _C.cnn_adaptive_avg_pool2d_bwd(_g(g, x.dtype), x.shape[-2], x.shape[-1]), None
@@ -156,7 +156,7 @@ def _pad_bwd(ctx, g):
 
 for _name in sorted(set(PAD_OPS.values()) - {"constant_pad_nd"}):
     defop(_name, devices=CPU, names=("ampy.nn.functional.pad",))(_pad_fwd)
-    backward(_name, save=())(once_differentiable(_pad_bwd))
+    backward(_name, save=())(G.adjoint(G.reapply(_name))(_pad_bwd))
 
 
 @defop("constant_pad_nd", devices=CPU, names=("ampy.nn.functional.pad",))
@@ -192,4 +192,4 @@ def _interp_bwd(ctx, g):
 
 for _name in ("upsample_nearest2d", "upsample_bilinear2d"):
     defop(_name, devices=CPU, names=("ampy.nn.functional.interpolate",))(_interp_fwd)
-    backward(_name, save=())(once_differentiable(_interp_bwd))
+    backward(_name, save=())(G.adjoint(G.reapply(_name))(_interp_bwd))

@@ -34,6 +34,12 @@ def _g(g, dtype):
     return g if g.is_contiguous() else g.contiguous()
 
 
+def _probe(b):
+    """A one-element tensor of unsaved bias b's dtype (the bias gradient's
+    dtype; the kernel never reads the bias), or None."""
+    return None if b is None else _C.empty((1,), b.dtype)
+
+
 def _need(ctx, k):
     n = tuple(ctx.needs_input_grad)
     return len(n) > k and bool(n[k])
@@ -53,11 +59,11 @@ def batch_norm_fwd(input, weight, bias, running_mean, running_var, training, mom
     return y
 
 
-@backward("batch_norm", save=(0, 1, 2))  # (bias: its dtype is the gradient's)
+@backward("batch_norm", save=(0, 1))  # (torch saves input and weight, not bias)
 @G.with_graph(G.batch_norm)
 def batch_norm_bwd(ctx, g):
     x, w, b, _, _, training, _, _, saved = ctx.args
-    dx, dw, db = _C.cnn_batch_norm_bwd(_c(x), _g(g, x.dtype), _c(w), _c(b), bool(training),
+    dx, dw, db = _C.cnn_batch_norm_bwd(_c(x), _g(g, x.dtype), _c(w), _probe(b), bool(training),
                                        saved.a, saved.b, _need(ctx, 0),
                                        _need(ctx, 1) and w is not None,
                                        _need(ctx, 2) and b is not None)
@@ -75,11 +81,11 @@ def group_norm_fwd(input, num_groups, weight=None, bias=None, eps=1e-5, saved=No
     return y
 
 
-@backward("group_norm", save=(0, 2, 3))
+@backward("group_norm", save=(0, 2))
 @G.with_graph(G.group_norm)
 def group_norm_bwd(ctx, g):
     x, groups, w, b, _, saved = ctx.args
-    dx, dw, db = _C.cnn_group_norm_bwd(_c(x), _g(g, x.dtype), int(groups), _c(w), _c(b),
+    dx, dw, db = _C.cnn_group_norm_bwd(_c(x), _g(g, x.dtype), int(groups), _c(w), _probe(b),
                                        saved.a, saved.b, _need(ctx, 0),
                                        _need(ctx, 2) and w is not None,
                                        _need(ctx, 3) and b is not None)
@@ -95,7 +101,7 @@ def max_pool2d_fwd(input, window, out_hw, saved):
     return y
 
 
-@backward("max_pool2d", save=())
+@backward("max_pool2d", save=(0,))  # (torch saves the input: version-checked)
 @G.adjoint(G.max_pool_apply)
 def max_pool2d_bwd(ctx, g):
     x, _, _, saved = ctx.args
@@ -111,7 +117,7 @@ def avg_pool2d_fwd(input, window, out_hw, count_include_pad, divisor_override):
                                  bool(count_include_pad), int(divisor_override or 0))
 
 
-@backward("avg_pool2d", save=())
+@backward("avg_pool2d", save=(0,))
 @G.adjoint(G.reapply("avg_pool2d"))
 def avg_pool2d_bwd(ctx, g):
     x, window, _, inc, div = ctx.args
@@ -127,7 +133,7 @@ def adaptive_avg_pool2d_fwd(input, out_hw):
     return _C.cnn_adaptive_avg_pool2d_fwd(_c(input), out_hw[0], out_hw[1])
 
 
-@backward("adaptive_avg_pool2d", save=())
+@backward("adaptive_avg_pool2d", save=(0,))
 @G.adjoint(G.reapply("adaptive_avg_pool2d"))
 def adaptive_avg_pool2d_bwd(ctx, g):
     x = ctx.args[0]
@@ -156,7 +162,9 @@ def _pad_bwd(ctx, g):
 
 for _name in sorted(set(PAD_OPS.values()) - {"constant_pad_nd"}):
     defop(_name, devices=CPU, names=("ampy.nn.functional.pad",))(_pad_fwd)
-    backward(_name, save=())(G.adjoint(G.reapply(_name))(_pad_bwd))
+    # torch's reflection/replication backward saves the input; circular is its composite
+    backward(_name, save=() if _name == "_pad_circular" else (0,))(
+        G.adjoint(G.reapply(_name))(_pad_bwd))
 
 
 @defop("constant_pad_nd", devices=CPU, names=("ampy.nn.functional.pad",))

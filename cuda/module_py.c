@@ -9,6 +9,7 @@
 #include "cuda_py.h"
 
 #include "ampy/amp_cuda.h"
+#include "ampy/conv_cuda.h"
 #include "ampy/gemm_cuda.h"
 
 #include <limits.h>
@@ -183,6 +184,11 @@ static const ampy_cuda_api api_table = {
     .scaler_update = ampy_scaler_update_cuda,
     .adam_step = ampy_optim_adam_step_cuda,
     .sgd_step = ampy_optim_sgd_step_cuda,
+    /* conv */
+    .conv2d_forward = ampy_conv2d_forward_cuda,
+    .conv2d_backward_input = ampy_conv2d_backward_input_cuda,
+    .conv2d_backward_weight = ampy_conv2d_backward_weight_cuda,
+    .conv_backward_bias = ampy_conv_backward_bias_cuda,
 };
 
 /* _api_entries() -> {name: bool}: which entries of the table are filled
@@ -200,7 +206,9 @@ static PyObject *f_api_entries(PyObject *self, PyObject *u)
              E(nn_nll_loss_bwd), E(nn_embedding_fwd), E(nn_embedding_bwd), E(nn_mask_scale),
              E(fill_random), E(nn_mse_fwd), E(nn_mse_bwd), E(scan), E(fill), E(gemm),
              E(index_gather), E(index_scatter), E(nonzero_count), E(nonzero_fill),
-             E(finite_check_unscale), E(scaler_update), E(adam_step), E(sgd_step)};
+             E(finite_check_unscale), E(scaler_update), E(adam_step), E(sgd_step),
+             E(conv2d_forward), E(conv2d_backward_input), E(conv2d_backward_weight),
+             E(conv_backward_bias)};
 #undef E
     PyObject *d = PyDict_New();
     for (size_t i = 0; d && i < sizeof e / sizeof e[0]; i++)

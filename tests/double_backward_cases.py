@@ -427,3 +427,22 @@ for _k in (1, 2, 3):
             lambda m, x, _k=_k, _mode=_mode: m.nn.functional.pad(x * x, (1, 2) + (1, 0) * (_k - 1),
                                                                  mode=_mode),
             r(*((2,) + (3,) * _k)))
+# ------------------------------------------------------------ convolutions
+# Linear in input and in weight: the second derivative is the cross term
+# (d2/dx dw), which the composite rules of ampy/nn/_ops_conv.py must give.
+CASES.update({
+    "conv1d": [Case(lambda m, x, w, b: m.nn.functional.conv1d(x, w, b, stride=2, padding=1,
+                                                              groups=2),
+                    r(2, 4, 7), r(6, 2, 3, key=1), r(6, key=2)),
+               Case(lambda m, x, w: m.nn.functional.conv1d(x, w, padding="same", dilation=2),
+                    r(2, 3, 6), r(2, 3, 2, key=1))],
+    "conv2d": [Case(lambda m, x, w, b: m.nn.functional.conv2d(x, w, b, stride=(2, 1),
+                                                              padding=1, dilation=(1, 2),
+                                                              groups=2),
+                    r(2, 4, 6, 5), r(6, 2, 3, 2, key=1), r(6, key=2)),
+               Case(lambda m, x, w: m.nn.functional.conv2d(x, w, padding="same"),
+                    r(1, 2, 4, 5), r(3, 2, 2, 3, key=1))],
+    "conv_transpose2d": Case(lambda m, x, w, b: m.nn.functional.conv_transpose2d(
+        x, w, b, stride=2, padding=1, output_padding=1, groups=2, dilation=(1, 2)),
+        r(2, 4, 3, 3), r(4, 3, 3, 2, key=1), r(6, key=2)),
+})

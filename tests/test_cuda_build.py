@@ -153,6 +153,8 @@ KERNEL_ENTRY_POINTS = [
     "ampy_nonzero_fill_cuda", "ampy_cuda_set_sync_checks",
     "ampy_finite_check_unscale_cuda", "ampy_scaler_update_cuda", "ampy_optim_adam_step_cuda",
     "ampy_optim_sgd_step_cuda",
+    "ampy_conv2d_forward_cuda", "ampy_conv2d_backward_input_cuda",
+    "ampy_conv2d_backward_weight_cuda", "ampy_conv_backward_bias_cuda",
 ]
 KERNELS = ["ewise_kernel", "reduce_kernel", "softmax_kernel", "ln_fwd_kernel", "ln_bwd_dx_kernel",
            "ln_bwd_dw_kernel", "ce_fwd_kernel", "ce_bwd_kernel", "nll_rows_kernel",
@@ -161,7 +163,8 @@ KERNELS = ["ewise_kernel", "reduce_kernel", "softmax_kernel", "ln_fwd_kernel", "
            "mse_bwd_kernel", "reduce_partial_blocks", "reduce_partial_columns", "reduce_final",
            "ln_bwd_dw_final", "scan_kernel", "index_gather_kernel", "index_scatter_kernel",
            "index_keys_kernel", "nz_flags_kernel", "nz_fill_kernel", "emb_keys_kernel",
-           "check_range_kernel"]
+           "check_range_kernel",
+           "im2col_kernel", "col2im_kernel", "fill_bias_kernel", "round_kernel", "bias_kernel"]
 
 
 def _cuda_module():
@@ -213,9 +216,10 @@ def test_every_table_entry_is_called_by_a_binding():
                if n in ("cast", "ewise", "reduce", "softmax", "scan", "fill_random", "fill",
                         "gemm", "index_gather", "index_scatter", "nonzero_count",
                         "nonzero_fill", "finite_check_unscale", "scaler_update", "adam_step",
-                        "sgd_step")
+                        "sgd_step", "conv2d_forward", "conv2d_backward_input",
+                        "conv2d_backward_weight", "conv_backward_bias")
                or n.startswith("nn_")]
-    assert len(kernels) == 27
+    assert len(kernels) == 31
     for name in kernels:
         if name.startswith("nn_"):
             assert f"NN_CALL({name[3:]}," in src, name

@@ -202,6 +202,15 @@ CASES.update({
                      [("f", (4, 5)), ("i5", (4,))]),
     "mse_loss": Case(lambda M, x, y: M.nn.functional.mse_loss(x, y), [("f", S), ("f", S)]),
 })
+CASES.update({
+    "conv1d": Case(lambda M, x, w, b: M.nn.functional.conv1d(x, w, b, stride=2, padding=1),
+                   [("f", (2, 3, 7)), ("f", (4, 3, 3)), ("f", (4,))], zero=True),
+    "conv2d": Case(lambda M, x, w, b: M.nn.functional.conv2d(x, w, b, padding=1, groups=2),
+                   [("f", (2, 4, 5, 4)), ("f", (6, 2, 3, 3)), ("f", (6,))], zero=True),
+    "conv_transpose2d": Case(lambda M, x, w, b: M.nn.functional.conv_transpose2d(
+        x, w, b, stride=2, padding=1, output_padding=1),
+        [("f", (2, 3, 3, 4)), ("f", (3, 4, 3, 3)), ("f", (4,))], zero=True),
+})
 del _n
 
 # ------------------------------------------------------------------ cnn ops

@@ -101,6 +101,7 @@ static int module_exec(PyObject *m)
         ampy_py_device_methods,  ampy_py_dlpack_methods, /* CUDA, DLPack */
         ampy_py_nn_methods,      ampy_py_fused_methods,
         ampy_py_cnn_methods,     ampy_py_cnn_pool_methods,
+        ampy_py_conv_methods,
     };
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
         if (add_methods(m, tables[i]) < 0)

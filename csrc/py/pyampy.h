@@ -210,6 +210,7 @@ extern PyMethodDef ampy_py_scaler_methods[];
 extern PyMethodDef ampy_py_optim_methods[];
 extern PyMethodDef ampy_py_runtime_methods[];
 extern PyMethodDef ampy_py_nn_methods[];
+extern PyMethodDef ampy_py_conv_methods[];
 extern PyMethodDef ampy_py_device_methods[]; /* device_py.c (CUDA tensors)   */
 extern PyMethodDef ampy_py_dlpack_methods[]; /* dlpack_py.c (DLPack, CAI)    */
 /* libampy's enums as module constants (enums_py.c; DLPack's from dlpack_py.c). */

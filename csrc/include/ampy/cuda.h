@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ampy/conv.h"
 #include "ampy/dtype.h"
 #include "ampy/gemm_cuda.h"
 #include "ampy/index_cuda.h"
@@ -172,7 +173,7 @@ ampy_status ampy_fill_random_cuda(int device, void *dst, ampy_dtype dtype, int64
 
 /* ---- the table ampy._C uses (through a PyCapsule named "ampy._C_cuda.api") ---
  * ampy._C never links CUDA: it calls the runtime through these pointers. */
-#define AMPY_CUDA_API_VERSION 3
+#define AMPY_CUDA_API_VERSION 4
 typedef struct ampy_cuda_api {
     int version; /* AMPY_CUDA_API_VERSION */
     ampy_status (*alloc)(int device, size_t nbytes, void **out);
@@ -251,6 +252,19 @@ typedef struct ampy_cuda_api {
     ampy_status (*sgd_step)(int device, int64_t n, const ampy_sgd_tensor *t,
                             const ampy_sgd_options *o, const float *inv_scale,
                             const float *found_inf);
+    /* conv: version 4, the convolution kernels of cuda/conv.cu (contracts as
+     * conv.h's CPU functions, plus the device) */
+    ampy_status (*conv2d_forward)(int device, const ampy_conv2d_geom *g,
+                                       ampy_dtype dtype, const void *x, const int64_t *xs,
+                                       const void *w, const void *bias, void *y);
+    ampy_status (*conv2d_backward_input)(int device, const ampy_conv2d_geom *g,
+                                              ampy_dtype dtype, const void *dy, const void *w,
+                                              const void *bias, void *dx);
+    ampy_status (*conv2d_backward_weight)(int device, const ampy_conv2d_geom *g,
+                                               ampy_dtype dtype, const void *x,
+                                               const int64_t *xs, const void *dy, void *dw);
+    ampy_status (*conv_backward_bias)(int device, int64_t N, int64_t O, int64_t P,
+                                           ampy_dtype dtype, const void *dy, void *db);
 } ampy_cuda_api;
 
 #ifdef __cplusplus

@@ -1,0 +1,147 @@
+/* conv_weight.c — the weight and bias gradients of conv.c's convolution
+ * (contracts in ampy/conv.h).
+ *
+ * dw[g] = sum over the batch of dy[n, g] @ col[n, g]^T. A block of images is
+ * unfolded as for the forward, dy's rows of the block are laid side by side
+ * (nb * OH * OW columns), and one GEMM per block takes the whole block as its
+ * K dimension, accumulating into a float32 (float64) dw with beta = 1, so the
+ * sum over the batch is never rounded to half precision; dw is rounded once
+ * at the end.
+ */
+#include <string.h>
+
+#include "ampy/alloc.h"
+#include "ampy/cast.h"
+#include "ampy/conv.h"
+#include "ampy/conv_math.h"
+#include "ampy/elem.h"
+#include "ampy/gemm.h"
+#include "ampy/parallel.h"
+#include "conv_impl.h"
+
+/* dy's block [n0, n0 + nb) as O rows of nb * P columns. */
+static void gather_dy(const char *dy, int64_t nb, int64_t O, int64_t P, size_t es, char *out)
+{
+    for (int64_t n = 0; n < nb; n++)
+        for (int64_t o = 0; o < O; o++)
+            memcpy(out + (size_t)(o * nb * P + n * P) * es, dy + (size_t)((n * O + o) * P) * es,
+                   (size_t)P * es);
+}
+
+static ampy_status weight_blocks(const ampy_conv2d_geom *g, ampy_dtype dtype, const void *x,
+                                 const int64_t *xs, const void *dy, void *acc, ampy_dtype adt)
+{
+    size_t es = ampy_dtype_size(dtype);
+    int64_t G = g->groups, Cg = g->C / G, Og = g->O / G, P = g->OH * g->OW;
+    int64_t Kg = Cg * g->KH * g->KW;
+    int64_t NB = ampy_conv_block_images(g, es);
+    size_t cbytes = (size_t)(g->C * g->KH * g->KW) * (size_t)(NB * P) * es;
+    size_t dbytes = NB > 1 ? (size_t)(g->O * NB * P) * es : 0;
+    char *col = ampy_alloc(cbytes), *dyb = dbytes ? ampy_alloc(dbytes) : NULL;
+    if (!col || (dbytes && !dyb)) {
+        ampy_free(col, cbytes);
+        ampy_free(dyb, dbytes);
+        return ampy_error(AMPY_ERR_NOMEM, "conv2d: cannot allocate %zu bytes", cbytes + dbytes);
+    }
+    ampy_status s = AMPY_OK;
+    for (int64_t n0 = 0; n0 < g->N && s == AMPY_OK; n0 += NB) {
+        int64_t nb = g->N - n0 < NB ? g->N - n0 : NB, ld = nb * P;
+        ampy_conv_im2col_block(g, (const char *)x + (size_t)(n0 * xs[0]) * es, xs, es, nb, col,
+                               ld);
+        const char *a = (const char *)dy + (size_t)(n0 * g->O * P) * es;
+        if (nb > 1) {
+            gather_dy(a, nb, g->O, P, es, dyb);
+            a = dyb;
+        }
+        int64_t shape[1] = {G}, a_bs[1] = {Og * ld}, b_bs[1] = {Kg * ld}, c_bs[1] = {Og * Kg};
+        s = ampy_gemm_batched(1, shape, Og, Kg, ld, 1.0, a, dtype, a_bs, ld, 1, col, dtype, b_bs,
+                              1, ld, n0 == 0 ? 0.0 : 1.0, acc, adt, c_bs, Kg, 1);
+    }
+    ampy_free(col, cbytes);
+    ampy_free(dyb, dbytes);
+    return s;
+}
+
+ampy_status ampy_conv2d_backward_weight(const ampy_conv2d_geom *g, ampy_dtype dtype,
+                                        const void *x, const int64_t *xs, const void *dy,
+                                        void *dw)
+{
+    ampy_status s = ampy_conv2d_check(g);
+    if (s != AMPY_OK)
+        return s;
+    if (dtype != AMPY_FLOAT32 && dtype != AMPY_FLOAT64 && !ampy_dtype_is_half(dtype))
+        return ampy_error(AMPY_ERR_DTYPE, "conv2d: unsupported dtype");
+    int64_t n = g->O * (g->C / g->groups) * g->KH * g->KW;
+    size_t es = ampy_dtype_size(dtype);
+    if (g->N * g->OH * g->OW == 0) {
+        memset(dw, 0, (size_t)n * es);
+        return AMPY_OK;
+    }
+    if (!ampy_dtype_is_half(dtype))
+        return weight_blocks(g, dtype, x, xs, dy, dw, dtype);
+    float *acc = ampy_alloc((size_t)n * sizeof(float));
+    if (!acc)
+        return ampy_error(AMPY_ERR_NOMEM, "conv2d: cannot allocate the weight accumulator");
+    s = weight_blocks(g, dtype, x, xs, dy, acc, AMPY_FLOAT32);
+    if (s == AMPY_OK)
+        s = dtype == AMPY_FLOAT16 ? ampy_cast_f32_to_f16(acc, dw, n)
+                                  : ampy_cast_f32_to_bf16(acc, dw, n);
+    ampy_free(acc, (size_t)n * sizeof(float));
+    return s;
+}
+
+/* ---- bias gradient ------------------------------------------------------------ */
+typedef struct {
+    int64_t N, O, P;
+    ampy_dtype dtype;
+    const void *dy;
+    void *db;
+} bias_ctx;
+
+static double load(const void *p, int64_t i, ampy_dtype dt)
+{
+    switch (dt) {
+    case AMPY_FLOAT16: return ampy_f16_to_f32(((const uint16_t *)p)[i]);
+    case AMPY_BFLOAT16: return ampy_bf16_to_f32(((const uint16_t *)p)[i]);
+    case AMPY_FLOAT32: return ((const float *)p)[i];
+    default: return ((const double *)p)[i];
+    }
+}
+
+static void bias_range(int64_t begin, int64_t end, void *vctx)
+{
+    const bias_ctx *c = vctx;
+    for (int64_t o = begin; o < end; o++) {
+        double acc = 0.0;
+        for (int64_t n = 0; n < c->N; n++) {
+            int64_t base = (n * c->O + o) * c->P;
+            if (c->dtype == AMPY_FLOAT32) {
+                const float *r = (const float *)c->dy + base;
+                for (int64_t i = 0; i < c->P; i++)
+                    acc += r[i];
+            } else {
+                for (int64_t i = 0; i < c->P; i++)
+                    acc += load(c->dy, base + i, c->dtype);
+            }
+        }
+        switch (c->dtype) {
+        case AMPY_FLOAT16: ((uint16_t *)c->db)[o] = ampy_f64_to_f16(acc); break;
+        case AMPY_BFLOAT16: ((uint16_t *)c->db)[o] = ampy_f64_to_bf16(acc); break;
+        case AMPY_FLOAT32: ((float *)c->db)[o] = (float)acc; break;
+        default: ((double *)c->db)[o] = acc; break;
+        }
+    }
+}
+
+ampy_status ampy_conv_backward_bias(int64_t N, int64_t O, int64_t P, ampy_dtype dtype,
+                                    const void *dy, void *db)
+{
+    if (N < 0 || O < 0 || P < 0)
+        return ampy_error(AMPY_ERR_VALUE, "conv2d: negative size");
+    if (dtype != AMPY_FLOAT32 && dtype != AMPY_FLOAT64 && !ampy_dtype_is_half(dtype))
+        return ampy_error(AMPY_ERR_DTYPE, "conv2d: unsupported dtype");
+    bias_ctx c = {N, O, P, dtype, dy, db};
+    int64_t per = N * P > 0 ? N * P : 1;
+    ampy_parallel_for(O, per >= 32768 ? 1 : 32768 / per, bias_range, &c);
+    return AMPY_OK;
+}

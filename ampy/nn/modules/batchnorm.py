@@ -1,7 +1,10 @@
 """BatchNorm1d, BatchNorm2d and GroupNorm (torch.nn's parameters, buffers,
 state_dict keys and running-stat rules)."""
+import numpy as np
+
 from ... import _creation as C
 from ... import _dtype as D
+from ..._tensor import Tensor
 from .. import _functional_cnn as FC
 from .. import init
 from ..parameter import Parameter
@@ -79,6 +82,10 @@ class _BatchNorm(Module):
             state_dict = dict(state_dict)
             state_dict[key] = (self.num_batches_tracked if self.num_batches_tracked is not None
                                else C.zeros((), dtype=D.int64))
+        elif key in state_dict and not isinstance(state_dict[key], Tensor):
+            # a foreign 0-d counter (torch's) keeps its 0-d shape
+            state_dict = dict(state_dict)
+            state_dict[key] = C.full((), int(np.asarray(state_dict[key])), dtype=D.int64)
         super()._load_from_state_dict(state_dict, prefix, strict, missing, unexpected, errors,
                                       assign)
 

@@ -318,7 +318,7 @@ def _check_pad_fits(input, pads, mode, k):
 def _spatial(v, input, what):
     if isinstance(v, (tuple, list)):
         if len(v) != input.ndim - 2:
-            other = "output size" if what == "size" else "scale_factor of shape"
+            other = "output size of" if what == "size" else "scale_factor of shape"
             fmt = "output size in (o1, o2, ...,oK)" if what == "size" else \
                 "scale_factor in (s1, s2, ...,sK)"
             raise ValueError(f"Input and {what if what == 'scale_factor' else 'output'} must "

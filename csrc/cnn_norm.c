@@ -16,30 +16,73 @@
 #include "ampy/dtype.h"
 #include "ampy/nn_math.h"
 #include "ampy/parallel.h"
+#include "ampy/cpu.h"
+#include "simd.h"
 
 #define CN_T float
-#define CN_SFX f
 #define CN_LD(p, i) ampy_cnn_ldf((p), dt, (i))
 #define CN_ST(p, i, v) ampy_cnn_stf((p), dt, (i), (v))
 #define CN_FMA fmaf
+#define CN_SFX f
+#define CN_ATTR
 #include "cnn_norm.inc"
-#undef CN_T
 #undef CN_SFX
+#undef CN_ATTR
+#if defined(AMPY_X86_SIMD)
+#define CN_SFX f_avx2
+#define CN_ATTR AMPY_TARGET_AVX2
+#include "cnn_norm.inc"
+#undef CN_SFX
+#undef CN_ATTR
+#define CN_HAVE_AVX2 1
+#endif
+#undef CN_T
 #undef CN_LD
 #undef CN_ST
 #undef CN_FMA
 
 #define CN_T double
 #define CN_SFX d
+#define CN_ATTR
 #define CN_LD(p, i) (((const double *)(p))[i])
 #define CN_ST(p, i, v) (((double *)(p))[i] = (v))
 #define CN_FMA fma
 #include "cnn_norm.inc"
 #undef CN_T
 #undef CN_SFX
+#undef CN_ATTR
 #undef CN_LD
 #undef CN_ST
 #undef CN_FMA
+
+/* The float32 loops of the best copy this CPU runs (ampy_cpu_level_get(),
+ * so AMPY_FORCE_PORTABLE / the forced level pick the portable one). */
+typedef struct {
+    void (*bn_stats)(const void *, int, int64_t, int64_t, int64_t, int64_t, double *, double *);
+    void (*block_affine)(const void *, int, int64_t, int64_t, float, float, void *);
+    void (*bn_bwd_chan)(const void *, const void *, int, int64_t, int64_t, int64_t, int64_t,
+                        float, float, float, int, void *, double *, double *);
+    void (*gn_stats)(const void *, int, int64_t, int64_t, double, double *, double *);
+    void (*gn_bwd_row)(const void *, const void *, int, int64_t, int64_t, int64_t, int64_t,
+                       const void *, int, const double *, const double *, double, double,
+                       void *);
+} cn_loops_f;
+
+static const cn_loops_f loops_portable = {bn_stats_f, block_affine_f, bn_bwd_chan_f,
+                                          gn_stats_f, gn_bwd_row_f};
+#ifdef CN_HAVE_AVX2
+static const cn_loops_f loops_avx2 = {bn_stats_f_avx2, block_affine_f_avx2, bn_bwd_chan_f_avx2,
+                                      gn_stats_f_avx2, gn_bwd_row_f_avx2};
+#endif
+
+static const cn_loops_f *loops_f(void)
+{
+#ifdef CN_HAVE_AVX2
+    if (ampy_cpu_level_get() >= AMPY_CPU_AVX2)
+        return &loops_avx2;
+#endif
+    return &loops_portable;
+}
 
 /* Plane-sized work is split so that a chunk holds at least this many elements. */
 #define CN_GRAIN_ELEMS 32768
@@ -88,7 +131,7 @@ static void bn_fwd_range(int64_t c0, int64_t c1, void *vc)
             if (f64)
                 bn_stats_d(k->x, dt, k->N, k->C, k->S, c, &mean, &vs);
             else
-                bn_stats_f(k->x, dt, k->N, k->C, k->S, c, &mean, &vs);
+                loops_f()->bn_stats(k->x, dt, k->N, k->C, k->S, c, &mean, &vs);
             /* torch keeps var_sum in the parameter type: float32 for all
              * but float64 data, and divides there */
             double cnt = (double)(k->N * k->S), var, unbiased;
@@ -136,7 +179,8 @@ static void bn_fwd_range(int64_t c0, int64_t c1, void *vc)
                 block_affine_d(k->x, dt, off, k->S, a, fma(-mean, a, b), k->y);
             } else {
                 float a = (float)invstd * (float)w;
-                block_affine_f(k->x, dt, off, k->S, a, fmaf(-(float)mean, a, (float)b), k->y);
+                float beta = fmaf(-(float)mean, a, (float)b);
+                loops_f()->block_affine(k->x, dt, off, k->S, a, beta, k->y);
             }
         }
     }
@@ -183,7 +227,7 @@ static void bn_bwd_range(int64_t c0, int64_t c1, void *vc)
             bn_bwd_chan_d(k->x, k->dy, dt, k->N, k->C, k->S, c, mean, inv, w, k->training,
                           k->dx, &sum, &dotp);
         else
-            bn_bwd_chan_f(k->x, k->dy, dt, k->N, k->C, k->S, c, (float)mean, (float)inv,
+            loops_f()->bn_bwd_chan(k->x, k->dy, dt, k->N, k->C, k->S, c, (float)mean, (float)inv,
                           (float)w, k->training, k->dx, &sum, &dotp);
         if (k->dw)
             ampy_nn_store1(k->dw, k->pdt, c, dotp * inv);
@@ -232,7 +276,7 @@ static void gn_fwd_range(int64_t r0, int64_t r1, void *vc)
         if (dt == AMPY_FLOAT64)
             gn_stats_d(k->x, dt, r * D, D, k->eps, &mean, &rstd);
         else
-            gn_stats_f(k->x, dt, r * D, D, k->eps, &mean, &rstd);
+            loops_f()->gn_stats(k->x, dt, r * D, D, k->eps, &mean, &rstd);
         k->mean[r] = mean;
         k->rstd[r] = rstd;
         for (int64_t j = 0; j < Cg; j++) {
@@ -244,8 +288,8 @@ static void gn_fwd_range(int64_t r0, int64_t r1, void *vc)
                 block_affine_d(k->x, dt, r * D + j * k->S, k->S, a, fma(-a, mean, b), k->y);
             } else {
                 float a = (float)rstd * (float)w;
-                block_affine_f(k->x, dt, r * D + j * k->S, k->S, a, fmaf(-a, (float)mean, (float)b),
-                               k->y);
+                float beta = fmaf(-a, (float)mean, (float)b);
+                loops_f()->block_affine(k->x, dt, r * D + j * k->S, k->S, a, beta, k->y);
             }
         }
     }
@@ -308,7 +352,7 @@ static void gn_dx_range(int64_t r0, int64_t r1, void *vc)
             gn_bwd_row_d(k->x, k->dy, dt, r * D, Cg, k->S, c0, k->w, k->pdt, ds, db,
                          k->cmean[r], k->crstd[r], k->y);
         else
-            gn_bwd_row_f(k->x, k->dy, dt, r * D, Cg, k->S, c0, k->w, k->pdt, ds, db,
+            loops_f()->gn_bwd_row(k->x, k->dy, dt, r * D, Cg, k->S, c0, k->w, k->pdt, ds, db,
                          k->cmean[r], k->crstd[r], k->y);
     }
 }

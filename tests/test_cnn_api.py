@@ -249,3 +249,24 @@ def test_flatten_function_method_and_module():
         assert tuple(ya.shape) == tuple(yt.shape)
         assert tuple(ampy.tensor(x).flatten(*args).shape) == tuple(yt.shape)
     assert tuple(ampy.nn.Flatten()(ampy.tensor(x)).shape) == (2, 60)
+
+
+def test_cnn_math_c_unit_test(tmp_path):
+    """tests/c/test_cnn_math.c: the window, padding and interpolation index
+    formulas every cnn kernel shares (ampy/cnn_math.h)."""
+    import os
+    import shutil
+    import subprocess
+    import sysconfig
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cc = shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0]) or shutil.which("gcc")
+    assert cc, "no C compiler (the extension needs one too)"
+    exe = str(tmp_path / "test_cnn_math")
+    r = subprocess.run([cc, "-std=c11", "-O1", "-Wall", "-Wextra", "-Werror",
+                        "-I" + os.path.join(here, "csrc", "include"),
+                        os.path.join(here, "tests", "c", "test_cnn_math.c"),
+                        os.path.join(here, "csrc", "status.c"), "-o", exe, "-lm"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-4000:]
+    r = subprocess.run([exe], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]

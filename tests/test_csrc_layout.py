@@ -19,6 +19,9 @@ TEMPLATES = {
     "vmath_tanh_avx512.inc": {"vmath_impl.inc"},
     "nn_rows.inc": {"nn.c"},
 }
+# cnn_norm.inc: the batch/group norm loops, instantiated three times by cnn_norm.c
+# (float portable, float AVX2+FMA, double)
+TEMPLATES["cnn_norm.inc"] = {"cnn_norm.c"}
 
 
 def includes():

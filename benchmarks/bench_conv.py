@@ -2,7 +2,7 @@
 in float32 and under bfloat16 autocast, at 1 and 2 threads.
 
     python benchmarks/bench_conv.py [--quick] [--batch 32] [--threads 1,2]
-                                    [--level avx512bf16]
+                                    [--level avx512bf16] [--clock cpu]
 
 One step = F.conv2d(x, w, b) then backward of a fixed incoming gradient, so the
 input, weight and bias gradients are all computed (x requires grad, as inside a
@@ -62,7 +62,7 @@ def make_step(lib, layer, batch, dt):
     return step
 
 
-def interleaved(fa, ft, rounds, min_time):
+def interleaved(fa, ft, rounds, min_time, clock=time.perf_counter):
     fa(), ft(), fa(), ft()
     ta, tt, ratios = [], [], []
     t_end = time.perf_counter() + min_time
@@ -70,9 +70,9 @@ def interleaved(fa, ft, rounds, min_time):
     while r < rounds or time.perf_counter() < t_end:
         pair = []
         for f in ((fa, ft) if r % 2 == 0 else (ft, fa)):
-            t0 = time.perf_counter()
+            t0 = clock()
             f()
-            pair.append(time.perf_counter() - t0)
+            pair.append(clock() - t0)
         a, t = pair if r % 2 == 0 else pair[::-1]
         ta.append(a), tt.append(t), ratios.append(a / t)
         r += 1
@@ -86,6 +86,10 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--level", default=None, help="ampy CPU level to pin")
     ap.add_argument("--rounds", type=int, default=None)
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="cpu: time 1-thread rows with the calling thread's CPU time "
+                         "(both libraries compute on it then), which leaves out the time a "
+                         "loaded machine keeps the process descheduled")
     args = ap.parse_args()
     if args.level:
         _C._set_cpu_level(args.level)
@@ -95,7 +99,8 @@ def main():
                                                    ("bf16", ampy.bfloat16))}
     print(f"batch {args.batch}; ampy GEMM path: f32={paths['f32']} bf16={paths['bf16']}; "
           f"ONEDNN_MAX_CPU_ISA={os.environ.get('ONEDNN_MAX_CPU_ISA', '(unset)')}")
-    print("ms per forward+backward step (median); ratio = ampy / torch (< 1: ampy faster)")
+    print(f"ms per forward+backward step (median; clock {args.clock} for 1 thread, wall for 2); "
+          "ratio = ampy / torch (< 1: ampy faster)")
     print(f"{'layer (Cin,H,Cout,k,s,p)':<26}{'dt':>5}{'thr':>4}{'ampy ms':>10}{'torch ms':>10}"
           f"{'ratio':>7}")
     for nt in (int(t) for t in args.threads.split(",")):
@@ -105,7 +110,9 @@ def main():
             for dt in ("f32", "bf16"):
                 fa = make_step("ampy", layer, args.batch, dt)
                 ft = make_step("torch", layer, args.batch, dt)
-                a, t, ratio = interleaved(fa, ft, rounds, 0.0)
+                clock = time.thread_time if args.clock == "cpu" and nt == 1 else \
+                    time.perf_counter
+                a, t, ratio = interleaved(fa, ft, rounds, 0.0, clock)
                 print(f"{str(layer):<26}{dt:>5}{nt:>4}{a * 1e3:>10.2f}{t * 1e3:>10.2f}"
                       f"{ratio:>7.2f}", flush=True)
 

@@ -4,9 +4,12 @@
  * A block of nb images is unfolded into one column buffer `col` of
  * (C * KH * KW) rows and nb * OH * OW columns (image n's positions start at
  * column n * OH * OW), so one buffer serves all three products:
- *   forward       y[n, g]  = w[g] @ col[g][:, n]          (batch: nb x groups)
- *   input grad    col[g][:, n] = w[g]^T @ dy[n, g]       (then col2im)
- *   weight grad   dw[g] += dy[g][:, block] @ col[g]^T    (K = nb * OH * OW)
+ *   forward       y[n, g]  = w[g] @ col[g][:, n]          (batch: nb x groups;
+ *                 outputs under CONV_WIDE_P positions: one GEMM per block)
+ *   input grad    col[g][:, n] = w[g]^T @ dy[n, g]       (then col2im; with
+ *                 unit stride: the forward of dy with the flipped kernel)
+ *   weight grad   dw[g]^T += col[g] @ dy[g][:, block]^T  (K = nb * OH * OW,
+ *                 conv_weight.c)
  * The GEMM reads every operand through its strides (w^T, col^T in place) and
  * takes the AMX / AVX512-BF16 paths for halves. The buffers are bounded by
  * CONV_COL_BYTES, so the batch is walked in blocks. A 1x1 kernel with unit
@@ -27,6 +30,7 @@
 
 #define CONV_COL_BYTES ((int64_t)32 << 20)
 #define CONV_GRAIN_ELEMS 32768
+#define CONV_WIDE_P 1024 /* outputs of fewer positions take one GEMM per block */
 
 static int conv_dtype_ok(ampy_dtype dt)
 {
@@ -57,10 +61,20 @@ typedef struct {
             }                                                                                     \
             const T *xr = xc + ih * xsh;                                                          \
             int64_t iw0 = ampy_conv_in_index(0, kw, g->sw, g->pl, g->dw);                         \
-            for (int64_t ow = 0; ow < g->OW; ow++) {                                              \
-                int64_t iw = iw0 + ow * g->sw;                                                    \
-                o[ow] = (iw >= 0 && iw < g->W) ? xr[iw * xsw] : (T)0;                             \
-            }                                                                                     \
+            /* [lo, hi): the output columns whose input column is inside the row */               \
+            int64_t lo = iw0 >= 0 ? 0 : (-iw0 + g->sw - 1) / g->sw;                               \
+            int64_t hi = g->W - 1 - iw0 < 0 ? 0 : (g->W - 1 - iw0) / g->sw + 1;                   \
+            lo = lo < g->OW ? lo : g->OW;                                                         \
+            hi = hi < lo ? lo : (hi < g->OW ? hi : g->OW);                                        \
+            for (int64_t ow = 0; ow < lo; ow++)                                                   \
+                o[ow] = 0;                                                                        \
+            if (g->sw == 1 && xsw == 1)                                                           \
+                memcpy(o + lo, xr + iw0 + lo, (size_t)(hi - lo) * sizeof(T));                     \
+            else                                                                                  \
+                for (int64_t ow = lo; ow < hi; ow++)                                              \
+                    o[ow] = xr[(iw0 + ow * g->sw) * xsw];                                         \
+            for (int64_t ow = hi; ow < g->OW; ow++)                                               \
+                o[ow] = 0;                                                                        \
         }                                                                                         \
     }
 IM2COL_ROW(uint16_t)
@@ -160,19 +174,39 @@ ampy_status ampy_conv2d_forward(const ampy_conv2d_geom *g, ampy_dtype dtype, con
                                  b_bs, xs[1], pstride, beta, y, dtype, c_bs, P, 1);
     }
     int64_t NB = ampy_conv_block_images(g, es);
+    /* Small outputs: one GEMM over the whole block (N = nb * P) into a
+     * staging buffer, copied to y; a GEMM per image would be too narrow. */
+    int wide = P < CONV_WIDE_P && NB > 1;
     size_t bytes = (size_t)(g->C * g->KH * g->KW) * (size_t)(NB * P) * es;
-    char *col = ampy_alloc(bytes);
-    if (!col)
-        return ampy_error(AMPY_ERR_NOMEM, "conv2d: cannot allocate %zu bytes", bytes);
+    size_t tbytes = wide ? (size_t)(g->O * NB * P) * es : 0;
+    char *col = ampy_alloc(bytes), *tmp = wide ? ampy_alloc(tbytes) : NULL;
+    if (!col || (wide && !tmp)) {
+        ampy_free(col, bytes);
+        ampy_free(tmp, tbytes);
+        return ampy_error(AMPY_ERR_NOMEM, "conv2d: cannot allocate %zu bytes", bytes + tbytes);
+    }
     for (int64_t n0 = 0; n0 < g->N && s == AMPY_OK; n0 += NB) {
         int64_t nb = g->N - n0 < NB ? g->N - n0 : NB, ld = nb * P;
+        char *yb = (char *)y + (size_t)(n0 * g->O * P) * es;
         ampy_conv_im2col_block(g, (const char *)x + (size_t)(n0 * xs[0]) * es, xs, es, nb, col, ld);
+        if (wide) {
+            if (bias)
+                fill_bias(tmp, bias, 1, g->O, ld, es);
+            int64_t shape[1] = {G}, wa[1] = {Og * Kg}, wb[1] = {Kg * ld}, wc[1] = {Og * ld};
+            s = ampy_gemm_batched(1, shape, Og, ld, Kg, 1.0, w, dtype, wa, Kg, 1, col, dtype, wb,
+                                  ld, 1, beta, tmp, dtype, wc, ld, 1);
+            for (int64_t n = 0; n < nb && s == AMPY_OK; n++)
+                for (int64_t o = 0; o < g->O; o++)
+                    memcpy(yb + (size_t)((n * g->O + o) * P) * es,
+                           tmp + (size_t)(o * ld + n * P) * es, (size_t)P * es);
+            continue;
+        }
         int64_t shape[2] = {nb, G}, b_bs[2] = {P, Kg * ld};
         s = ampy_gemm_batched(2, shape, Og, P, Kg, 1.0, w, dtype, a_bs, Kg, 1, col, dtype, b_bs,
-                              ld, 1, beta, (char *)y + (size_t)(n0 * g->O * P) * es, dtype,
-                              c_bs, P, 1);
+                              ld, 1, beta, yb, dtype, c_bs, P, 1);
     }
     ampy_free(col, bytes);
+    ampy_free(tmp, tbytes);
     return s;
 }
 
@@ -282,6 +316,48 @@ static ampy_status bwd_input_pointwise(const ampy_conv2d_geom *g, ampy_dtype dty
                              1, bias ? 1.0 : 0.0, dx, dtype, c_bs, P, 1);
 }
 
+#define FLIP(T, name)                                                                             \
+    static void name(const T *src, int64_t n, T *dst)                                             \
+    {                                                                                             \
+        for (int64_t i = 0; i < n; i++)                                                           \
+            dst[i] = src[n - 1 - i];                                                              \
+    }
+FLIP(uint16_t, flip_u16)
+FLIP(uint32_t, flip_u32)
+FLIP(uint64_t, flip_u64)
+
+/* Unit stride: dx is the convolution of dy with the kernel flipped in both
+ * dims and its channel axes swapped (per group), padded by d*(k-1) - p
+ * before; the forward path then writes dx in its dtype directly (one
+ * rounding, no float32 columns, no scatter). */
+static ampy_status bwd_input_as_conv(const ampy_conv2d_geom *g, ampy_dtype dtype,
+                                     const void *dy, const void *w, const void *bias, void *dx)
+{
+    int64_t G = g->groups, Cg = g->C / G, Og = g->O / G, kk = g->KH * g->KW;
+    size_t es = ampy_dtype_size(dtype), bytes = (size_t)(g->O * Cg * kk) * es;
+    char *wf = ampy_alloc(bytes);
+    if (!wf)
+        return ampy_error(AMPY_ERR_NOMEM, "conv2d: cannot allocate %zu bytes", bytes);
+    for (int64_t gr = 0; gr < G; gr++)
+        for (int64_t o = 0; o < Og; o++)
+            for (int64_t c = 0; c < Cg; c++) {
+                int64_t src = ((gr * Og + o) * Cg + c) * kk, dst = ((gr * Cg + c) * Og + o) * kk;
+                if (es == 2)
+                    flip_u16((const uint16_t *)w + src, kk, (uint16_t *)wf + dst);
+                else if (es == 4)
+                    flip_u32((const uint32_t *)w + src, kk, (uint32_t *)wf + dst);
+                else
+                    flip_u64((const uint64_t *)w + src, kk, (uint64_t *)wf + dst);
+            }
+    ampy_conv2d_geom t = {g->N, g->O, g->OH, g->OW, g->C, g->KH, g->KW, g->H, g->W, 1, 1,
+                          g->dh * (g->KH - 1) - g->pt, g->dw * (g->KW - 1) - g->pl, g->dh,
+                          g->dw, G};
+    int64_t ys[4] = {g->O * g->OH * g->OW, g->OH * g->OW, g->OW, 1};
+    ampy_status s = ampy_conv2d_forward(&t, dtype, dy, ys, wf, bias, dx);
+    ampy_free(wf, bytes);
+    return s;
+}
+
 ampy_status ampy_conv2d_backward_input(const ampy_conv2d_geom *g, ampy_dtype dtype,
                                        const void *dy, const void *w, const void *bias,
                                        void *dx)
@@ -295,6 +371,9 @@ ampy_status ampy_conv2d_backward_input(const ampy_conv2d_geom *g, ampy_dtype dty
         return AMPY_OK;
     if (is_pointwise(g))
         return bwd_input_pointwise(g, dtype, dy, w, bias, dx);
+    if (g->sh == 1 && g->sw == 1 && g->pt <= g->dh * (g->KH - 1) &&
+        g->pl <= g->dw * (g->KW - 1))
+        return bwd_input_as_conv(g, dtype, dy, w, bias, dx);
     ampy_dtype acc = dtype == AMPY_FLOAT64 ? AMPY_FLOAT64 : AMPY_FLOAT32;
     size_t es = ampy_dtype_size(dtype), as = ampy_dtype_size(acc);
     int64_t G = g->groups, Cg = g->C / G, Og = g->O / G, P = g->OH * g->OW;

@@ -53,9 +53,12 @@ static ampy_status weight_blocks(const ampy_conv2d_geom *g, ampy_dtype dtype, co
             gather_dy(a, nb, g->O, P, es, dyb);
             a = dyb;
         }
-        int64_t shape[1] = {G}, a_bs[1] = {Og * ld}, b_bs[1] = {Kg * ld}, c_bs[1] = {Og * Kg};
-        s = ampy_gemm_batched(1, shape, Og, Kg, ld, 1.0, a, dtype, a_bs, ld, 1, col, dtype, b_bs,
-                              1, ld, n0 == 0 ? 0.0 : 1.0, acc, adt, c_bs, Kg, 1);
+        /* dw[g]^T (Kg x Og) = col[g] @ dy[g]^T: this orientation (the long K
+         * against the short Og as N) runs faster than dy @ col^T; the result
+         * is written through dw's transposed strides. */
+        int64_t shape[1] = {G}, a_bs[1] = {Kg * ld}, b_bs[1] = {Og * ld}, c_bs[1] = {Og * Kg};
+        s = ampy_gemm_batched(1, shape, Kg, Og, ld, 1.0, col, dtype, a_bs, ld, 1, a, dtype, b_bs,
+                              1, ld, n0 == 0 ? 0.0 : 1.0, acc, adt, c_bs, 1, Kg);
     }
     ampy_free(col, cbytes);
     ampy_free(dyb, dbytes);

@@ -214,20 +214,22 @@ def test_batch_walked_in_blocks():
 
 
 # ------------------------------------------------------------- layouts
+@pytest.mark.parametrize("k", (3, 1))
 @pytest.mark.parametrize("dt", ("float32", "bfloat16"))
-def test_non_contiguous_inputs(dt):
+def test_non_contiguous_inputs(dt, k):
     """A channels-last input (a permuted view), a transposed weight view, a
     sliced input and a non-contiguous incoming gradient give the results of
     their contiguous copies."""
     adt = getattr(ampy, dt)
     x = ampy.tensor(_rand(2, 6, 7, 3)).to(adt).permute(0, 3, 1, 2)   # (2, 3, 6, 7)
-    w = ampy.tensor(_rand(3, 4, 3, 3, seed=1)).to(adt).transpose(0, 1)  # (4, 3, 3, 3)
+    w = ampy.tensor(_rand(3, 4, k, k, seed=1)).to(adt).transpose(0, 1)  # (4, 3, k, k)
+    pad, stride = (1, (1, 2)) if k == 3 else (0, 1)  # (1x1: x is read in place as the GEMM's B)
     xs = ampy.tensor(_rand(2, 3, 12, 7, seed=2)).to(adt)[:, :, ::2]
     for xin in (x, xs):
         a, b = xin.detach().requires_grad_(), xin.contiguous().detach().requires_grad_()
         wa, wb = w.detach().requires_grad_(), w.contiguous().detach().requires_grad_()
-        ya = F.conv2d(a, wa, padding=1, stride=(1, 2))
-        yb = F.conv2d(b, wb, padding=1, stride=(1, 2))
+        ya = F.conv2d(a, wa, padding=pad, stride=stride)
+        yb = F.conv2d(b, wb, padding=pad, stride=stride)
         assert np.array_equal(_np(ya), _np(yb))
         g = ampy.tensor(_rand(*ya.shape[::-1], seed=4)).to(adt).permute(3, 2, 1, 0)
         ya.backward(g)

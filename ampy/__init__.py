@@ -144,3 +144,8 @@ newaxis = None
 
 __all__ += ["GradScaler", "inf", "nan", "pi", "e", "newaxis", "set_float32_matmul_precision",
             "get_float32_matmul_precision"]
+
+# ---- torch.flatten's spelling
+from .nn._functional_cnn import flatten  # noqa: E402
+
+__all__ += ["flatten"]

@@ -396,6 +396,37 @@ CASES.update({
                             match="derivative for .*floor_divide.* not implemented", order=1),
 })
 
+# ------------------------------------------------------------ cnn ops
+# The linear ones (pools, padding, interpolation) differentiate twice through
+# their adjoint; batch_norm and group_norm through their composite gradient.
+CASES.update({
+    "batch_norm": [
+        Case(lambda m, x, w, b: m.nn.functional.batch_norm(x * 2, None, None, w, b, True),
+             r(4, 3, 5), r(3, key=1), r(3, key=2)),
+        Case(lambda m, x, w, b, rm, rv: m.nn.functional.batch_norm(x * x, rm, rv, w, b, False),
+             r(4, 3), r(3, key=1), r(3, key=2), r(3, key=3), pos(3, key=4), diff=(0, 1, 2)),
+    ],
+    "group_norm": Case(lambda m, x, w, b: m.nn.functional.group_norm(x * x, 3, w, b),
+                       r(2, 6, 5), r(6, key=1), r(6, key=2)),
+    "max_pool2d": Case(lambda m, x: m.nn.functional.max_pool2d(x * x, 2), r(1, 2, 4, 6)),
+    "avg_pool2d": Case(lambda m, x: m.nn.functional.avg_pool2d(x * x, 2, 1, 1), r(1, 2, 4, 6)),
+    "adaptive_avg_pool2d": Case(lambda m, x: m.nn.functional.adaptive_avg_pool2d(x * x, (2, 3)),
+                                r(1, 2, 5, 7)),
+    "constant_pad_nd": Case(lambda m, x: m.nn.functional.pad(x * x, (1, 2, -1, 1), value=0.5),
+                            r(2, 4, 5)),
+    "upsample_nearest2d": Case(lambda m, x: m.nn.functional.interpolate(x * x, scale_factor=2),
+                               r(1, 2, 3, 4)),
+    "upsample_bilinear2d": Case(lambda m, x: m.nn.functional.interpolate(
+        x * x, size=(5, 7), mode="bilinear"), r(1, 2, 3, 4)),
+    "_pad_circular": Case(lambda m, x: m.nn.functional.pad(x * x, (1, 2), mode="circular"),
+                          r(2, 3, 5)),
+})
+for _k in (1, 2, 3):
+    for _mode, _op in (("reflect", "reflection"), ("replicate", "replication")):
+        CASES[f"{_op}_pad{_k}d"] = Case(
+            lambda m, x, _k=_k, _mode=_mode: m.nn.functional.pad(x * x, (1, 2) + (1, 0) * (_k - 1),
+                                                                 mode=_mode),
+            r(*((2,) + (3,) * _k)))
 # ------------------------------------------------------------ convolutions
 # Linear in input and in weight: the second derivative is the cross term
 # (d2/dx dw), which the composite rules of ampy/nn/_ops_conv.py must give.

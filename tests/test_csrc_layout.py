@@ -23,6 +23,9 @@ TEMPLATES = {
     "attention_impl.inc": {"attention.c"},
     "attention_bwd.inc": {"attention_impl.inc"},
 }
+# cnn_norm.inc: the batch/group norm loops, instantiated three times by cnn_norm.c
+# (float portable, float AVX2+FMA, double)
+TEMPLATES["cnn_norm.inc"] = {"cnn_norm.c"}
 
 
 def includes():

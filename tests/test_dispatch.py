@@ -62,3 +62,10 @@ def test_views_share_memory_and_version_counter():
     expect = np.zeros((4, 4), np.float32)
     expect[1:3, ::2] = 1
     np.testing.assert_array_equal(x.numpy(), expect)
+
+
+# the cnn ops torch names after its ATen kernels: spelled nn.functional.pad / interpolate
+SPELLED.update({n: "pad" for n in ("_pad_circular", "constant_pad_nd", "reflection_pad1d",
+                                   "reflection_pad2d", "reflection_pad3d", "replication_pad1d",
+                                   "replication_pad2d", "replication_pad3d")})
+SPELLED.update({"upsample_nearest2d": "interpolate", "upsample_bilinear2d": "interpolate"})

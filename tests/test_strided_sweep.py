@@ -275,6 +275,33 @@ CASES.update({
     "multinomial": Case(lambda M, p: M.multinomial(p.abs() + 0.1, 1), [("f", S)], grad=False,
                         torch_ok=False, seed=True),
 })
+# ------------------------------------------------------------------ cnn ops
+_IMG = ("f", (2, 3, 5, 6))
+_CNN_F = "nn.functional"
+CASES.update({
+    "batch_norm": Case(lambda M, x, w, b: M.nn.functional.batch_norm(x, None, None, w, b, True),
+                       [_IMG, ("f", (3,)), ("f", (3,))], torch_atol=1e-3),
+    "group_norm": Case(lambda M, x, w, b: M.nn.functional.group_norm(x, 3, w, b),
+                       [_IMG, ("f", (3,)), ("f", (3,))], torch_atol=1e-3),
+    "max_pool2d": Case(lambda M, x: M.nn.functional.max_pool2d(x, 2, 1), [_IMG]),
+    "avg_pool2d": Case(lambda M, x: M.nn.functional.avg_pool2d(x, 3, 2, 1), [_IMG], zero=True),
+    "adaptive_avg_pool2d": Case(lambda M, x: M.nn.functional.adaptive_avg_pool2d(x, (2, 4)),
+                                [_IMG], zero=True),
+    "constant_pad_nd": Case(lambda M, x: M.nn.functional.pad(x, (1, 2, -1, 1)), [_IMG],
+                            zero=True),
+    "_pad_circular": Case(lambda M, x: M.nn.functional.pad(x, (1, 2), mode="circular"),
+                          [("f", (2, 3, 5))]),
+    "upsample_nearest2d": Case(lambda M, x: M.nn.functional.interpolate(x, scale_factor=2),
+                               [_IMG], zero=True),
+    "upsample_bilinear2d": Case(lambda M, x: M.nn.functional.interpolate(
+        x, size=(7, 4), mode="bilinear"), [_IMG], zero=True),
+})
+for _k in (1, 2, 3):
+    for _mode, _op in (("reflect", "reflection"), ("replicate", "replication")):
+        CASES[f"{_op}_pad{_k}d"] = Case(
+            lambda M, x, _k=_k, _mode=_mode: M.nn.functional.pad(x, (1, 2) + (1, 0) * (_k - 1),
+                                                                 mode=_mode),
+            [("f", (2,) + (4,) * _k)])
 
 
 # ------------------------------------------------------------------ runner

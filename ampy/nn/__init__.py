@@ -17,6 +17,16 @@ __all__ = ["Module", "Parameter", "Linear", "Identity", "ReLU", "GELU", "SiLU", 
            "Sequential", "ModuleList", "CrossEntropyLoss", "NLLLoss", "MSELoss", "functional",
            "init"]
 
+# ---- convolutional-network ops and layers
+from . import _ops_cnn  # noqa: E402,F401  (registers the cnn ops and their backward rules)
+from .modules import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d,  # noqa: E402
+                      ConstantPad1d, ConstantPad2d, Dropout2d, GroupNorm, MaxPool2d,
+                      ReflectionPad1d, ReflectionPad2d, ReplicationPad1d, ReplicationPad2d,
+                      Upsample, ZeroPad2d)
+
+__all__ += ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "MaxPool2d", "AvgPool2d",
+            "AdaptiveAvgPool2d", "ConstantPad1d", "ConstantPad2d", "ZeroPad2d", "ReflectionPad1d",
+            "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d", "Dropout2d", "Upsample"]
 from .modules import Conv1d, Conv2d, ConvTranspose2d  # noqa: E402
 
 __all__ += ["Conv1d", "Conv2d", "ConvTranspose2d"]

@@ -8,7 +8,7 @@ negative padding, the weight's dims and groups, the channels, the bias, and
 the padded input against the dilated kernel; then the dtypes.
 """
 from .. import _dtype as D
-from .._dispatch import dispatch, get_op
+from .._dispatch import _hooks, dispatch, get_op
 from .._tensor import Tensor
 from . import _ops_conv  # noqa: F401  (declares the ops looked up below)
 
@@ -161,6 +161,8 @@ def _conv(op, n, fn, input, weight, bias, stride, padding, dilation, groups):
     else:
         before = after = (0,) * n if pad is None else pad
     out = _out_size(x, k, stride, before, after, dilation)
+    if _hooks.autocast is not None:  # torch checks the dtypes autocast hands the op
+        (x, weight, bias), _ = _hooks.autocast(op, (x, weight, bias), {})
     _check_dtypes(x, weight, bias)
     y = dispatch(op, x, weight, bias, stride, before, dilation, groups, out)
     return y.squeeze(0) if unbatched else y

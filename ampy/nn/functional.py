@@ -304,6 +304,12 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     return dispatch(_MSE, input, target, red)
 
 
+# ---- convolutional-network functions (ampy/nn/_functional_cnn.py)
+from ._functional_cnn import (adaptive_avg_pool2d, avg_pool2d, batch_norm,  # noqa: E402
+                              dropout2d, group_norm, interpolate, max_pool2d, pad)
+
+__all__ += ["batch_norm", "group_norm", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "pad",
+            "interpolate", "dropout2d"]
 from ._conv_functional import conv1d, conv2d, conv_transpose2d  # noqa: E402
 
 __all__ += ["conv1d", "conv2d", "conv_transpose2d"]

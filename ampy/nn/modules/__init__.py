@@ -9,6 +9,16 @@ __all__ = ["Module", "Linear", "Identity", "ReLU", "GELU", "SiLU", "Hardswish", 
            "LogSoftmax", "Dropout", "LayerNorm", "Embedding", "Flatten", "Sequential",
            "ModuleList", "CrossEntropyLoss", "NLLLoss", "MSELoss"]
 
+# ---- convolutional-network layers
+from .batchnorm import BatchNorm1d, BatchNorm2d, GroupNorm  # noqa: E402
+from .padding import (ConstantPad1d, ConstantPad2d, ReflectionPad1d,  # noqa: E402
+                      ReflectionPad2d, ReplicationPad1d, ReplicationPad2d, ZeroPad2d)
+from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: E402
+from .upsampling import Dropout2d, Upsample  # noqa: E402
+
+__all__ += ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "MaxPool2d", "AvgPool2d",
+            "AdaptiveAvgPool2d", "ConstantPad1d", "ConstantPad2d", "ZeroPad2d", "ReflectionPad1d",
+            "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d", "Dropout2d", "Upsample"]
 from .conv import Conv1d, Conv2d, ConvTranspose2d  # noqa: E402
 
 __all__ += ["Conv1d", "Conv2d", "ConvTranspose2d"]

@@ -1,0 +1,401 @@
+/* cnn_norm.c — batch_norm and group_norm over (N, C, S) tensors, forward
+ * and backward (contracts in ampy/cnn.h).
+ *
+ * The formulas are torch's CPU kernels (aten/src/ATen/native/Normalization.cpp,
+ * cpu/batch_norm_kernel.cpp, cpu/group_norm_kernel.cpp): batch statistics as
+ * a double sum of x, the mean rounded to the compute type, then a double
+ * sum of squared deviations; the output as x * alpha + beta with torch's
+ * per-channel linear and constant terms. Channels (batch norm) and
+ * (sample, group) rows (group norm) are split across the thread pool.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "ampy/cnn.h"
+#include "ampy/cnn_math.h"
+#include "ampy/dtype.h"
+#include "ampy/nn_math.h"
+#include "ampy/parallel.h"
+#include "ampy/cpu.h"
+#include "simd.h"
+
+#define CN_T float
+#define CN_LD(p, i) ampy_cnn_ldf((p), dt, (i))
+#define CN_ST(p, i, v) ampy_cnn_stf((p), dt, (i), (v))
+#define CN_FMA fmaf
+#define CN_SFX f
+#define CN_ATTR
+#include "cnn_norm.inc"
+#undef CN_SFX
+#undef CN_ATTR
+#if defined(AMPY_X86_SIMD)
+#define CN_SFX f_avx2
+#define CN_ATTR AMPY_TARGET_AVX2
+#include "cnn_norm.inc"
+#undef CN_SFX
+#undef CN_ATTR
+#define CN_HAVE_AVX2 1
+#endif
+#undef CN_T
+#undef CN_LD
+#undef CN_ST
+#undef CN_FMA
+
+#define CN_T double
+#define CN_SFX d
+#define CN_ATTR
+#define CN_LD(p, i) (((const double *)(p))[i])
+#define CN_ST(p, i, v) (((double *)(p))[i] = (v))
+#define CN_FMA fma
+#include "cnn_norm.inc"
+#undef CN_T
+#undef CN_SFX
+#undef CN_ATTR
+#undef CN_LD
+#undef CN_ST
+#undef CN_FMA
+
+/* The float32 loops of the best copy this CPU runs (ampy_cpu_level_get(),
+ * so AMPY_FORCE_PORTABLE / the forced level pick the portable one). */
+typedef struct {
+    void (*bn_stats)(const void *, int, int64_t, int64_t, int64_t, int64_t, double *, double *);
+    void (*block_affine)(const void *, int, int64_t, int64_t, float, float, void *);
+    void (*bn_bwd_chan)(const void *, const void *, int, int64_t, int64_t, int64_t, int64_t,
+                        float, float, float, int, void *, double *, double *);
+    void (*gn_stats)(const void *, int, int64_t, int64_t, double, double *, double *);
+    void (*gn_bwd_row)(const void *, const void *, int, int64_t, int64_t, int64_t, int64_t,
+                       const void *, int, const double *, const double *, double, double,
+                       void *);
+} cn_loops_f;
+
+static const cn_loops_f loops_portable = {bn_stats_f, block_affine_f, bn_bwd_chan_f,
+                                          gn_stats_f, gn_bwd_row_f};
+#ifdef CN_HAVE_AVX2
+static const cn_loops_f loops_avx2 = {bn_stats_f_avx2, block_affine_f_avx2, bn_bwd_chan_f_avx2,
+                                      gn_stats_f_avx2, gn_bwd_row_f_avx2};
+#endif
+
+static const cn_loops_f *loops_f(void)
+{
+#ifdef CN_HAVE_AVX2
+    if (ampy_cpu_level_get() >= AMPY_CPU_AVX2)
+        return &loops_avx2;
+#endif
+    return &loops_portable;
+}
+
+/* Plane-sized work is split so that a chunk holds at least this many elements. */
+#define CN_GRAIN_ELEMS 32768
+
+static int64_t grain_for(int64_t per_item)
+{
+    int64_t g = per_item > 0 ? CN_GRAIN_ELEMS / per_item : CN_GRAIN_ELEMS;
+    return g < 1 ? 1 : g;
+}
+
+static ampy_status check_dtypes(int dt, int pdt, const char *fn)
+{
+    if (!ampy_nn_is_float(dt) || !ampy_nn_is_float(pdt))
+        return ampy_error(AMPY_ERR_DTYPE, "%s: expected floating-point tensors", fn);
+    if ((dt == AMPY_FLOAT64) != (pdt == AMPY_FLOAT64))
+        return ampy_error(AMPY_ERR_DTYPE, "%s: a float64 input needs float64 parameters", fn);
+    return AMPY_OK;
+}
+
+static ampy_status check_sizes(int64_t N, int64_t C, int64_t S, const char *fn)
+{
+    if (N < 0 || C < 0 || S < 0)
+        return ampy_error(AMPY_ERR_VALUE, "%s: negative size", fn);
+    return AMPY_OK;
+}
+
+/* ---- batch_norm forward --------------------------------------------------- */
+typedef struct {
+    int64_t N, C, S;
+    const void *x, *w, *b;
+    void *rm, *rv, *y;
+    int dt, pdt, training;
+    double momentum, eps;
+    double *smean, *sinv;
+} bn_fwd_ctx;
+
+static void bn_fwd_range(int64_t c0, int64_t c1, void *vc)
+{
+    bn_fwd_ctx *k = (bn_fwd_ctx *)vc;
+    const int dt = k->dt;
+    const int f64 = dt == AMPY_FLOAT64;
+    for (int64_t c = c0; c < c1; c++) {
+        double mean, invstd;
+        if (k->training) {
+            double vs;
+            if (f64)
+                bn_stats_d(k->x, dt, k->N, k->C, k->S, c, &mean, &vs);
+            else
+                loops_f()->bn_stats(k->x, dt, k->N, k->C, k->S, c, &mean, &vs);
+            /* torch keeps var_sum in the parameter type: float32 for all
+             * but float64 data, and divides there */
+            double cnt = (double)(k->N * k->S), var, unbiased;
+            if (f64) {
+                var = vs / cnt;
+                unbiased = vs / (cnt - 1.0);
+            } else {
+                float vsf = (float)vs;
+                var = (double)(vsf / (float)cnt);
+                unbiased = (double)(vsf / (float)(cnt - 1.0));
+            }
+            invstd = var == 0.0 && k->eps == 0.0 ? 0.0 : 1.0 / sqrt(var + k->eps);
+            if (!f64)
+                invstd = (double)(float)invstd;
+            if (k->rm) {
+                double m = k->momentum;
+                double rm = ampy_nn_load1(k->rm, k->pdt, c), rv = ampy_nn_load1(k->rv, k->pdt, c);
+                if (f64) {
+                    ampy_nn_store1(k->rm, k->pdt, c, m * mean + (1.0 - m) * rm);
+                    ampy_nn_store1(k->rv, k->pdt, c, m * unbiased + (1.0 - m) * rv);
+                } else {
+                    /* torch's float32 update: the mean's two products and a
+                     * sum, the variance's one fused multiply-add */
+                    float mf = (float)m, om = 1.0f - mf;
+                    float pm = mf * (float)mean, pr = om * (float)rm;
+                    ampy_nn_store1(k->rm, k->pdt, c, (double)(pm + pr));
+                    ampy_nn_store1(k->rv, k->pdt, c,
+                                   (double)fmaf(mf, (float)unbiased, om * (float)rv));
+                }
+            }
+        } else {
+            mean = ampy_nn_load1(k->rm, k->pdt, c);
+            double rv = ampy_nn_load1(k->rv, k->pdt, c);
+            invstd = f64 ? 1.0 / sqrt(rv + k->eps)
+                         : (double)(1.0f / sqrtf((float)rv + (float)k->eps));
+        }
+        k->smean[c] = mean;
+        k->sinv[c] = invstd;
+        double w = k->w ? ampy_nn_load1(k->w, k->pdt, c) : 1.0;
+        double b = k->b ? ampy_nn_load1(k->b, k->pdt, c) : 0.0;
+        for (int64_t n = 0; n < k->N; n++) {
+            int64_t off = (n * k->C + c) * k->S;
+            if (f64) {
+                double a = invstd * w;
+                block_affine_d(k->x, dt, off, k->S, a, fma(-mean, a, b), k->y);
+            } else {
+                float a = (float)invstd * (float)w;
+                float beta = fmaf(-(float)mean, a, (float)b);
+                loops_f()->block_affine(k->x, dt, off, k->S, a, beta, k->y);
+            }
+        }
+    }
+}
+
+ampy_status ampy_cnn_batch_norm_fwd(int64_t N, int64_t C, int64_t S, const void *x, int x_dtype,
+                                    const void *w, const void *b, void *run_mean, void *run_var,
+                                    int p_dtype, int training, double momentum, double eps,
+                                    void *y, double *save_mean, double *save_invstd)
+{
+    ampy_status s = check_sizes(N, C, S, "batch_norm");
+    if (s == AMPY_OK)
+        s = check_dtypes(x_dtype, p_dtype, "batch_norm");
+    if (s != AMPY_OK)
+        return s;
+    if (!y || !save_mean || !save_invstd || !(eps >= 0.0) || (!run_mean) != (!run_var) ||
+        (!training && !run_mean))
+        return ampy_error(AMPY_ERR_VALUE, "batch_norm: bad arguments");
+    if (N * C * S == 0)
+        return AMPY_OK;
+    bn_fwd_ctx k = {N, C, S, x, w, b, run_mean, run_var, y, x_dtype, p_dtype, training,
+                    momentum, eps, save_mean, save_invstd};
+    ampy_parallel_for(C, grain_for(N * S), bn_fwd_range, &k);
+    return AMPY_OK;
+}
+
+/* ---- batch_norm backward -------------------------------------------------- */
+typedef struct {
+    int64_t N, C, S;
+    const void *x, *dy, *w;
+    void *dx, *dw, *db;
+    int dt, pdt, training;
+    const double *smean, *sinv;
+} bn_bwd_ctx;
+
+static void bn_bwd_range(int64_t c0, int64_t c1, void *vc)
+{
+    bn_bwd_ctx *k = (bn_bwd_ctx *)vc;
+    const int dt = k->dt;
+    for (int64_t c = c0; c < c1; c++) {
+        double sum, dotp, w = k->w ? ampy_nn_load1(k->w, k->pdt, c) : 1.0;
+        double mean = k->smean[c], inv = k->sinv[c];
+        if (dt == AMPY_FLOAT64)
+            bn_bwd_chan_d(k->x, k->dy, dt, k->N, k->C, k->S, c, mean, inv, w, k->training,
+                          k->dx, &sum, &dotp);
+        else
+            loops_f()->bn_bwd_chan(k->x, k->dy, dt, k->N, k->C, k->S, c, (float)mean, (float)inv,
+                          (float)w, k->training, k->dx, &sum, &dotp);
+        if (k->dw)
+            ampy_nn_store1(k->dw, k->pdt, c, dotp * inv);
+        if (k->db)
+            ampy_nn_store1(k->db, k->pdt, c, sum);
+    }
+}
+
+ampy_status ampy_cnn_batch_norm_bwd(int64_t N, int64_t C, int64_t S, const void *x, int x_dtype,
+                                    const void *dy, const void *w, int p_dtype, int training,
+                                    const double *save_mean, const double *save_invstd,
+                                    void *dx, void *dw, void *db)
+{
+    ampy_status s = check_sizes(N, C, S, "batch_norm_backward");
+    if (s == AMPY_OK)
+        s = check_dtypes(x_dtype, p_dtype, "batch_norm_backward");
+    if (s != AMPY_OK)
+        return s;
+    if (!save_mean || !save_invstd)
+        return ampy_error(AMPY_ERR_VALUE, "batch_norm_backward: missing statistics");
+    bn_bwd_ctx k = {N, C, S, x, dy, w, dx, dw, db, x_dtype, p_dtype, training, save_mean,
+                    save_invstd};
+    ampy_parallel_for(C, grain_for(N * S), bn_bwd_range, &k);
+    return AMPY_OK;
+}
+
+/* ---- group_norm ----------------------------------------------------------- */
+typedef struct {
+    int64_t N, C, S, G;
+    const void *x, *dy, *w, *b;
+    void *y;
+    int dt, pdt;
+    double eps;
+    double *mean, *rstd;
+    const double *cmean, *crstd;
+    double *ds, *db; /* backward: N*C per-channel sums */
+} gn_ctx;
+
+static void gn_fwd_range(int64_t r0, int64_t r1, void *vc)
+{
+    gn_ctx *k = (gn_ctx *)vc;
+    const int dt = k->dt;
+    const int64_t Cg = k->C / k->G, D = Cg * k->S;
+    for (int64_t r = r0; r < r1; r++) {
+        double mean, rstd;
+        if (dt == AMPY_FLOAT64)
+            gn_stats_d(k->x, dt, r * D, D, k->eps, &mean, &rstd);
+        else
+            loops_f()->gn_stats(k->x, dt, r * D, D, k->eps, &mean, &rstd);
+        k->mean[r] = mean;
+        k->rstd[r] = rstd;
+        for (int64_t j = 0; j < Cg; j++) {
+            int64_t c = (r % k->G) * Cg + j;
+            double w = k->w ? ampy_nn_load1(k->w, k->pdt, c) : 1.0;
+            double b = k->b ? ampy_nn_load1(k->b, k->pdt, c) : 0.0;
+            if (dt == AMPY_FLOAT64) {
+                double a = rstd * w;
+                block_affine_d(k->x, dt, r * D + j * k->S, k->S, a, fma(-a, mean, b), k->y);
+            } else {
+                float a = (float)rstd * (float)w;
+                float beta = fmaf(-a, (float)mean, (float)b);
+                loops_f()->block_affine(k->x, dt, r * D + j * k->S, k->S, a, beta, k->y);
+            }
+        }
+    }
+}
+
+static ampy_status gn_check(int64_t N, int64_t C, int64_t S, int64_t G, int dt, int pdt,
+                            const char *fn)
+{
+    ampy_status s = check_sizes(N, C, S, fn);
+    if (s == AMPY_OK)
+        s = check_dtypes(dt, pdt, fn);
+    if (s == AMPY_OK && (G < 1 || C % G != 0))
+        s = ampy_error(AMPY_ERR_VALUE, "%s: channels must be divisible by groups", fn);
+    return s;
+}
+
+ampy_status ampy_cnn_group_norm_fwd(int64_t N, int64_t C, int64_t S, int64_t G, const void *x,
+                                    int x_dtype, const void *w, const void *b, int p_dtype,
+                                    double eps, void *y, double *mean, double *rstd)
+{
+    ampy_status s = gn_check(N, C, S, G, x_dtype, p_dtype, "group_norm");
+    if (s != AMPY_OK)
+        return s;
+    if (!y || !mean || !rstd || !(eps >= 0.0))
+        return ampy_error(AMPY_ERR_VALUE, "group_norm: bad arguments");
+    if (N == 0 || C == 0)
+        return AMPY_OK;
+    gn_ctx k = {N, C, S, G, x, NULL, w, b, y, x_dtype, p_dtype, eps, mean, rstd, NULL, NULL,
+                NULL, NULL};
+    ampy_parallel_for(N * G, grain_for((C / G) * S), gn_fwd_range, &k);
+    return AMPY_OK;
+}
+
+/* per (n, c): ds = sum(dy x), db = sum(dy) */
+static void gn_sums_range(int64_t q0, int64_t q1, void *vc)
+{
+    gn_ctx *k = (gn_ctx *)vc;
+    const int dt = k->dt;
+    for (int64_t q = q0; q < q1; q++) {
+        double ds = 0.0, db = 0.0;
+        for (int64_t i = q * k->S; i < (q + 1) * k->S; i++) {
+            double g = ampy_nn_load1(k->dy, dt, i);
+            ds += g * ampy_nn_load1(k->x, dt, i);
+            db += g;
+        }
+        k->ds[q] = ds;
+        k->db[q] = db;
+    }
+}
+
+static void gn_dx_range(int64_t r0, int64_t r1, void *vc)
+{
+    gn_ctx *k = (gn_ctx *)vc;
+    const int dt = k->dt;
+    const int64_t Cg = k->C / k->G, D = Cg * k->S;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t n = r / k->G, c0 = (r % k->G) * Cg;
+        const double *ds = k->ds + n * k->C + c0, *db = k->db + n * k->C + c0;
+        if (dt == AMPY_FLOAT64)
+            gn_bwd_row_d(k->x, k->dy, dt, r * D, Cg, k->S, c0, k->w, k->pdt, ds, db,
+                         k->cmean[r], k->crstd[r], k->y);
+        else
+            loops_f()->gn_bwd_row(k->x, k->dy, dt, r * D, Cg, k->S, c0, k->w, k->pdt, ds, db,
+                         k->cmean[r], k->crstd[r], k->y);
+    }
+}
+
+static void gn_param_grads(const gn_ctx *k, void *dw, void *db)
+{
+    const int64_t Cg = k->C / k->G;
+    for (int64_t c = 0; c < k->C; c++) {
+        double sw = 0.0, sb = 0.0;
+        for (int64_t n = 0; n < k->N; n++) {
+            int64_t r = n * k->G + c / Cg;
+            sw += (k->ds[n * k->C + c] - k->db[n * k->C + c] * k->cmean[r]) * k->crstd[r];
+            sb += k->db[n * k->C + c];
+        }
+        if (dw)
+            ampy_nn_store1(dw, k->pdt, c, sw);
+        if (db)
+            ampy_nn_store1(db, k->pdt, c, sb);
+    }
+}
+
+ampy_status ampy_cnn_group_norm_bwd(int64_t N, int64_t C, int64_t S, int64_t G, const void *x,
+                                    int x_dtype, const void *dy, const void *w, int p_dtype,
+                                    const double *mean, const double *rstd, void *dx, void *dw,
+                                    void *db)
+{
+    ampy_status s = gn_check(N, C, S, G, x_dtype, p_dtype, "group_norm_backward");
+    if (s != AMPY_OK)
+        return s;
+    if (!mean || !rstd)
+        return ampy_error(AMPY_ERR_VALUE, "group_norm_backward: missing statistics");
+    if (C > 0 && N > (int64_t)(SIZE_MAX / 16) / C)
+        return ampy_error(AMPY_ERR_NOMEM, "group_norm_backward: size overflow");
+    double *sums = (double *)malloc(sizeof(double) * (size_t)(2 * N * C + 1));
+    if (!sums)
+        return ampy_error(AMPY_ERR_NOMEM, "group_norm_backward: out of memory");
+    gn_ctx k = {N, C, S, G, x, dy, w, NULL, dx, x_dtype, p_dtype, 0.0, NULL, NULL, mean, rstd,
+                sums, sums + N * C};
+    ampy_parallel_for(N * C, grain_for(S), gn_sums_range, &k);
+    if (dx)
+        ampy_parallel_for(N * G, grain_for((C / G) * S), gn_dx_range, &k);
+    if (dw || db)
+        gn_param_grads(&k, dw, db);
+    free(sums);
+    return AMPY_OK;
+}

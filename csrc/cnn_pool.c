@@ -1,0 +1,351 @@
+/* cnn_pool.c — max_pool2d (with argmax indices), avg_pool2d and
+ * adaptive_avg_pool2d over planes, forward and backward (contracts in
+ * ampy/cnn.h).
+ *
+ * The loops are torch's channels-first CPU kernels restated
+ * (aten/src/ATen/native/cpu/MaxPoolKernel.cpp, AvgPoolKernel.cpp,
+ * AdaptiveAvgPoolKernel.cpp): a window sum in float32 (float64 for float64
+ * data) divided once, the backward's per-output share rounded to the data
+ * type and added into the gradient in that type. Planes are split across
+ * the thread pool; each plane is one thread's.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "ampy/cnn.h"
+#include "ampy/cnn_math.h"
+#include "ampy/dtype.h"
+#include "ampy/nn_math.h"
+#include "ampy/parallel.h"
+
+#define POOL_GRAIN_ELEMS 16384
+
+typedef struct {
+    int64_t H, W, OH, OW;
+    ampy_cnn_window win;
+    int include_pad;
+    int64_t divisor;
+    const void *src;
+    void *dst;
+    int64_t *idx;
+    const int64_t *cidx;
+    int dt;
+} pool_ctx;
+
+static int64_t grain_for(int64_t per_plane)
+{
+    int64_t g = per_plane > 0 ? POOL_GRAIN_ELEMS / per_plane : POOL_GRAIN_ELEMS;
+    return g < 1 ? 1 : g;
+}
+
+static size_t elem_size(int dt)
+{
+    return dt == AMPY_FLOAT64 ? 8 : (dt == AMPY_FLOAT32 ? 4 : 2);
+}
+
+/* dx[i] += v, rounded to dt as torch's `grad_input[i] += delta` does. */
+static inline void add_at(void *p, int dt, int64_t i, double v)
+{
+    if (dt == AMPY_FLOAT64)
+        ((double *)p)[i] += v;
+    else
+        ampy_cnn_stf(p, dt, i, ampy_cnn_ldf(p, dt, i) + (float)v);
+}
+
+/* v rounded to dt and read back (the per-output share of a backward). */
+static inline double round_to(int dt, double v)
+{
+    if (dt == AMPY_FLOAT64)
+        return v;
+    uint16_t h;
+    switch (dt) {
+    case AMPY_FLOAT16: h = ampy_f32_to_f16((float)v); return ampy_f16_to_f32(h);
+    case AMPY_BFLOAT16: h = ampy_f32_to_bf16((float)v); return ampy_bf16_to_f32(h);
+    default: return (double)(float)v;
+    }
+}
+
+static ampy_status check_planes(int64_t P, int64_t H, int64_t W, int64_t OH, int64_t OW, int dt,
+                                const char *fn)
+{
+    if (!ampy_nn_is_float(dt))
+        return ampy_error(AMPY_ERR_DTYPE, "%s: expected a floating-point tensor", fn);
+    if (P < 0 || H < 0 || W < 0 || OH < 0 || OW < 0)
+        return ampy_error(AMPY_ERR_VALUE, "%s: negative size", fn);
+    return AMPY_OK;
+}
+
+static ampy_status check_window(const ampy_cnn_window *w, const char *fn)
+{
+    if (!w || w->kh < 1 || w->kw < 1 || w->sh < 1 || w->sw < 1 || w->ph < 0 || w->pw < 0 ||
+        w->dh < 1 || w->dw < 1)
+        return ampy_error(AMPY_ERR_VALUE, "%s: bad kernel, stride, padding or dilation", fn);
+    return AMPY_OK;
+}
+
+/* ---- max_pool2d ----------------------------------------------------------- */
+static void max_fwd_range(int64_t p0, int64_t p1, void *vc)
+{
+    const pool_ctx *k = (const pool_ctx *)vc;
+    const ampy_cnn_window *w = &k->win;
+    const int64_t H = k->H, W = k->W;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t ib = p * H * W, ob = p * k->OH * k->OW;
+        for (int64_t oh = 0; oh < k->OH; oh++) {
+            int64_t h0 = oh * w->sh - w->ph, h1 = h0 + (w->kh - 1) * w->dh + 1;
+            h1 = h1 < H ? h1 : H;
+            while (h0 < 0)
+                h0 += w->dh;
+            for (int64_t ow = 0; ow < k->OW; ow++) {
+                int64_t w0 = ow * w->sw - w->pw, w1 = w0 + (w->kw - 1) * w->dw + 1;
+                w1 = w1 < W ? w1 : W;
+                while (w0 < 0)
+                    w0 += w->dw;
+                int64_t best = h0 * W + w0;
+                double m = -INFINITY;
+                for (int64_t ih = h0; ih < h1; ih += w->dh)
+                    for (int64_t iw = w0; iw < w1; iw += w->dw) {
+                        double v = ampy_nn_load1(k->src, k->dt, ib + ih * W + iw);
+                        if (v > m || v != v) {
+                            m = v;
+                            best = ih * W + iw;
+                        }
+                    }
+                ampy_nn_store1(k->dst, k->dt, ob + oh * k->OW + ow, m);
+                k->idx[ob + oh * k->OW + ow] = best;
+            }
+        }
+    }
+}
+
+ampy_status ampy_cnn_max_pool2d_fwd(int64_t P, int64_t H, int64_t W, int64_t OH, int64_t OW,
+                                    const ampy_cnn_window *win, const void *x, int dtype,
+                                    void *y, int64_t *idx)
+{
+    ampy_status s = check_planes(P, H, W, OH, OW, dtype, "max_pool2d");
+    if (s == AMPY_OK)
+        s = check_window(win, "max_pool2d");
+    if (s != AMPY_OK)
+        return s;
+    if (P * OH * OW == 0)
+        return AMPY_OK;
+    if (!y || !idx || H * W == 0)
+        return ampy_error(AMPY_ERR_VALUE, "max_pool2d: empty input plane or NULL output");
+    pool_ctx k = {H, W, OH, OW, *win, 0, 0, x, y, idx, NULL, dtype};
+    ampy_parallel_for(P, grain_for(OH * OW * win->kh * win->kw), max_fwd_range, &k);
+    return AMPY_OK;
+}
+
+static void max_bwd_range(int64_t p0, int64_t p1, void *vc)
+{
+    const pool_ctx *k = (const pool_ctx *)vc;
+    const int64_t HW = k->H * k->W, O = k->OH * k->OW;
+    for (int64_t p = p0; p < p1; p++)
+        for (int64_t o = 0; o < O; o++)
+            add_at(k->dst, k->dt, p * HW + k->cidx[p * O + o],
+                   ampy_nn_load1(k->src, k->dt, p * O + o));
+}
+
+ampy_status ampy_cnn_max_pool2d_bwd(int64_t P, int64_t H, int64_t W, int64_t OH, int64_t OW,
+                                    const int64_t *idx, const void *dy, int dtype, void *dx)
+{
+    ampy_status s = check_planes(P, H, W, OH, OW, dtype, "max_pool2d_backward");
+    if (s != AMPY_OK)
+        return s;
+    if (!dx)
+        return ampy_error(AMPY_ERR_VALUE, "max_pool2d_backward: NULL output");
+    for (int64_t i = 0; i < P * OH * OW; i++)
+        if (idx[i] < 0 || idx[i] >= H * W)
+            return ampy_error(AMPY_ERR_INDEX, "max_pool2d_backward: index %lld out of range",
+                              (long long)idx[i]);
+    memset(dx, 0, (size_t)(P * H * W) * elem_size(dtype));
+    pool_ctx k = {H, W, OH, OW, {1, 1, 1, 1, 0, 0, 1, 1}, 0, 0, dy, dx, NULL, idx, dtype};
+    ampy_parallel_for(P, grain_for(OH * OW), max_bwd_range, &k);
+    return AMPY_OK;
+}
+
+/* ---- avg_pool2d ----------------------------------------------------------- */
+/* The clipped window [h0, h1) x [w0, w1) of output (oh, ow) and its divisor;
+ * returns 0 for a window that lies wholly in the padding. */
+static int avg_window(const pool_ctx *k, int64_t oh, int64_t ow, int64_t *h0, int64_t *h1,
+                      int64_t *w0, int64_t *w1, int64_t *div)
+{
+    const ampy_cnn_window *w = &k->win;
+    int64_t a = oh * w->sh - w->ph, b = ow * w->sw - w->pw;
+    int64_t ae = a + w->kh < k->H + w->ph ? a + w->kh : k->H + w->ph;
+    int64_t be = b + w->kw < k->W + w->pw ? b + w->kw : k->W + w->pw;
+    int64_t pool = (ae - a) * (be - b);
+    a = a > 0 ? a : 0, b = b > 0 ? b : 0;
+    ae = ae < k->H ? ae : k->H, be = be < k->W ? be : k->W;
+    *h0 = a, *h1 = ae, *w0 = b, *w1 = be;
+    if (a >= ae || b >= be)
+        return 0;
+    *div = k->divisor > 0 ? k->divisor : (k->include_pad ? pool : (ae - a) * (be - b));
+    return 1;
+}
+
+static void avg_fwd_range(int64_t p0, int64_t p1, void *vc)
+{
+    const pool_ctx *k = (const pool_ctx *)vc;
+    const int dt = k->dt;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t ib = p * k->H * k->W, ob = p * k->OH * k->OW;
+        for (int64_t oh = 0; oh < k->OH; oh++)
+            for (int64_t ow = 0; ow < k->OW; ow++) {
+                int64_t h0, h1, w0, w1, div, o = ob + oh * k->OW + ow;
+                if (!avg_window(k, oh, ow, &h0, &h1, &w0, &w1, &div)) {
+                    ampy_nn_store1(k->dst, dt, o, 0.0);
+                    continue;
+                }
+                if (dt == AMPY_FLOAT64) {
+                    double sum = 0.0;
+                    for (int64_t ih = h0; ih < h1; ih++)
+                        for (int64_t iw = w0; iw < w1; iw++)
+                            sum += ((const double *)k->src)[ib + ih * k->W + iw];
+                    ((double *)k->dst)[o] = sum / (double)div;
+                } else {
+                    float sum = 0.0f;
+                    for (int64_t ih = h0; ih < h1; ih++)
+                        for (int64_t iw = w0; iw < w1; iw++)
+                            sum += ampy_cnn_ldf(k->src, dt, ib + ih * k->W + iw);
+                    ampy_cnn_stf(k->dst, dt, o, sum / (float)div);
+                }
+            }
+    }
+}
+
+static void avg_bwd_range(int64_t p0, int64_t p1, void *vc)
+{
+    const pool_ctx *k = (const pool_ctx *)vc;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t ib = p * k->H * k->W, ob = p * k->OH * k->OW;
+        for (int64_t oh = 0; oh < k->OH; oh++)
+            for (int64_t ow = 0; ow < k->OW; ow++) {
+                int64_t h0, h1, w0, w1, div;
+                if (!avg_window(k, oh, ow, &h0, &h1, &w0, &w1, &div))
+                    continue;
+                double g = ampy_nn_load1(k->src, k->dt, ob + oh * k->OW + ow);
+                double d = k->dt == AMPY_FLOAT64 ? g / (double)div
+                                                 : round_to(k->dt, (float)g / (float)div);
+                for (int64_t ih = h0; ih < h1; ih++)
+                    for (int64_t iw = w0; iw < w1; iw++)
+                        add_at(k->dst, k->dt, ib + ih * k->W + iw, d);
+            }
+    }
+}
+
+static ampy_status avg_check(int64_t P, int64_t H, int64_t W, int64_t OH, int64_t OW,
+                             const ampy_cnn_window *win, int dt, const void *out, const char *fn)
+{
+    ampy_status s = check_planes(P, H, W, OH, OW, dt, fn);
+    if (s == AMPY_OK)
+        s = check_window(win, fn);
+    if (s == AMPY_OK && !out)
+        s = ampy_error(AMPY_ERR_VALUE, "%s: NULL output", fn);
+    return s;
+}
+
+ampy_status ampy_cnn_avg_pool2d_fwd(int64_t P, int64_t H, int64_t W, int64_t OH, int64_t OW,
+                                    const ampy_cnn_window *win, int count_include_pad,
+                                    int64_t divisor_override, const void *x, int dtype, void *y)
+{
+    ampy_status s = avg_check(P, H, W, OH, OW, win, dtype, y, "avg_pool2d");
+    if (s != AMPY_OK)
+        return s;
+    pool_ctx k = {H, W, OH, OW, *win, count_include_pad, divisor_override, x, y, NULL, NULL,
+                  dtype};
+    ampy_parallel_for(P, grain_for(OH * OW * win->kh * win->kw), avg_fwd_range, &k);
+    return AMPY_OK;
+}
+
+ampy_status ampy_cnn_avg_pool2d_bwd(int64_t P, int64_t H, int64_t W, int64_t OH, int64_t OW,
+                                    const ampy_cnn_window *win, int count_include_pad,
+                                    int64_t divisor_override, const void *dy, int dtype,
+                                    void *dx)
+{
+    ampy_status s = avg_check(P, H, W, OH, OW, win, dtype, dx, "avg_pool2d_backward");
+    if (s != AMPY_OK)
+        return s;
+    memset(dx, 0, (size_t)(P * H * W) * elem_size(dtype));
+    pool_ctx k = {H, W, OH, OW, *win, count_include_pad, divisor_override, dy, dx, NULL, NULL,
+                  dtype};
+    ampy_parallel_for(P, grain_for(OH * OW * win->kh * win->kw), avg_bwd_range, &k);
+    return AMPY_OK;
+}
+
+/* ---- adaptive_avg_pool2d -------------------------------------------------- */
+static void adaptive_range(int64_t p0, int64_t p1, void *vc, int backward)
+{
+    const pool_ctx *k = (const pool_ctx *)vc;
+    const int dt = k->dt;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t ib = p * k->H * k->W, ob = p * k->OH * k->OW;
+        for (int64_t oh = 0; oh < k->OH; oh++) {
+            int64_t h0 = ampy_cnn_adaptive_start(oh, k->OH, k->H);
+            int64_t h1 = ampy_cnn_adaptive_end(oh, k->OH, k->H);
+            for (int64_t ow = 0; ow < k->OW; ow++) {
+                int64_t w0 = ampy_cnn_adaptive_start(ow, k->OW, k->W);
+                int64_t w1 = ampy_cnn_adaptive_end(ow, k->OW, k->W);
+                int64_t o = ob + oh * k->OW + ow;
+                double kh = (double)(h1 - h0), kw = (double)(w1 - w0);
+                if (backward) {
+                    double g = ampy_nn_load1(k->src, dt, o);
+                    double d = dt == AMPY_FLOAT64
+                                   ? g / kh / kw
+                                   : round_to(dt, round_to(dt, (float)g / (float)kh) /
+                                                      (float)kw);
+                    for (int64_t ih = h0; ih < h1; ih++)
+                        for (int64_t iw = w0; iw < w1; iw++)
+                            add_at(k->dst, dt, ib + ih * k->W + iw, d);
+                } else if (dt == AMPY_FLOAT64) {
+                    double sum = 0.0;
+                    for (int64_t ih = h0; ih < h1; ih++)
+                        for (int64_t iw = w0; iw < w1; iw++)
+                            sum += ((const double *)k->src)[ib + ih * k->W + iw];
+                    ((double *)k->dst)[o] = sum / kh / kw;
+                } else {
+                    float sum = 0.0f;
+                    for (int64_t ih = h0; ih < h1; ih++)
+                        for (int64_t iw = w0; iw < w1; iw++)
+                            sum += ampy_cnn_ldf(k->src, dt, ib + ih * k->W + iw);
+                    ampy_cnn_stf(k->dst, dt, o, sum / (float)kh / (float)kw);
+                }
+            }
+        }
+    }
+}
+
+static void adaptive_fwd_range(int64_t p0, int64_t p1, void *vc) { adaptive_range(p0, p1, vc, 0); }
+static void adaptive_bwd_range(int64_t p0, int64_t p1, void *vc) { adaptive_range(p0, p1, vc, 1); }
+
+static ampy_status adaptive_check(int64_t P, int64_t H, int64_t W, int64_t OH, int64_t OW, int dt,
+                                  const void *out, const char *fn)
+{
+    ampy_status s = check_planes(P, H, W, OH, OW, dt, fn);
+    if (s == AMPY_OK && (!out || (P > 0 && (H < 1 || W < 1))))
+        s = ampy_error(AMPY_ERR_VALUE, "%s: empty plane or NULL output", fn);
+    return s;
+}
+
+ampy_status ampy_cnn_adaptive_avg_pool2d_fwd(int64_t P, int64_t H, int64_t W, int64_t OH,
+                                             int64_t OW, const void *x, int dtype, void *y)
+{
+    ampy_status s = adaptive_check(P, H, W, OH, OW, dtype, y, "adaptive_avg_pool2d");
+    if (s != AMPY_OK)
+        return s;
+    pool_ctx k = {H, W, OH, OW, {1, 1, 1, 1, 0, 0, 1, 1}, 0, 0, x, y, NULL, NULL, dtype};
+    ampy_parallel_for(P, grain_for(H * W + OH * OW), adaptive_fwd_range, &k);
+    return AMPY_OK;
+}
+
+ampy_status ampy_cnn_adaptive_avg_pool2d_bwd(int64_t P, int64_t H, int64_t W, int64_t OH,
+                                             int64_t OW, const void *dy, int dtype, void *dx)
+{
+    ampy_status s = adaptive_check(P, H, W, OH, OW, dtype, dx, "adaptive_avg_pool2d_backward");
+    if (s != AMPY_OK)
+        return s;
+    memset(dx, 0, (size_t)(P * H * W) * elem_size(dtype));
+    pool_ctx k = {H, W, OH, OW, {1, 1, 1, 1, 0, 0, 1, 1}, 0, 0, dy, dx, NULL, NULL, dtype};
+    ampy_parallel_for(P, grain_for(H * W + OH * OW), adaptive_bwd_range, &k);
+    return AMPY_OK;
+}

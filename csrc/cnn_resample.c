@@ -1,0 +1,322 @@
+/* cnn_resample.c — padding (constant, reflect, replicate, circular over
+ * the last 1-3 dims) and 2-d interpolation (nearest, bilinear), forward
+ * and backward (contracts in ampy/cnn.h).
+ *
+ * Every output element reads one source element (padding, nearest) or four
+ * (bilinear), through the index maps of ampy/cnn_math.h (torch's
+ * ReflectionPad.cpp / ReplicationPadding.cpp / UpSample.h). The backward
+ * walks the outputs in order and adds each gradient back onto its sources:
+ * in the gradient's dtype for padding (as torch's pad backward), in float32
+ * with one rounding at the end for interpolation of half data (torch's
+ * upsample backward accumulates reduced types in float).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ampy/cnn.h"
+#include "ampy/cnn_math.h"
+#include "ampy/dtype.h"
+#include "ampy/nn_math.h"
+#include "ampy/parallel.h"
+
+#define RS_GRAIN_ELEMS 16384
+
+static int64_t grain_for(int64_t per_plane)
+{
+    int64_t g = per_plane > 0 ? RS_GRAIN_ELEMS / per_plane : RS_GRAIN_ELEMS;
+    return g < 1 ? 1 : g;
+}
+
+static size_t elem_size(int dt)
+{
+    return dt == AMPY_FLOAT64 ? 8 : (dt == AMPY_FLOAT32 ? 4 : 2);
+}
+
+/* ---- padding -------------------------------------------------------------- */
+typedef struct {
+    int64_t in[3], out[3], lo[3];
+    int mode;
+    double value;
+    const void *src;
+    void *dst;
+    int dt;
+} pad_ctx;
+
+static ampy_status pad_setup(pad_ctx *c, int64_t P, int k, const int64_t *in, const int64_t *lo,
+                             const int64_t *hi, int mode, int dt, const char *fn)
+{
+    if (!ampy_nn_is_float(dt))
+        return ampy_error(AMPY_ERR_DTYPE, "%s: expected a floating-point tensor", fn);
+    if (P < 0 || k < 1 || k > 3 || mode < AMPY_CNN_PAD_CONSTANT || mode > AMPY_CNN_PAD_CIRCULAR)
+        return ampy_error(AMPY_ERR_VALUE, "%s: bad block count, dims or mode", fn);
+    for (int j = 0; j < 3; j++) {
+        int s = j - (3 - k); /* leading dims that are not padded have size 1 */
+        c->in[j] = s < 0 ? 1 : in[s];
+        c->lo[j] = s < 0 ? 0 : lo[s];
+        int64_t h = s < 0 ? 0 : hi[s];
+        c->out[j] = c->in[j] + c->lo[j] + h;
+        int64_t n = c->in[j], a = c->lo[j];
+        int bad = n < 0 || c->out[j] < 0;
+        if (mode != AMPY_CNN_PAD_CONSTANT && s >= 0)
+            bad = bad || n < 1 ||
+                  (mode == AMPY_CNN_PAD_REFLECT && (a >= n || h >= n || -a >= n || -h >= n)) ||
+                  (mode == AMPY_CNN_PAD_CIRCULAR && (a > n || h > n));
+        if (bad)
+            return ampy_error(AMPY_ERR_VALUE, "%s: padding does not fit dim %d", fn, s);
+    }
+    c->mode = mode;
+    c->dt = dt;
+    return AMPY_OK;
+}
+
+/* the source element of output (o0, o1, o2) within its block, or -1 */
+static inline int64_t pad_src3(const pad_ctx *c, int64_t o0, int64_t o1, int64_t o2)
+{
+    int64_t a = ampy_cnn_pad_src(o0, c->in[0], c->lo[0], c->mode);
+    int64_t b = ampy_cnn_pad_src(o1, c->in[1], c->lo[1], c->mode);
+    int64_t d = ampy_cnn_pad_src(o2, c->in[2], c->lo[2], c->mode);
+    if (a < 0 || b < 0 || d < 0)
+        return -1;
+    return (a * c->in[1] + b) * c->in[2] + d;
+}
+
+static void pad_range(int64_t p0, int64_t p1, void *vc, int backward)
+{
+    const pad_ctx *c = (const pad_ctx *)vc;
+    const int64_t isz = c->in[0] * c->in[1] * c->in[2], osz = c->out[0] * c->out[1] * c->out[2];
+    const int dt = c->dt;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t o = p * osz;
+        for (int64_t o0 = 0; o0 < c->out[0]; o0++)
+            for (int64_t o1 = 0; o1 < c->out[1]; o1++)
+                for (int64_t o2 = 0; o2 < c->out[2]; o2++, o++) {
+                    int64_t s = pad_src3(c, o0, o1, o2);
+                    if (backward) {
+                        if (s < 0)
+                            continue;
+                        if (dt == AMPY_FLOAT64)
+                            ((double *)c->dst)[p * isz + s] += ((const double *)c->src)[o];
+                        else
+                            ampy_cnn_stf(c->dst, dt, p * isz + s,
+                                         ampy_cnn_ldf(c->dst, dt, p * isz + s) +
+                                             ampy_cnn_ldf(c->src, dt, o));
+                    } else if (s < 0) {
+                        ampy_nn_store1(c->dst, dt, o, c->value);
+                    } else if (dt == AMPY_FLOAT64) {
+                        ((double *)c->dst)[o] = ((const double *)c->src)[p * isz + s];
+                    } else if (dt == AMPY_FLOAT32) {
+                        ((float *)c->dst)[o] = ((const float *)c->src)[p * isz + s];
+                    } else {
+                        ((uint16_t *)c->dst)[o] = ((const uint16_t *)c->src)[p * isz + s];
+                    }
+                }
+    }
+}
+
+static void pad_fwd_range(int64_t p0, int64_t p1, void *vc) { pad_range(p0, p1, vc, 0); }
+static void pad_bwd_range(int64_t p0, int64_t p1, void *vc) { pad_range(p0, p1, vc, 1); }
+
+ampy_status ampy_cnn_pad_fwd(int64_t P, int k, const int64_t *in, const int64_t *lo,
+                             const int64_t *hi, int mode, double value, const void *x, int dtype,
+                             void *y)
+{
+    pad_ctx c;
+    ampy_status s = pad_setup(&c, P, k, in, lo, hi, mode, dtype, "pad");
+    if (s != AMPY_OK)
+        return s;
+    c.value = value, c.src = x, c.dst = y;
+    int64_t osz = c.out[0] * c.out[1] * c.out[2];
+    if (P * osz == 0)
+        return AMPY_OK;
+    if (!y)
+        return ampy_error(AMPY_ERR_VALUE, "pad: NULL output");
+    ampy_parallel_for(P, grain_for(osz), pad_fwd_range, &c);
+    return AMPY_OK;
+}
+
+ampy_status ampy_cnn_pad_bwd(int64_t P, int k, const int64_t *in, const int64_t *lo,
+                             const int64_t *hi, int mode, const void *dy, int dtype, void *dx)
+{
+    pad_ctx c;
+    ampy_status s = pad_setup(&c, P, k, in, lo, hi, mode, dtype, "pad_backward");
+    if (s != AMPY_OK)
+        return s;
+    c.value = 0.0, c.src = dy, c.dst = dx;
+    int64_t isz = c.in[0] * c.in[1] * c.in[2];
+    if (P * isz == 0)
+        return AMPY_OK;
+    if (!dx)
+        return ampy_error(AMPY_ERR_VALUE, "pad_backward: NULL output");
+    memset(dx, 0, (size_t)(P * isz) * elem_size(dtype));
+    ampy_parallel_for(P, grain_for(c.out[0] * c.out[1] * c.out[2]), pad_bwd_range, &c);
+    return AMPY_OK;
+}
+
+/* ---- interpolation -------------------------------------------------------- */
+typedef struct {
+    int64_t H, W, OH, OW;
+    int mode, align;
+    double sh, sw;
+    double rh, rw;
+    const void *src;
+    void *dst;
+    float *acc; /* backward of half data: P*H*W float32 sums, or NULL */
+    int dt;
+} interp_ctx;
+
+static void interp_fwd_range(int64_t p0, int64_t p1, void *vc)
+{
+    const interp_ctx *c = (const interp_ctx *)vc;
+    const int dt = c->dt;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t ib = p * c->H * c->W, o = p * c->OH * c->OW;
+        for (int64_t oh = 0; oh < c->OH; oh++) {
+            int64_t h0, h1;
+            double a0, a1;
+            if (c->mode == AMPY_CNN_INTERP_NEAREST)
+                h0 = ampy_cnn_nearest_src(oh, c->H, c->OH, c->sh), h1 = h0, a0 = 1, a1 = 0;
+            else
+                ampy_cnn_linear_src(oh, c->H, c->OH, c->rh, c->align, c->dt == AMPY_FLOAT64,
+                                    &h0, &h1, &a0, &a1);
+            for (int64_t ow = 0; ow < c->OW; ow++, o++) {
+                if (c->mode == AMPY_CNN_INTERP_NEAREST) {
+                    int64_t iw = ampy_cnn_nearest_src(ow, c->W, c->OW, c->sw);
+                    ampy_nn_store1(c->dst, dt, o, ampy_nn_load1(c->src, dt, ib + h0 * c->W + iw));
+                    continue;
+                }
+                int64_t w0, w1;
+                double b0, b1;
+                ampy_cnn_linear_src(ow, c->W, c->OW, c->rw, c->align, c->dt == AMPY_FLOAT64,
+                                    &w0, &w1, &b0, &b1);
+                const int64_t r0 = ib + h0 * c->W, r1 = ib + h1 * c->W;
+                /* a fused multiply-add per pair, as torch's compiled kernel */
+                if (dt == AMPY_FLOAT64) {
+                    const double *x = (const double *)c->src;
+                    double t0 = fma(x[r0 + w0], b0, x[r0 + w1] * b1);
+                    double t1 = fma(x[r1 + w0], b0, x[r1 + w1] * b1);
+                    ((double *)c->dst)[o] = fma(t0, a0, t1 * a1);
+                } else {
+                    float fb0 = (float)b0, fb1 = (float)b1;
+                    float t0 = fmaf(ampy_cnn_ldf(c->src, dt, r0 + w0), fb0,
+                                    ampy_cnn_ldf(c->src, dt, r0 + w1) * fb1);
+                    float t1 = fmaf(ampy_cnn_ldf(c->src, dt, r1 + w0), fb0,
+                                    ampy_cnn_ldf(c->src, dt, r1 + w1) * fb1);
+                    ampy_cnn_stf(c->dst, dt, o, fmaf(t0, (float)a0, t1 * (float)a1));
+                }
+            }
+        }
+    }
+}
+
+static inline void interp_add(const interp_ctx *c, int64_t i, double v)
+{
+    if (c->acc)
+        c->acc[i] += (float)v;
+    else if (c->dt == AMPY_FLOAT64)
+        ((double *)c->dst)[i] += v;
+    else
+        ((float *)c->dst)[i] += (float)v;
+}
+
+static void interp_bwd_range(int64_t p0, int64_t p1, void *vc)
+{
+    const interp_ctx *c = (const interp_ctx *)vc;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t ib = p * c->H * c->W, o = p * c->OH * c->OW;
+        for (int64_t oh = 0; oh < c->OH; oh++) {
+            int64_t h0, h1;
+            double a0, a1;
+            if (c->mode == AMPY_CNN_INTERP_NEAREST)
+                h0 = ampy_cnn_nearest_src(oh, c->H, c->OH, c->sh), h1 = h0, a0 = 1, a1 = 0;
+            else
+                ampy_cnn_linear_src(oh, c->H, c->OH, c->rh, c->align, c->dt == AMPY_FLOAT64,
+                                    &h0, &h1, &a0, &a1);
+            for (int64_t ow = 0; ow < c->OW; ow++, o++) {
+                double g = ampy_nn_load1(c->src, c->dt, o);
+                if (c->mode == AMPY_CNN_INTERP_NEAREST) {
+                    interp_add(c, ib + h0 * c->W + ampy_cnn_nearest_src(ow, c->W, c->OW, c->sw), g);
+                    continue;
+                }
+                int64_t w0, w1;
+                double b0, b1;
+                ampy_cnn_linear_src(ow, c->W, c->OW, c->rw, c->align, c->dt == AMPY_FLOAT64,
+                                    &w0, &w1, &b0, &b1);
+                if (c->dt == AMPY_FLOAT64) {
+                    interp_add(c, ib + h0 * c->W + w0, a0 * b0 * g);
+                    interp_add(c, ib + h0 * c->W + w1, a0 * b1 * g);
+                    interp_add(c, ib + h1 * c->W + w0, a1 * b0 * g);
+                    interp_add(c, ib + h1 * c->W + w1, a1 * b1 * g);
+                } else {
+                    float gf = (float)g, fa0 = (float)a0, fa1 = (float)a1;
+                    float fb0 = (float)b0, fb1 = (float)b1;
+                    interp_add(c, ib + h0 * c->W + w0, fa0 * fb0 * gf);
+                    interp_add(c, ib + h0 * c->W + w1, fa0 * fb1 * gf);
+                    interp_add(c, ib + h1 * c->W + w0, fa1 * fb0 * gf);
+                    interp_add(c, ib + h1 * c->W + w1, fa1 * fb1 * gf);
+                }
+            }
+        }
+    }
+}
+
+static ampy_status interp_setup(interp_ctx *c, int64_t P, int64_t H, int64_t W, int64_t OH,
+                                int64_t OW, int mode, int align, double sh, double sw, int dt,
+                                const char *fn)
+{
+    if (!ampy_nn_is_float(dt))
+        return ampy_error(AMPY_ERR_DTYPE, "%s: expected a floating-point tensor", fn);
+    if (P < 0 || H < 1 || W < 1 || OH < 1 || OW < 1 ||
+        (mode != AMPY_CNN_INTERP_NEAREST && mode != AMPY_CNN_INTERP_BILINEAR) || sh < 0 || sw < 0)
+        return ampy_error(AMPY_ERR_VALUE, "%s: bad sizes, mode or scale", fn);
+    interp_ctx k = {H, W, OH, OW, mode, align, sh, sw,
+                    ampy_cnn_interp_ratio(H, OH, align, sh, dt == AMPY_FLOAT64),
+                    ampy_cnn_interp_ratio(W, OW, align, sw, dt == AMPY_FLOAT64),
+                    NULL, NULL, NULL, dt};
+    *c = k;
+    return AMPY_OK;
+}
+
+ampy_status ampy_cnn_interp2d_fwd(int64_t P, int64_t H, int64_t W, int64_t OH, int64_t OW,
+                                  int mode, int align_corners, double scale_h, double scale_w,
+                                  const void *x, int dtype, void *y)
+{
+    interp_ctx c;
+    ampy_status s = interp_setup(&c, P, H, W, OH, OW, mode, align_corners, scale_h, scale_w,
+                                 dtype, "interpolate");
+    if (s != AMPY_OK)
+        return s;
+    if (!y)
+        return ampy_error(AMPY_ERR_VALUE, "interpolate: NULL output");
+    c.src = x, c.dst = y;
+    ampy_parallel_for(P, grain_for(OH * OW), interp_fwd_range, &c);
+    return AMPY_OK;
+}
+
+ampy_status ampy_cnn_interp2d_bwd(int64_t P, int64_t H, int64_t W, int64_t OH, int64_t OW,
+                                  int mode, int align_corners, double scale_h, double scale_w,
+                                  const void *dy, int dtype, void *dx)
+{
+    interp_ctx c;
+    ampy_status s = interp_setup(&c, P, H, W, OH, OW, mode, align_corners, scale_h, scale_w,
+                                 dtype, "interpolate_backward");
+    if (s != AMPY_OK)
+        return s;
+    if (!dx)
+        return ampy_error(AMPY_ERR_VALUE, "interpolate_backward: NULL output");
+    int64_t n = P * H * W;
+    c.src = dy, c.dst = dx;
+    if (ampy_dtype_is_half(dtype)) {
+        c.acc = (float *)calloc((size_t)(n > 0 ? n : 1), sizeof(float));
+        if (!c.acc)
+            return ampy_error(AMPY_ERR_NOMEM, "interpolate_backward: out of memory");
+    } else {
+        memset(dx, 0, (size_t)n * elem_size(dtype));
+    }
+    ampy_parallel_for(P, grain_for(OH * OW), interp_bwd_range, &c);
+    if (c.acc) {
+        for (int64_t i = 0; i < n; i++)
+            ampy_cnn_stf(dx, dtype, i, c.acc[i]);
+        free(c.acc);
+    }
+    return AMPY_OK;
+}

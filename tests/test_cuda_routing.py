@@ -198,6 +198,15 @@ def test_cpu_fallback_wraps_only_cpu_only_ops():
 CPU_ONLY = {
     "sort": "row sorts have no CUDA kernel yet", "topk": "selection has no CUDA kernel yet",
     "multinomial": "sampling has no CUDA kernel yet",
+    # the CNN pieces beside the convolutions: host kernels only so far
+    "batch_norm": "no CUDA kernel yet", "group_norm": "no CUDA kernel yet",
+    "max_pool2d": "no CUDA kernel yet", "avg_pool2d": "no CUDA kernel yet",
+    "adaptive_avg_pool2d": "no CUDA kernel yet", "constant_pad_nd": "no CUDA kernel yet",
+    "_pad_circular": "no CUDA kernel yet", "upsample_nearest2d": "no CUDA kernel yet",
+    "upsample_bilinear2d": "no CUDA kernel yet",
+    "reflection_pad1d": "no CUDA kernel yet", "reflection_pad2d": "no CUDA kernel yet",
+    "reflection_pad3d": "no CUDA kernel yet", "replication_pad1d": "no CUDA kernel yet",
+    "replication_pad2d": "no CUDA kernel yet", "replication_pad3d": "no CUDA kernel yet",
 }
 
 

@@ -609,3 +609,13 @@ def test_cuda_embedding_backward_many_repeats_bitwise():
     (oc, gc), (og, gg) = grads_cpu_gpu(lambda w: F.embedding(idx.to(w.device), w), w)
     assert_same_bits(og, oc)
     assert_same_bits(gg[0], gc[0])
+
+
+def test_load_state_dict_keeps_0d_values_0d():
+    # a torch 0-d buffer (BatchNorm's num_batches_tracked) loads into a 0-d buffer
+    m = ampy.nn.Module()
+    m.register_buffer("count", ampy.zeros((), dtype=ampy.int64))
+    m.register_buffer("scale", ampy.zeros((), dtype=ampy.float32))
+    m.load_state_dict({"count": torch.tensor(7), "scale": torch.tensor(0.25)})
+    assert tuple(m.count.shape) == () and m.count.item() == 7
+    assert tuple(m.scale.shape) == () and m.scale.item() == 0.25

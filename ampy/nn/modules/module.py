@@ -58,7 +58,8 @@ def _to_ampy(v):
         arr = np.asarray(v.float())  # torch.bfloat16 has no NumPy dtype
     if arr.dtype == object:
         raise TypeError("not tensor-like")
-    return from_numpy(np.ascontiguousarray(arr))
+    # np.ascontiguousarray would make a 0-d value (num_batches_tracked) 1-d
+    return from_numpy(arr if arr.flags.c_contiguous else np.ascontiguousarray(arr))
 
 
 class _Handle:

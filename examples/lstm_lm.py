@@ -97,7 +97,7 @@ def main():
             loss = nn.functional.cross_entropy(logits.reshape(-1, len(chars)), y.reshape(-1))
         scaler.scale(loss).backward()
         scaler.unscale_(opt)
-        nn_utils_clip(model, 1.0)
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         scaler.step(opt)
         scaler.update()
         if step % 25 == 0 or step == 1:
@@ -105,19 +105,6 @@ def main():
                   f"scale {scaler.get_scale() if scaler.is_enabled() else '-'}  "
                   f"{time.time() - t0:5.1f}s")
     print("sample:", sample(model, stoi, chars, "the cat "))
-
-
-def nn_utils_clip(model, max_norm):
-    """Gradient-norm clipping, written out (ampy.nn.utils.clip_grad_norm_ where present)."""
-    utils = getattr(nn, "utils", None)
-    if utils is not None and hasattr(utils, "clip_grad_norm_"):
-        utils.clip_grad_norm_(model.parameters(), max_norm)
-        return
-    grads = [p.grad for p in model.parameters() if p.grad is not None]
-    total = math.sqrt(sum(float((g.float() * g.float()).sum().item()) for g in grads))
-    if total > max_norm:
-        for g in grads:
-            g.mul_(max_norm / (total + 1e-6))
 
 
 if __name__ == "__main__":

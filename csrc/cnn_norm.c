@@ -116,13 +116,17 @@ typedef struct {
                        const void *, int, const double *, const double *, double, double,
                        void *);
     void (*gn_sums)(const void *, const void *, int, int64_t, int64_t, double *, double *);
+    void (*gn_stats4)(const void *, int, int64_t, int64_t, double, double *, double *);
+    void (*gn_sums4)(const void *, const void *, int, int64_t, int64_t, double *, double *);
 } cn_loops_f;
 
 static const cn_loops_f loops_portable = {bn_stats_f, block_affine_f, bn_bwd_chan_f,
-                                          gn_stats_f, gn_bwd_row_f, gn_sums_f};
+                                          gn_stats_f, gn_bwd_row_f, gn_sums_f,
+                                          gn_stats4_f, gn_sums4_f};
 #ifdef CN_HAVE_AVX2
 static const cn_loops_f loops_avx2 = {bn_stats_f_avx2, block_affine_f_avx2, bn_bwd_chan_f_avx2,
-                                      gn_stats_f_avx2, gn_bwd_row_f_avx2, gn_sums_f_avx2};
+                                      gn_stats_f_avx2, gn_bwd_row_f_avx2, gn_sums_f_avx2,
+                                      gn_stats4_f_avx2, gn_sums4_f_avx2};
 #endif
 
 static const cn_loops_f *loops_f(void)
@@ -316,19 +320,35 @@ typedef struct {
     double *ds, *db; /* backward: N*C per-channel sums */
 } gn_ctx;
 
+/* mean and rstd of rows [r0, r1), four at a time where four remain. */
+static void gn_row_stats(const gn_ctx *k, int64_t r0, int64_t r1)
+{
+    const int dt = k->dt;
+    const int64_t D = (k->C / k->G) * k->S;
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) {
+        if (dt == AMPY_FLOAT64)
+            gn_stats4_d(k->x, dt, r * D, D, k->eps, k->mean + r, k->rstd + r);
+        else
+            loops_f()->gn_stats4(k->x, dt, r * D, D, k->eps, k->mean + r, k->rstd + r);
+    }
+    for (; r < r1; r++) {
+        if (dt == AMPY_FLOAT64)
+            gn_stats_d(k->x, dt, r * D, D, k->eps, k->mean + r, k->rstd + r);
+        else
+            loops_f()->gn_stats(k->x, dt, r * D, D, k->eps, k->mean + r, k->rstd + r);
+    }
+}
+
 static void gn_fwd_range(int64_t r0, int64_t r1, void *vc)
 {
     gn_ctx *k = (gn_ctx *)vc;
     const int dt = k->dt;
     const int64_t Cg = k->C / k->G, D = Cg * k->S;
     for (int64_t r = r0; r < r1; r++) {
-        double mean, rstd;
-        if (dt == AMPY_FLOAT64)
-            gn_stats_d(k->x, dt, r * D, D, k->eps, &mean, &rstd);
-        else
-            loops_f()->gn_stats(k->x, dt, r * D, D, k->eps, &mean, &rstd);
-        k->mean[r] = mean;
-        k->rstd[r] = rstd;
+        if ((r - r0) % 4 == 0)
+            gn_row_stats(k, r, r + 4 < r1 ? r + 4 : r1);
+        double mean = k->mean[r], rstd = k->rstd[r];
         for (int64_t j = 0; j < Cg; j++) {
             int64_t c = (r % k->G) * Cg + j;
             double w = k->w ? ampy_nn_load1(k->w, k->pdt, c) : 1.0;
@@ -373,12 +393,19 @@ ampy_status ampy_cnn_group_norm_fwd(int64_t N, int64_t C, int64_t S, int64_t G, 
     return AMPY_OK;
 }
 
-/* per (n, c): ds = sum(dy x), db = sum(dy) */
+/* per (n, c): ds = sum(dy x), db = sum(dy), four planes at a time */
 static void gn_sums_range(int64_t q0, int64_t q1, void *vc)
 {
     gn_ctx *k = (gn_ctx *)vc;
     const int dt = k->dt;
-    for (int64_t q = q0; q < q1; q++) {
+    int64_t q = q0;
+    for (; q + 4 <= q1; q += 4) {
+        if (dt == AMPY_FLOAT64)
+            gn_sums4_d(k->x, k->dy, dt, q * k->S, k->S, &k->ds[q], &k->db[q]);
+        else
+            loops_f()->gn_sums4(k->x, k->dy, dt, q * k->S, k->S, &k->ds[q], &k->db[q]);
+    }
+    for (; q < q1; q++) {
         if (dt == AMPY_FLOAT64)
             gn_sums_d(k->x, k->dy, dt, q * k->S, k->S, &k->ds[q], &k->db[q]);
         else

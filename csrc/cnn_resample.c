@@ -69,47 +69,96 @@ static ampy_status pad_setup(pad_ctx *c, int64_t P, int k, const int64_t *in, co
     return AMPY_OK;
 }
 
-/* the source element of output (o0, o1, o2) within its block, or -1 */
-static inline int64_t pad_src3(const pad_ctx *c, int64_t o0, int64_t o1, int64_t o2)
+/* The outputs [m0, m1) of a row read the contiguous sources m0 - lo ...:
+ * the o2 range whose source index o2 - lo lies inside the row. */
+static void pad_middle(const pad_ctx *c, int64_t *m0, int64_t *m1)
 {
-    int64_t a = ampy_cnn_pad_src(o0, c->in[0], c->lo[0], c->mode);
-    int64_t b = ampy_cnn_pad_src(o1, c->in[1], c->lo[1], c->mode);
-    int64_t d = ampy_cnn_pad_src(o2, c->in[2], c->lo[2], c->mode);
-    if (a < 0 || b < 0 || d < 0)
-        return -1;
-    return (a * c->in[1] + b) * c->in[2] + d;
+    int64_t a = c->lo[2] > 0 ? c->lo[2] : 0, b = c->lo[2] + c->in[2];
+    if (b > c->out[2])
+        b = c->out[2];
+    *m0 = a;
+    *m1 = b > a ? b : a;
+}
+
+/* one output row of the forward: outputs o.. of length out[2] from the
+ * source row at s_row (-1: every element takes the value) */
+static void pad_fwd_row(const pad_ctx *c, int64_t o, int64_t s_row, int64_t m0, int64_t m1)
+{
+    const int dt = c->dt;
+    const size_t es = elem_size(dt);
+    char *dst = (char *)c->dst;
+    const char *src = (const char *)c->src;
+    for (int64_t o2 = 0; o2 < c->out[2]; o2++) {
+        if (o2 == m0 && s_row >= 0 && m1 > m0) {
+            memcpy(dst + (size_t)(o + m0) * es, src + (size_t)(s_row + m0 - c->lo[2]) * es,
+                   (size_t)(m1 - m0) * es);
+            o2 = m1 - 1;
+            continue;
+        }
+        int64_t d = ampy_cnn_pad_src(o2, c->in[2], c->lo[2], c->mode);
+        if (s_row < 0 || d < 0)
+            ampy_nn_store1(c->dst, dt, o + o2, c->value);
+        else
+            memcpy(dst + (size_t)(o + o2) * es, src + (size_t)(s_row + d) * es, es);
+    }
+}
+
+/* dx[s] += dy[o] in the gradient's dtype (one rounding per add) */
+static inline void pad_add1(const pad_ctx *c, int64_t s, int64_t o)
+{
+    if (c->dt == AMPY_FLOAT64)
+        ((double *)c->dst)[s] += ((const double *)c->src)[o];
+    else if (c->dt == AMPY_FLOAT32)
+        ((float *)c->dst)[s] += ((const float *)c->src)[o];
+    else
+        ampy_cnn_stf(c->dst, c->dt, s,
+                     ampy_cnn_ldf(c->dst, c->dt, s) + ampy_cnn_ldf(c->src, c->dt, o));
+}
+
+/* one output row of the backward, its gradients added in output order */
+static void pad_bwd_row(const pad_ctx *c, int64_t o, int64_t s_row, int64_t m0, int64_t m1)
+{
+    if (s_row < 0)
+        return;
+    for (int64_t o2 = 0; o2 < c->out[2]; o2++) {
+        if (o2 == m0 && m1 > m0) {
+            const int64_t s0 = s_row + m0 - c->lo[2], n = m1 - m0;
+            if (c->dt == AMPY_FLOAT32) {
+                float *d = (float *)c->dst + s0;
+                const float *g = (const float *)c->src + o + m0;
+                for (int64_t i = 0; i < n; i++)
+                    d[i] += g[i];
+            } else {
+                for (int64_t i = 0; i < n; i++)
+                    pad_add1(c, s0 + i, o + m0 + i);
+            }
+            o2 = m1 - 1;
+            continue;
+        }
+        int64_t d = ampy_cnn_pad_src(o2, c->in[2], c->lo[2], c->mode);
+        if (d >= 0)
+            pad_add1(c, s_row + d, o + o2);
+    }
 }
 
 static void pad_range(int64_t p0, int64_t p1, void *vc, int backward)
 {
     const pad_ctx *c = (const pad_ctx *)vc;
     const int64_t isz = c->in[0] * c->in[1] * c->in[2], osz = c->out[0] * c->out[1] * c->out[2];
-    const int dt = c->dt;
+    int64_t m0, m1;
+    pad_middle(c, &m0, &m1);
     for (int64_t p = p0; p < p1; p++) {
         int64_t o = p * osz;
         for (int64_t o0 = 0; o0 < c->out[0]; o0++)
-            for (int64_t o1 = 0; o1 < c->out[1]; o1++)
-                for (int64_t o2 = 0; o2 < c->out[2]; o2++, o++) {
-                    int64_t s = pad_src3(c, o0, o1, o2);
-                    if (backward) {
-                        if (s < 0)
-                            continue;
-                        if (dt == AMPY_FLOAT64)
-                            ((double *)c->dst)[p * isz + s] += ((const double *)c->src)[o];
-                        else
-                            ampy_cnn_stf(c->dst, dt, p * isz + s,
-                                         ampy_cnn_ldf(c->dst, dt, p * isz + s) +
-                                             ampy_cnn_ldf(c->src, dt, o));
-                    } else if (s < 0) {
-                        ampy_nn_store1(c->dst, dt, o, c->value);
-                    } else if (dt == AMPY_FLOAT64) {
-                        ((double *)c->dst)[o] = ((const double *)c->src)[p * isz + s];
-                    } else if (dt == AMPY_FLOAT32) {
-                        ((float *)c->dst)[o] = ((const float *)c->src)[p * isz + s];
-                    } else {
-                        ((uint16_t *)c->dst)[o] = ((const uint16_t *)c->src)[p * isz + s];
-                    }
-                }
+            for (int64_t o1 = 0; o1 < c->out[1]; o1++, o += c->out[2]) {
+                int64_t a = ampy_cnn_pad_src(o0, c->in[0], c->lo[0], c->mode);
+                int64_t b = ampy_cnn_pad_src(o1, c->in[1], c->lo[1], c->mode);
+                int64_t s_row = a < 0 || b < 0 ? -1 : p * isz + (a * c->in[1] + b) * c->in[2];
+                if (backward)
+                    pad_bwd_row(c, o, s_row, m0, m1);
+                else
+                    pad_fwd_row(c, o, s_row, m0, m1);
+            }
     }
 }
 

@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ampy/cast.h"
 #include "ampy/cnn.h"
+#include "ampy/cpu.h"
 #include "ampy/cnn_math.h"
 #include "ampy/dtype.h"
 #include "ampy/nn_math.h"
@@ -115,6 +117,45 @@ static inline void pad_add1(const pad_ctx *c, int64_t s, int64_t o)
                      ampy_cnn_ldf(c->dst, c->dt, s) + ampy_cnn_ldf(c->src, c->dt, o));
 }
 
+/* Widen n half values to float32 (the vector cast of this CPU level, or
+ * the scalar one: the same bits), and round n float32 values back. */
+static void pad_widen(int dt, const uint16_t *h, float *f, int64_t n)
+{
+    ampy_cast_kernel k = ampy_cast_simd_kernel(ampy_cpu_level_get(), (ampy_dtype)dt,
+                                               AMPY_FLOAT32);
+    if (k)
+        k(h, f, n);
+    else
+        for (int64_t i = 0; i < n; i++)
+            f[i] = ampy_cnn_ldf(h, dt, i);
+}
+
+static void pad_narrow(int dt, const float *f, uint16_t *h, int64_t n)
+{
+    ampy_cast_kernel k = ampy_cast_simd_kernel(ampy_cpu_level_get(), AMPY_FLOAT32,
+                                               (ampy_dtype)dt);
+    if (k)
+        k(f, h, n);
+    else
+        for (int64_t i = 0; i < n; i++)
+            ampy_cnn_stf(h, dt, i, f[i]);
+}
+
+/* d[i] = round(d[i] + g[i]) for half d and g, in tiles of PAD_TILE */
+#define PAD_TILE 256
+static void pad_add_half(int dt, uint16_t *d, const uint16_t *g, int64_t n)
+{
+    float a[PAD_TILE], b[PAD_TILE];
+    for (int64_t t = 0; t < n; t += PAD_TILE) {
+        const int64_t m = n - t < PAD_TILE ? n - t : PAD_TILE;
+        pad_widen(dt, d + t, a, m);
+        pad_widen(dt, g + t, b, m);
+        for (int64_t i = 0; i < m; i++)
+            a[i] += b[i];
+        pad_narrow(dt, a, d + t, m);
+    }
+}
+
 /* one output row of the backward, its gradients added in output order */
 static void pad_bwd_row(const pad_ctx *c, int64_t o, int64_t s_row, int64_t m0, int64_t m1)
 {
@@ -128,9 +169,11 @@ static void pad_bwd_row(const pad_ctx *c, int64_t o, int64_t s_row, int64_t m0, 
                 const float *g = (const float *)c->src + o + m0;
                 for (int64_t i = 0; i < n; i++)
                     d[i] += g[i];
-            } else {
+            } else if (c->dt == AMPY_FLOAT64) {
                 for (int64_t i = 0; i < n; i++)
                     pad_add1(c, s0 + i, o + m0 + i);
+            } else {
+                pad_add_half(c->dt, (uint16_t *)c->dst + s0, (const uint16_t *)c->src + o + m0, n);
             }
             o2 = m1 - 1;
             continue;

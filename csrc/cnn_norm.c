@@ -11,17 +11,63 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "ampy/cast.h"
 #include "ampy/cnn.h"
 #include "ampy/cnn_math.h"
 #include "ampy/dtype.h"
+#include "ampy/elem.h"
 #include "ampy/nn_math.h"
 #include "ampy/parallel.h"
 #include "ampy/cpu.h"
 #include "simd.h"
 
+/* Elements per tile: the loops widen this many float16/bfloat16 values
+ * to float32 at a time (a multiple of 4, see sum_block). */
+#define CN_CHUNK 256
+
+/* The n elements of a float32/float16/bfloat16 array at off as float32:
+ * the array itself for float32, else buf filled by the vector cast of this
+ * CPU level (the same bits as the scalar conversion). */
+static const float *cn_in_f(const void *p, int dt, int64_t off, int64_t n, float *buf)
+{
+    if (dt == AMPY_FLOAT32)
+        return (const float *)p + off;
+    const uint16_t *h = (const uint16_t *)p + off;
+    ampy_cast_kernel k = ampy_cast_simd_kernel(ampy_cpu_level_get(), (ampy_dtype)dt,
+                                               AMPY_FLOAT32);
+    if (k)
+        k(h, buf, n);
+    else if (dt == AMPY_FLOAT16)
+        for (int64_t i = 0; i < n; i++)
+            buf[i] = ampy_f16_to_f32(h[i]);
+    else
+        for (int64_t i = 0; i < n; i++)
+            buf[i] = ampy_bf16_to_f32(h[i]);
+    return buf;
+}
+
+/* The n float32 results in buf rounded once into a float16/bfloat16 array. */
+static void cn_flush_f(void *p, int dt, int64_t off, int64_t n, const float *buf)
+{
+    if (dt == AMPY_FLOAT32)
+        return;
+    uint16_t *h = (uint16_t *)p + off;
+    ampy_cast_kernel k = ampy_cast_simd_kernel(ampy_cpu_level_get(), AMPY_FLOAT32,
+                                               (ampy_dtype)dt);
+    if (k)
+        k(buf, h, n);
+    else if (dt == AMPY_FLOAT16)
+        for (int64_t i = 0; i < n; i++)
+            h[i] = ampy_f32_to_f16(buf[i]);
+    else
+        for (int64_t i = 0; i < n; i++)
+            h[i] = ampy_f32_to_bf16(buf[i]);
+}
+
 #define CN_T float
-#define CN_LD(p, i) ampy_cnn_ldf((p), dt, (i))
-#define CN_ST(p, i, v) ampy_cnn_stf((p), dt, (i), (v))
+#define CN_IN(p, off, n, buf) cn_in_f((p), dt, (off), (n), (buf))
+#define CN_OUT(p, off, buf) (dt == AMPY_FLOAT32 ? (float *)(p) + (off) : (buf))
+#define CN_FLUSH(p, off, n, buf) cn_flush_f((p), dt, (off), (n), (buf))
 #define CN_FMA fmaf
 #define CN_SFX f
 #define CN_ATTR
@@ -37,22 +83,25 @@
 #define CN_HAVE_AVX2 1
 #endif
 #undef CN_T
-#undef CN_LD
-#undef CN_ST
+#undef CN_IN
+#undef CN_OUT
+#undef CN_FLUSH
 #undef CN_FMA
 
 #define CN_T double
 #define CN_SFX d
 #define CN_ATTR
-#define CN_LD(p, i) (((const double *)(p))[i])
-#define CN_ST(p, i, v) (((double *)(p))[i] = (v))
+#define CN_IN(p, off, n, buf) ((void)(n), (void)(buf), (const double *)(p) + (off))
+#define CN_OUT(p, off, buf) ((void)(buf), (double *)(p) + (off))
+#define CN_FLUSH(p, off, n, buf) ((void)(p), (void)(off), (void)(n), (void)(buf))
 #define CN_FMA fma
 #include "cnn_norm.inc"
 #undef CN_T
 #undef CN_SFX
 #undef CN_ATTR
-#undef CN_LD
-#undef CN_ST
+#undef CN_IN
+#undef CN_OUT
+#undef CN_FLUSH
 #undef CN_FMA
 
 /* The float32 loops of the best copy this CPU runs (ampy_cpu_level_get(),
@@ -66,13 +115,18 @@ typedef struct {
     void (*gn_bwd_row)(const void *, const void *, int, int64_t, int64_t, int64_t, int64_t,
                        const void *, int, const double *, const double *, double, double,
                        void *);
+    void (*gn_sums)(const void *, const void *, int, int64_t, int64_t, double *, double *);
+    void (*gn_stats4)(const void *, int, int64_t, int64_t, double, double *, double *);
+    void (*gn_sums4)(const void *, const void *, int, int64_t, int64_t, double *, double *);
 } cn_loops_f;
 
 static const cn_loops_f loops_portable = {bn_stats_f, block_affine_f, bn_bwd_chan_f,
-                                          gn_stats_f, gn_bwd_row_f};
+                                          gn_stats_f, gn_bwd_row_f, gn_sums_f,
+                                          gn_stats4_f, gn_sums4_f};
 #ifdef CN_HAVE_AVX2
 static const cn_loops_f loops_avx2 = {bn_stats_f_avx2, block_affine_f_avx2, bn_bwd_chan_f_avx2,
-                                      gn_stats_f_avx2, gn_bwd_row_f_avx2};
+                                      gn_stats_f_avx2, gn_bwd_row_f_avx2, gn_sums_f_avx2,
+                                      gn_stats4_f_avx2, gn_sums4_f_avx2};
 #endif
 
 static const cn_loops_f *loops_f(void)
@@ -266,19 +320,35 @@ typedef struct {
     double *ds, *db; /* backward: N*C per-channel sums */
 } gn_ctx;
 
+/* mean and rstd of rows [r0, r1), four at a time where four remain. */
+static void gn_row_stats(const gn_ctx *k, int64_t r0, int64_t r1)
+{
+    const int dt = k->dt;
+    const int64_t D = (k->C / k->G) * k->S;
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) {
+        if (dt == AMPY_FLOAT64)
+            gn_stats4_d(k->x, dt, r * D, D, k->eps, k->mean + r, k->rstd + r);
+        else
+            loops_f()->gn_stats4(k->x, dt, r * D, D, k->eps, k->mean + r, k->rstd + r);
+    }
+    for (; r < r1; r++) {
+        if (dt == AMPY_FLOAT64)
+            gn_stats_d(k->x, dt, r * D, D, k->eps, k->mean + r, k->rstd + r);
+        else
+            loops_f()->gn_stats(k->x, dt, r * D, D, k->eps, k->mean + r, k->rstd + r);
+    }
+}
+
 static void gn_fwd_range(int64_t r0, int64_t r1, void *vc)
 {
     gn_ctx *k = (gn_ctx *)vc;
     const int dt = k->dt;
     const int64_t Cg = k->C / k->G, D = Cg * k->S;
     for (int64_t r = r0; r < r1; r++) {
-        double mean, rstd;
-        if (dt == AMPY_FLOAT64)
-            gn_stats_d(k->x, dt, r * D, D, k->eps, &mean, &rstd);
-        else
-            loops_f()->gn_stats(k->x, dt, r * D, D, k->eps, &mean, &rstd);
-        k->mean[r] = mean;
-        k->rstd[r] = rstd;
+        if ((r - r0) % 4 == 0)
+            gn_row_stats(k, r, r + 4 < r1 ? r + 4 : r1);
+        double mean = k->mean[r], rstd = k->rstd[r];
         for (int64_t j = 0; j < Cg; j++) {
             int64_t c = (r % k->G) * Cg + j;
             double w = k->w ? ampy_nn_load1(k->w, k->pdt, c) : 1.0;
@@ -323,20 +393,23 @@ ampy_status ampy_cnn_group_norm_fwd(int64_t N, int64_t C, int64_t S, int64_t G, 
     return AMPY_OK;
 }
 
-/* per (n, c): ds = sum(dy x), db = sum(dy) */
+/* per (n, c): ds = sum(dy x), db = sum(dy), four planes at a time */
 static void gn_sums_range(int64_t q0, int64_t q1, void *vc)
 {
     gn_ctx *k = (gn_ctx *)vc;
     const int dt = k->dt;
-    for (int64_t q = q0; q < q1; q++) {
-        double ds = 0.0, db = 0.0;
-        for (int64_t i = q * k->S; i < (q + 1) * k->S; i++) {
-            double g = ampy_nn_load1(k->dy, dt, i);
-            ds += g * ampy_nn_load1(k->x, dt, i);
-            db += g;
-        }
-        k->ds[q] = ds;
-        k->db[q] = db;
+    int64_t q = q0;
+    for (; q + 4 <= q1; q += 4) {
+        if (dt == AMPY_FLOAT64)
+            gn_sums4_d(k->x, k->dy, dt, q * k->S, k->S, &k->ds[q], &k->db[q]);
+        else
+            loops_f()->gn_sums4(k->x, k->dy, dt, q * k->S, k->S, &k->ds[q], &k->db[q]);
+    }
+    for (; q < q1; q++) {
+        if (dt == AMPY_FLOAT64)
+            gn_sums_d(k->x, k->dy, dt, q * k->S, k->S, &k->ds[q], &k->db[q]);
+        else
+            loops_f()->gn_sums(k->x, k->dy, dt, q * k->S, k->S, &k->ds[q], &k->db[q]);
     }
 }
 

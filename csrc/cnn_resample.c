@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ampy/cast.h"
 #include "ampy/cnn.h"
+#include "ampy/cpu.h"
 #include "ampy/cnn_math.h"
 #include "ampy/dtype.h"
 #include "ampy/nn_math.h"
@@ -69,47 +71,137 @@ static ampy_status pad_setup(pad_ctx *c, int64_t P, int k, const int64_t *in, co
     return AMPY_OK;
 }
 
-/* the source element of output (o0, o1, o2) within its block, or -1 */
-static inline int64_t pad_src3(const pad_ctx *c, int64_t o0, int64_t o1, int64_t o2)
+/* The outputs [m0, m1) of a row read the contiguous sources m0 - lo ...:
+ * the o2 range whose source index o2 - lo lies inside the row. */
+static void pad_middle(const pad_ctx *c, int64_t *m0, int64_t *m1)
 {
-    int64_t a = ampy_cnn_pad_src(o0, c->in[0], c->lo[0], c->mode);
-    int64_t b = ampy_cnn_pad_src(o1, c->in[1], c->lo[1], c->mode);
-    int64_t d = ampy_cnn_pad_src(o2, c->in[2], c->lo[2], c->mode);
-    if (a < 0 || b < 0 || d < 0)
-        return -1;
-    return (a * c->in[1] + b) * c->in[2] + d;
+    int64_t a = c->lo[2] > 0 ? c->lo[2] : 0, b = c->lo[2] + c->in[2];
+    if (b > c->out[2])
+        b = c->out[2];
+    *m0 = a;
+    *m1 = b > a ? b : a;
+}
+
+/* one output row of the forward: outputs o.. of length out[2] from the
+ * source row at s_row (-1: every element takes the value) */
+static void pad_fwd_row(const pad_ctx *c, int64_t o, int64_t s_row, int64_t m0, int64_t m1)
+{
+    const int dt = c->dt;
+    const size_t es = elem_size(dt);
+    char *dst = (char *)c->dst;
+    const char *src = (const char *)c->src;
+    for (int64_t o2 = 0; o2 < c->out[2]; o2++) {
+        if (o2 == m0 && s_row >= 0 && m1 > m0) {
+            memcpy(dst + (size_t)(o + m0) * es, src + (size_t)(s_row + m0 - c->lo[2]) * es,
+                   (size_t)(m1 - m0) * es);
+            o2 = m1 - 1;
+            continue;
+        }
+        int64_t d = ampy_cnn_pad_src(o2, c->in[2], c->lo[2], c->mode);
+        if (s_row < 0 || d < 0)
+            ampy_nn_store1(c->dst, dt, o + o2, c->value);
+        else
+            memcpy(dst + (size_t)(o + o2) * es, src + (size_t)(s_row + d) * es, es);
+    }
+}
+
+/* dx[s] += dy[o] in the gradient's dtype (one rounding per add) */
+static inline void pad_add1(const pad_ctx *c, int64_t s, int64_t o)
+{
+    if (c->dt == AMPY_FLOAT64)
+        ((double *)c->dst)[s] += ((const double *)c->src)[o];
+    else if (c->dt == AMPY_FLOAT32)
+        ((float *)c->dst)[s] += ((const float *)c->src)[o];
+    else
+        ampy_cnn_stf(c->dst, c->dt, s,
+                     ampy_cnn_ldf(c->dst, c->dt, s) + ampy_cnn_ldf(c->src, c->dt, o));
+}
+
+/* Widen n half values to float32 (the vector cast of this CPU level, or
+ * the scalar one: the same bits), and round n float32 values back. */
+static void pad_widen(int dt, const uint16_t *h, float *f, int64_t n)
+{
+    ampy_cast_kernel k = ampy_cast_simd_kernel(ampy_cpu_level_get(), (ampy_dtype)dt,
+                                               AMPY_FLOAT32);
+    if (k)
+        k(h, f, n);
+    else
+        for (int64_t i = 0; i < n; i++)
+            f[i] = ampy_cnn_ldf(h, dt, i);
+}
+
+static void pad_narrow(int dt, const float *f, uint16_t *h, int64_t n)
+{
+    ampy_cast_kernel k = ampy_cast_simd_kernel(ampy_cpu_level_get(), AMPY_FLOAT32,
+                                               (ampy_dtype)dt);
+    if (k)
+        k(f, h, n);
+    else
+        for (int64_t i = 0; i < n; i++)
+            ampy_cnn_stf(h, dt, i, f[i]);
+}
+
+/* d[i] = round(d[i] + g[i]) for half d and g, in tiles of PAD_TILE */
+#define PAD_TILE 256
+static void pad_add_half(int dt, uint16_t *d, const uint16_t *g, int64_t n)
+{
+    float a[PAD_TILE], b[PAD_TILE];
+    for (int64_t t = 0; t < n; t += PAD_TILE) {
+        const int64_t m = n - t < PAD_TILE ? n - t : PAD_TILE;
+        pad_widen(dt, d + t, a, m);
+        pad_widen(dt, g + t, b, m);
+        for (int64_t i = 0; i < m; i++)
+            a[i] += b[i];
+        pad_narrow(dt, a, d + t, m);
+    }
+}
+
+/* one output row of the backward, its gradients added in output order */
+static void pad_bwd_row(const pad_ctx *c, int64_t o, int64_t s_row, int64_t m0, int64_t m1)
+{
+    if (s_row < 0)
+        return;
+    for (int64_t o2 = 0; o2 < c->out[2]; o2++) {
+        if (o2 == m0 && m1 > m0) {
+            const int64_t s0 = s_row + m0 - c->lo[2], n = m1 - m0;
+            if (c->dt == AMPY_FLOAT32) {
+                float *d = (float *)c->dst + s0;
+                const float *g = (const float *)c->src + o + m0;
+                for (int64_t i = 0; i < n; i++)
+                    d[i] += g[i];
+            } else if (c->dt == AMPY_FLOAT64) {
+                for (int64_t i = 0; i < n; i++)
+                    pad_add1(c, s0 + i, o + m0 + i);
+            } else {
+                pad_add_half(c->dt, (uint16_t *)c->dst + s0, (const uint16_t *)c->src + o + m0, n);
+            }
+            o2 = m1 - 1;
+            continue;
+        }
+        int64_t d = ampy_cnn_pad_src(o2, c->in[2], c->lo[2], c->mode);
+        if (d >= 0)
+            pad_add1(c, s_row + d, o + o2);
+    }
 }
 
 static void pad_range(int64_t p0, int64_t p1, void *vc, int backward)
 {
     const pad_ctx *c = (const pad_ctx *)vc;
     const int64_t isz = c->in[0] * c->in[1] * c->in[2], osz = c->out[0] * c->out[1] * c->out[2];
-    const int dt = c->dt;
+    int64_t m0, m1;
+    pad_middle(c, &m0, &m1);
     for (int64_t p = p0; p < p1; p++) {
         int64_t o = p * osz;
         for (int64_t o0 = 0; o0 < c->out[0]; o0++)
-            for (int64_t o1 = 0; o1 < c->out[1]; o1++)
-                for (int64_t o2 = 0; o2 < c->out[2]; o2++, o++) {
-                    int64_t s = pad_src3(c, o0, o1, o2);
-                    if (backward) {
-                        if (s < 0)
-                            continue;
-                        if (dt == AMPY_FLOAT64)
-                            ((double *)c->dst)[p * isz + s] += ((const double *)c->src)[o];
-                        else
-                            ampy_cnn_stf(c->dst, dt, p * isz + s,
-                                         ampy_cnn_ldf(c->dst, dt, p * isz + s) +
-                                             ampy_cnn_ldf(c->src, dt, o));
-                    } else if (s < 0) {
-                        ampy_nn_store1(c->dst, dt, o, c->value);
-                    } else if (dt == AMPY_FLOAT64) {
-                        ((double *)c->dst)[o] = ((const double *)c->src)[p * isz + s];
-                    } else if (dt == AMPY_FLOAT32) {
-                        ((float *)c->dst)[o] = ((const float *)c->src)[p * isz + s];
-                    } else {
-                        ((uint16_t *)c->dst)[o] = ((const uint16_t *)c->src)[p * isz + s];
-                    }
-                }
+            for (int64_t o1 = 0; o1 < c->out[1]; o1++, o += c->out[2]) {
+                int64_t a = ampy_cnn_pad_src(o0, c->in[0], c->lo[0], c->mode);
+                int64_t b = ampy_cnn_pad_src(o1, c->in[1], c->lo[1], c->mode);
+                int64_t s_row = a < 0 || b < 0 ? -1 : p * isz + (a * c->in[1] + b) * c->in[2];
+                if (backward)
+                    pad_bwd_row(c, o, s_row, m0, m1);
+                else
+                    pad_fwd_row(c, o, s_row, m0, m1);
+            }
     }
 }
 

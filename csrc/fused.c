@@ -220,61 +220,6 @@ ampy_status ampy_fused_gelu_bwd(int64_t n, const void *x, const void *g, int dty
     return AMPY_OK;
 }
 
-/* column sums of a contiguous (M, N) matrix: out[j] = sum_i x[i, j], added
- * row by row in double and rounded once to the dtype -- the order and the
- * rounding of ampy_reduce's sum over dim 0 (its row-streaming path), so the
- * results are the same bits; this one converts halves with the SIMD casts. */
-typedef struct {
-    int64_t M, N;
-    const void *x;
-    void *out;
-    int dt;
-} colsum_ctx;
-
-static void colsum_range(int64_t b, int64_t e, void *ctx)
-{
-    const colsum_ctx *c = (const colsum_ctx *)ctx;
-    const ampy_vm_table *vm = ampy_vm();
-    double acc[BLK];
-    float buf[BLK];
-    conv cv;
-    conv_init(&cv, c->dt);
-    for (int64_t j0 = b; j0 < e; j0 += BLK) {
-        const int64_t m = e - j0 < BLK ? e - j0 : BLK;
-        for (int64_t k = 0; k < m; k++)
-            acc[k] = 0.0;
-        for (int64_t i = 0; i < c->M; i++) {
-            vm->addf64(acc, ld_block(&cv, c->x, i * c->N + j0, m, buf), m);
-        }
-        if (c->dt == AMPY_FLOAT32) {
-            float *o = (float *)c->out + j0;
-            for (int64_t k = 0; k < m; k++)
-                o[k] = (float)acc[k];
-        } else if (c->dt == AMPY_FLOAT16) {
-            uint16_t *o = (uint16_t *)c->out + j0;
-            for (int64_t k = 0; k < m; k++)
-                o[k] = ampy_f64_to_f16(acc[k]);
-        } else {
-            uint16_t *o = (uint16_t *)c->out + j0;
-            for (int64_t k = 0; k < m; k++)
-                o[k] = ampy_f64_to_bf16(acc[k]);
-        }
-    }
-}
-
-ampy_status ampy_fused_colsum(int64_t M, int64_t N, const void *x, int dtype, void *out)
-{
-    if (M < 0 || N < 0)
-        return ampy_error(AMPY_ERR_VALUE, "colsum: negative size");
-    if (!half_or_f32(dtype))
-        return ampy_error(AMPY_ERR_DTYPE, "colsum: float32, float16 or bfloat16 only");
-    colsum_ctx c = {M, N, x, out, dtype};
-    /* about 64 Ki elements of work per task */
-    int64_t grain = M > 0 ? ((int64_t)1 << 16) / M : N;
-    ampy_parallel_for(N, grain < 16 ? 16 : grain, colsum_range, &c);
-    return AMPY_OK;
-}
-
 /* relu backward from the output y: dx = y > 0 ? g : +0 (ampy's rule
  * where(y > 0, g, 0)); operates on the bits, so it is exact for every dtype. */
 static void relu_bwd_range(int64_t b, int64_t e, void *ctx)

@@ -56,8 +56,6 @@ typedef struct ampy_vm_table {
     void (*erf_half)(const uint16_t *x, uint16_t *y, int64_t n, int bf16);
     void (*gelu_bwd_half)(const uint16_t *x, const uint16_t *g, uint16_t *y, int64_t n,
                           int bf16);
-    /* acc[i] += (double)x[i] for i < n */
-    void (*addf64)(double *acc, const float *x, int64_t n);
 } ampy_vm_table;
 
 /* The table for the current CPU level (never NULL). */

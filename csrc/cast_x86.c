@@ -300,7 +300,7 @@ ampy_cast_kernel ampy_cast_simd_kernel(int level, ampy_dtype src, ampy_dtype dst
             }
         }
         if (src == AMPY_FLOAT32 && dst == AMPY_BFLOAT16 &&
-            (ampy_cpu_features() & AMPY_CPU_HAS_AVX512BF16))
+            level >= AMPY_CPU_AVX512_BF16)
             return f32_to_bf16_avx512bf16;
         if (src == AMPY_FLOAT32 && dst == AMPY_FLOAT16) return f32_to_f16_avx512;
         if (src == AMPY_FLOAT16 && dst == AMPY_FLOAT32) return f16_to_f32_avx512;

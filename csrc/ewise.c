@@ -375,7 +375,7 @@ ampy_status ampy_ewise(ampy_ewise_op op, int ndim, const int64_t *shape,
         }
         if (ok) {
             c.fast = 1;
-            c.bf16ok = (ampy_cpu_features() & AMPY_CPU_HAS_AVX512BF16) != 0;
+            c.bf16ok = ampy_cpu_level_get() >= AMPY_CPU_AVX512_BF16;
             c.fast_op = op == AMPY_EW_ADD ? 0 : op == AMPY_EW_SUB ? 1 : op == AMPY_EW_MUL ? 2 : 3;
             if ((op == AMPY_EW_ADD || op == AMPY_EW_SUB) && c.params->f[0] != 1.0) {
                 c.fast_op = 4; /* fmaf(al, b, a), al = (float)(0 +- alpha) as ewise_ops.c */

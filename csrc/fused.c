@@ -445,7 +445,7 @@ ampy_status ampy_fused_softmax_bwd(int64_t M, int64_t N, const void *y, const vo
     sm_ctx c = {y, g, dx, N, dtype, 0};
 #ifdef HAVE_SMB
     if (ampy_cpu_level_get() >= AMPY_CPU_AVX512) {
-        c.bf16ok = (ampy_cpu_features() & AMPY_CPU_HAS_AVX512BF16) != 0;
+        c.bf16ok = ampy_cpu_level_get() >= AMPY_CPU_AVX512_BF16;
         ampy_parallel_for(M, 32768 / N + 1, softmax_bwd_range_avx512, &c);
         return AMPY_OK;
     }

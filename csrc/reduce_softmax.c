@@ -220,11 +220,11 @@ ampy_status ampy_softmax(int ndim, const int64_t *shape, const void *in,
 #ifdef AMPY_X86_SIMD
     if (c.kind == AMPY_KIND_F32 && ampy_cpu_level_get() >= AMPY_CPU_AVX512) {
         c.simd = 1;
-        c.bf16ok = (ampy_cpu_features() & AMPY_CPU_HAS_AVX512BF16) != 0;
+        c.bf16ok = ampy_cpu_level_get() >= AMPY_CPU_AVX512_BF16;
         if (in_dtype != AMPY_FLOAT32)
-            c.to_f32 = (void *)ampy_cast_simd_kernel(AMPY_CPU_AVX512, in_dtype, AMPY_FLOAT32);
+            c.to_f32 = (void *)ampy_cast_simd_kernel(ampy_cpu_level_get(), in_dtype, AMPY_FLOAT32);
         if (out_dtype != AMPY_FLOAT32)
-            c.from_f32 = (void *)ampy_cast_simd_kernel(AMPY_CPU_AVX512, AMPY_FLOAT32, out_dtype);
+            c.from_f32 = (void *)ampy_cast_simd_kernel(ampy_cpu_level_get(), AMPY_FLOAT32, out_dtype);
     }
 #endif
     return run_lines(what, ndim, shape, in, in_strides, dim, out, out_strides, &c, softmax_inner);

@@ -13,7 +13,10 @@
  * The GEMM reads every operand through its strides (w^T, col^T in place) and
  * takes the AMX / AVX512-BF16 paths for halves. The buffers are bounded by
  * CONV_COL_BYTES, so the batch is walked in blocks. A 1x1 kernel with unit
- * stride and no padding reads x in place (its im2col is x itself). This is
+ * stride and no padding reads x in place (its im2col is x itself). The
+ * forward of an ungrouped float32 / half convolution (and so the unit-stride
+ * input gradient) runs instead as patch rows @ w^T over a channels-last
+ * unfold (conv_patch.c), the orientation the GEMM runs faster. This is
  * the unfold-then-GEMM formulation of Chellapilla et al., "High Performance
  * Convolutional Neural Networks for Document Processing" (2006).
  */

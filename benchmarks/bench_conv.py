@@ -11,6 +11,11 @@ autocast("cpu", dtype=bfloat16) in both libraries (their casts included).
 Interleaved timing: each round times ampy and torch back to back (the order
 alternates), ratio = median over rounds of ampy time / torch time (< 1: ampy is
 faster). The header prints the CPU path ampy's GEMM takes for each dtype.
+--split times the three products of each layer on their own instead (the
+forward, the input gradient and the weight gradient, inputs already in the
+dtype, no bias): ampy's kernels (ampy._C.conv2d_fwd / conv2d_bwd_input /
+conv2d_bwd_weight) against torch's F.conv2d and aten.convolution_backward
+with one output mask bit each.
 --level pins ampy's CPU level (portable, avx2, avx512, avx512bf16, amx); to put
 torch on the same footing set ONEDNN_MAX_CPU_ISA (e.g. AVX512_CORE_BF16) in the
 environment before running.
@@ -62,6 +67,29 @@ def make_step(lib, layer, batch, dt):
     return step
 
 
+def make_split(layer, batch, dt):
+    """{op: (ampy fn, torch fn)} for the forward, input and weight gradients."""
+    c, h, o, k, s, p = layer
+    rng = np.random.default_rng(0)
+    oh = (h + 2 * p - k) // s + 1
+    arrs = [rng.standard_normal(sh).astype(np.float32)
+            for sh in ((batch, c, h, h), (o, c, k, k), (batch, o, oh, oh))]
+    adt, tdt = (ampy.bfloat16, torch.bfloat16) if dt == "bf16" else (ampy.float32, torch.float32)
+    ax, aw, ag = (ampy.tensor(a).to(adt) for a in arrs)
+    tx, tw, tg = (torch.from_numpy(a).to(tdt) for a in arrs)
+    geom = (s, s, p, p, 1, 1, 1)
+
+    def tb(mask):
+        return lambda: torch.ops.aten.convolution_backward(
+            tg, tx, tw, None, [s, s], [p, p], [1, 1], False, [0, 0], 1, mask)
+    return {"fwd": (lambda: _C.conv2d_fwd(ax, aw, None, (oh, oh), geom),
+                    lambda: torch.nn.functional.conv2d(tx, tw, None, s, p)),
+            "dx": (lambda: _C.conv2d_bwd_input(ag, aw, None, (batch, c, h, h), geom),
+                   tb([True, False, False])),
+            "dw": (lambda: _C.conv2d_bwd_weight(ax, ag, (o, c, k, k), geom),
+                   tb([False, True, False]))}
+
+
 def interleaved(fa, ft, rounds, min_time, clock=time.perf_counter):
     fa(), ft(), fa(), ft()
     ta, tt, ratios = [], [], []
@@ -86,6 +114,8 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--level", default=None, help="ampy CPU level to pin")
     ap.add_argument("--rounds", type=int, default=None)
+    ap.add_argument("--split", action="store_true",
+                    help="time the forward, input and weight gradients separately")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="cpu: time 1-thread rows with the calling thread's CPU time "
                          "(both libraries compute on it then), which leaves out the time a "
@@ -101,20 +131,24 @@ def main():
           f"ONEDNN_MAX_CPU_ISA={os.environ.get('ONEDNN_MAX_CPU_ISA', '(unset)')}")
     print(f"ms per forward+backward step (median; clock {args.clock} for 1 thread, wall for 2); "
           "ratio = ampy / torch (< 1: ampy faster)")
-    print(f"{'layer (Cin,H,Cout,k,s,p)':<26}{'dt':>5}{'thr':>4}{'ampy ms':>10}{'torch ms':>10}"
+    print(f"{'layer (Cin,H,Cout,k,s,p)':<26}{'dt':>7}{'thr':>4}{'ampy ms':>10}{'torch ms':>10}"
           f"{'ratio':>7}")
     for nt in (int(t) for t in args.threads.split(",")):
         ampy.set_num_threads(nt)
         torch.set_num_threads(nt)
         for layer in layers:
             for dt in ("f32", "bf16"):
-                fa = make_step("ampy", layer, args.batch, dt)
-                ft = make_step("torch", layer, args.batch, dt)
                 clock = time.thread_time if args.clock == "cpu" and nt == 1 else \
                     time.perf_counter
-                a, t, ratio = interleaved(fa, ft, rounds, 0.0, clock)
-                print(f"{str(layer):<26}{dt:>5}{nt:>4}{a * 1e3:>10.2f}{t * 1e3:>10.2f}"
-                      f"{ratio:>7.2f}", flush=True)
+                if args.split:
+                    pairs = make_split(layer, args.batch, dt).items()
+                else:
+                    pairs = [("", (make_step("ampy", layer, args.batch, dt),
+                                   make_step("torch", layer, args.batch, dt)))]
+                for op, (fa, ft) in pairs:
+                    a, t, ratio = interleaved(fa, ft, rounds, 0.0, clock)
+                    print(f"{str(layer):<26}{dt + op:>7}{nt:>4}{a * 1e3:>10.2f}"
+                          f"{t * 1e3:>10.2f}{ratio:>7.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,10 @@
  * The GEMM reads every operand through its strides (w^T, col^T in place) and
  * takes the AMX / AVX512-BF16 paths for halves. The buffers are bounded by
  * CONV_COL_BYTES, so the batch is walked in blocks. A 1x1 kernel with unit
- * stride and no padding reads x in place (its im2col is x itself). This is
+ * stride and no padding reads x in place (its im2col is x itself). The
+ * forward of an ungrouped float32 / half convolution (and so the unit-stride
+ * input gradient) runs instead as patch rows @ w^T over a channels-last
+ * unfold (conv_patch.c), the orientation the GEMM runs faster. This is
  * the unfold-then-GEMM formulation of Chellapilla et al., "High Performance
  * Convolutional Neural Networks for Document Processing" (2006).
  */
@@ -163,11 +166,14 @@ ampy_status ampy_conv2d_forward(const ampy_conv2d_geom *g, ampy_dtype dtype, con
     int64_t Kg = Cg * g->KH * g->KW;
     if (g->N * g->O * P == 0)
         return AMPY_OK;
+    int inplace = is_pointwise(g) && (g->H <= 1 || xs[2] == g->W * xs[3] || g->W == 1);
+    if (!inplace && ampy_conv_patch_ok(g, dtype))
+        return ampy_conv_forward_patches(g, dtype, x, xs, w, bias, y);
     if (bias)
         fill_bias(y, bias, g->N, g->O, P, es);
     double beta = bias ? 1.0 : 0.0;
     int64_t a_bs[2] = {0, Og * Kg}, c_bs[2] = {g->O * P, Og * P};
-    if (is_pointwise(g) && (g->H <= 1 || xs[2] == g->W * xs[3] || g->W == 1)) {
+    if (inplace) {
         int64_t pstride = g->W == 1 ? xs[2] : xs[3];
         int64_t shape[2] = {g->N, G}, b_bs[2] = {xs[0], Cg * xs[1]};
         return ampy_gemm_batched(2, shape, Og, P, Kg, 1.0, w, dtype, a_bs, Kg, 1, x, dtype,

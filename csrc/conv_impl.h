@@ -17,4 +17,12 @@ void ampy_conv_im2col_block(const ampy_conv2d_geom *g, const char *x, const int6
  * within the bound of conv.c (at least 1). */
 int64_t ampy_conv_block_images(const ampy_conv2d_geom *g, size_t es);
 
+/* conv_patch.c: whether the patch-row forward takes this convolution
+ * (ungrouped, float32 / float16 / bfloat16, C > 0), and that forward (the
+ * contract of ampy_conv2d_forward, geometry already checked, N*O*P > 0). */
+int ampy_conv_patch_ok(const ampy_conv2d_geom *g, ampy_dtype dtype);
+ampy_status ampy_conv_forward_patches(const ampy_conv2d_geom *g, ampy_dtype dtype, const void *x,
+                                      const int64_t *xs, const void *w, const void *bias,
+                                      void *y);
+
 #endif /* AMPY_CONV_IMPL_H */

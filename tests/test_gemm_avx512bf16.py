@@ -326,12 +326,14 @@ def test_auto_takes_fma_path_below_k16(k):
     assert np.array_equal(outs["auto"].view(np.uint32), want.view(np.uint32))
 
 
-def test_full_tile_bf16_rounding_subnormal_and_nan_outputs():
-    """Full 32 x 32 tiles into a bfloat16 C round with vcvtne2ps2bf16, which
-    flushes float32 subnormals and keeps NaN payloads: rows holding either must
-    still get the exact rounding (subnormals kept) and the NaN bits of the
-    portable implementation's epilogue."""
-    m, n, k = 64, 96, 40
+@pytest.mark.parametrize("mn", [(64, 96), (45, 41)], ids=str)  # full tiles, partial ones
+def test_tile_bf16_rounding_subnormal_and_nan_outputs(mn):
+    """Tiles into a bfloat16 C (full 32 x 32 ones and the partial ones at the
+    edges) are rounded from the accumulator registers with vcvtne2ps2bf16,
+    which flushes float32 subnormals and keeps NaN payloads: rows holding
+    either must still get the exact rounding (subnormals kept) and the NaN bits
+    of the portable implementation's epilogue."""
+    (m, n), k = mn, 40
     a, b = rand_bf16((m, k), 23), rand_bf16((k, n), 24)
     a[5, :] = 0.0                  # row 5 = bias alone: float32 subnormals
     a[40, 3] = np.inf              # row 40: inf * 0 -> NaN, inf elsewhere

@@ -80,73 +80,11 @@ int ampy_gemm_avx512bf16_usable(void)
 
 #define BF_INL inline __attribute__((always_inline))
 
-static BF_INL __mmask16 lanes16(int64_t n)
-{
-    return n >= 16 ? 0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1u);
-}
-
-/* The epilogue of a tile whose accumulators are still in registers: C (a
- * bfloat16 block with column stride 1) at its first element, `rows` x
- * `cols` of it real (cols <= 32). */
-typedef struct bf_ep {
-    const float *bias;
-    char *c;
-    int64_t crs;
-    float alpha, beta;
-    int64_t rows, cols;
-} bf_ep;
-
-/* Row `row` of the tile from its accumulators a0 (columns 0-15) and a1
- * (16-31): alpha * acc (+ beta * C) (+ bias) in float32 as
- * ampy_gemm_epilogue_avx512 computes it, rounded by vcvtne2ps2bf16 (RNE, 32
- * lanes per instruction) instead of its integer rounding. The instruction
- * flushes float32 subnormals and keeps NaN payloads, so a row holding either
- * is parked in w and goes through ampy_gemm_epilogue_avx512, which gives
- * elem.h's bits; otherwise the two agree bit for bit. Columns past `cols`
- * hold 0 (zero B padding), are masked out of every load and store. */
-static BF_INL void ep_row(__m512 a0, __m512 a1, const bf_ep *ep, int64_t row, float *w)
-{
-    __mmask16 m0 = lanes16(ep->cols), m1 = lanes16(ep->cols - 16);
-    char *c = ep->c + row * ep->crs * 2;
-    const __m512 va = _mm512_set1_ps(ep->alpha);
-    __m512 v0 = _mm512_mul_ps(va, a0), v1 = _mm512_mul_ps(va, a1);
-    if (ep->beta != 0.0f) {
-        const __m512 vb = _mm512_set1_ps(ep->beta);
-        __m512i h = _mm512_maskz_loadu_epi16((__mmask32)m0 | (__mmask32)m1 << 16, c);
-        __m512 c0 = _mm512_castsi512_ps(
-            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
-        __m512 c1 = _mm512_castsi512_ps(
-            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16));
-        v0 = _mm512_add_ps(v0, _mm512_mul_ps(vb, c0));
-        v1 = _mm512_add_ps(v1, _mm512_mul_ps(vb, c1));
-    }
-    if (ep->bias) {
-        v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, ep->bias));
-        v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, ep->bias + 16));
-    }
-    /* fpclass 0xA1: QNaN | SNaN | denormal */
-    if (!_kortestz_mask16_u8(_mm512_fpclass_ps_mask(v0, 0xA1),
-                             _mm512_fpclass_ps_mask(v1, 0xA1))) {
-        _mm512_storeu_ps(w, a0);
-        _mm512_storeu_ps(w + 16, a1);
-        ampy_gemm_epilogue_avx512(w, B_NR, 1, ep->cols, ep->alpha, ep->beta, ep->bias, c,
-                                  AMPY_BFLOAT16, ep->crs, 1);
-        return;
-    }
-    __m512i r = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
-    if (ep->cols >= B_NR)
-        _mm512_storeu_si512(c, r);
-    else
-        _mm512_mask_storeu_epi16(c, (__mmask32)m0 | (__mmask32)m1 << 16, r);
-}
-
 /* One pass: rows [g*8, g*8+8) x 32 columns of the tile at w (row stride ldw)
  * over kcp packed k (a multiple of 32); per 32-k block, 8 lines from pf on
- * (512 bytes apart per block) are prefetched when pf != NULL. With ep, the
- * rows of the pass below ep->rows (row0 = the pass's first row in the tile)
- * are finished into C (ep_row) instead of stored to w. */
+ * (512 bytes apart per block) are prefetched when pf != NULL. */
 static BF_INL void pass8(int64_t kcp, const char *a, const char *b, float *w, int64_t ldw,
-                         int accumulate, const char *pf, const bf_ep *ep, int64_t row0)
+                         int accumulate, const char *pf)
 {
     __m512 c0[B_RP], c1[B_RP];
     for (int r = 0; r < B_RP; r++) {
@@ -168,11 +106,6 @@ static BF_INL void pass8(int64_t kcp, const char *a, const char *b, float *w, in
             }
         }
     }
-    if (ep) {
-        for (int r = 0; r < B_RP && row0 + r < ep->rows; r++)
-            ep_row(c0[r], c1[r], ep, row0 + r, w + r * ldw);
-        return;
-    }
     for (int r = 0; r < B_RP; r++) {
         _mm512_storeu_ps(w + r * ldw, c0[r]);
         _mm512_storeu_ps(w + r * ldw + 16, c1[r]);
@@ -187,27 +120,24 @@ static BF_INL void pass8(int64_t kcp, const char *a, const char *b, float *w, in
  * each), or after the last one the first chunk of next_b (the B panel of the
  * next call, or NULL): a B panel comes from L3 on its first use, and the
  * hardware prefetchers alone left ~10 % of the peak in stalls at K = 2048.
- * With ep, the last chunk finishes the tile into C. With pf, a prefetch
- * step for the next batch item runs before each pass of the first chunk
- * (B_MR / B_RP steps per tile: gemm_impl.pf_steps). */
-static void tile(int64_t kcp, const char *a, const char *b, float *w, int64_t ldw,
-                 int accumulate, int npass, const char *next_b, const bf_ep *ep,
-                 struct gemm_prefetch *ipf)
+ * With ipf, a prefetch step for the next batch item runs before each pass of
+ * the first chunk (B_MR / B_RP steps per tile: gemm_impl.pf_steps). */
+static void kernel_n(int64_t kcp, const void *va, const void *vb, float *w, int64_t ldw,
+                     int accumulate, int npass, const char *next_b, struct gemm_prefetch *ipf)
 {
+    const char *a = va, *b = vb;
     const int64_t cb = B_KCH / B_KB * (B_NR * B_KB * 2); /* bytes of a B chunk */
     for (int64_t k0 = 0; k0 < kcp; k0 += B_KCH) {
         int64_t kn = kcp - k0 < B_KCH ? kcp - k0 : B_KCH, off = k0 / B_KB * (B_MR * B_KB * 2);
         const char *pf = k0 + B_KCH < kcp ? b + off + cb : next_b;
-        const bf_ep *e = k0 + B_KCH < kcp ? NULL : ep;
         for (int g = 0; g < npass; g++) {
             const char *pg = pf ? pf + g * (cb / 4) : NULL;
-            const char *ag = a + off + g * B_RP * 64;
             if (ipf && k0 == 0)
                 ampy_gemm_prefetch_step(ipf);
             if (accumulate || k0 > 0)
-                pass8(kn, ag, b + off, w + g * B_RP * ldw, ldw, 1, pg, e, g * B_RP);
+                pass8(kn, a + off + g * B_RP * 64, b + off, w + g * B_RP * ldw, ldw, 1, pg);
             else
-                pass8(kn, ag, b + off, w + g * B_RP * ldw, ldw, 0, pg, e, g * B_RP);
+                pass8(kn, a + off + g * B_RP * 64, b + off, w + g * B_RP * ldw, ldw, 0, pg);
         }
     }
 }
@@ -215,35 +145,72 @@ static void tile(int64_t kcp, const char *a, const char *b, float *w, int64_t ld
 static void kernel(int64_t kcp, const void *a, const void *b, float *w, int64_t ldw,
                    int accumulate)
 {
-    tile(kcp, a, b, w, ldw, accumulate, B_MR / B_RP, NULL, NULL, NULL);
+    kernel_n(kcp, a, b, w, ldw, accumulate, B_MR / B_RP, NULL, NULL);
+}
+
+/* A full 32 x 32 tile into a bfloat16 C (column stride 1): per row
+ * alpha * acc (+ beta * C) (+ bias) in float32, as ampy_gemm_epilogue_avx512,
+ * rounded by vcvtne2ps2bf16 (RNE, 32 lanes per instruction) instead of its
+ * integer rounding. The instruction flushes float32 subnormals and keeps NaN
+ * payloads, so a row holding either goes through ampy_gemm_epilogue_avx512,
+ * which gives elem.h's bits; otherwise the two agree bit for bit. */
+static void epilogue_tile_bf16(const float *t, float alpha, float beta, const float *bias,
+                               uint16_t *c, int64_t crs)
+{
+    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
+    __m512 b1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
+    for (int r = 0; r < B_MR; r++, t += B_NR, c += crs) {
+        __m512 v0 = _mm512_mul_ps(va, _mm512_load_ps(t));
+        __m512 v1 = _mm512_mul_ps(va, _mm512_load_ps(t + 16));
+        if (beta != 0.0f) {
+            __m512i h = _mm512_loadu_si512(c);
+            __m512 c0 = _mm512_castsi512_ps(
+                _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
+            __m512 c1 = _mm512_castsi512_ps(
+                _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16));
+            v0 = _mm512_add_ps(v0, _mm512_mul_ps(vb, c0));
+            v1 = _mm512_add_ps(v1, _mm512_mul_ps(vb, c1));
+        }
+        if (bias) {
+            v0 = _mm512_add_ps(v0, b0);
+            v1 = _mm512_add_ps(v1, b1);
+        }
+        /* fpclass 0xA1: QNaN | SNaN | denormal */
+        if (!_kortestz_mask16_u8(_mm512_fpclass_ps_mask(v0, 0xA1),
+                                 _mm512_fpclass_ps_mask(v1, 0xA1)))
+            ampy_gemm_epilogue_avx512(t, B_NR, 1, B_NR, alpha, beta, bias, c, AMPY_BFLOAT16,
+                                      crs, 1);
+        else
+            _mm512_storeu_si512(c, (__m512i)_mm512_cvtne2ps_pbh(v1, v0));
+    }
 }
 
 /* Single-K-block task (gemm_impl.macro): the driver's loop (pack the task's
- * A rows, then per B panel and A panel: the tile, finished into a bfloat16 C
- * from its registers, into any other C through an L1 scratch tile and the
- * epilogue), with only the row passes that hold real rows (a 1-row product
- * pays for 8 rows, not 32). Before each pass, a share of the next batch
- * item's operands is prefetched (t->pf, see gemm_driver.c). */
+ * A rows, then per B panel and A panel: kernel into an L1 tile, epilogue
+ * into C), with only the row passes that hold real rows. Before each pass, a
+ * share of the next batch item's operands is prefetched (t->pf, see
+ * gemm_driver.c). */
 static void macro(const gemm_task *t)
 {
-    float w[B_MR * B_NR] __attribute__((aligned(64)));
+    float tile[B_MR * B_NR] __attribute__((aligned(64)));
     int64_t csz = (int64_t)ampy_dtype_size(t->cdt), kcp = t->kcp, pb = B_MR * kcp * 2;
     int fast = t->cdt == AMPY_BFLOAT16 && t->ccs == 1;
     ampy_gemm_amx_pack_a(t->a, t->i0, t->rows, 0, t->K, kcp, t->ap);
     const char *bp = t->bp;
     for (int64_t jq = 0; jq < t->cols; jq += B_NR, bp += pb) {
         int64_t tc = t->cols - jq < B_NR ? t->cols - jq : B_NR;
-        for (int64_t ip = 0; ip < t->rows; ip += B_MR) {
+        const char *ap = t->ap;
+        for (int64_t ip = 0; ip < t->rows; ip += B_MR, ap += pb) {
             int64_t tr = t->rows - ip < B_MR ? t->rows - ip : B_MR;
             char *c = t->c + (ip * t->crs + jq * t->ccs) * csz;
             const float *bias = t->bias ? t->bias + jq : NULL;
             const char *next_b = ip + B_MR < t->rows ? bp : jq + B_NR < t->cols ? bp + pb : NULL;
-            bf_ep ep = {bias, c, t->crs, t->alpha, t->beta, tr, tc};
-            const bf_ep *e = fast ? &ep : NULL;
-            tile(kcp, (const char *)t->ap + ip * kcp * 2, bp, w, B_NR, 0,
-                 (int)((tr + B_RP - 1) / B_RP), next_b, e, t->pf);
-            if (!fast)
-                ampy_gemm_epilogue_avx512(w, B_NR, tr, tc, t->alpha, t->beta, bias, c,
+            kernel_n(kcp, ap, bp, tile, B_NR, 0, (int)((tr + B_RP - 1) / B_RP), next_b, t->pf);
+            if (fast && tr == B_MR && tc == B_NR)
+                epilogue_tile_bf16(tile, t->alpha, t->beta, bias, (uint16_t *)c, t->crs);
+            else
+                ampy_gemm_epilogue_avx512(tile, B_NR, tr, tc, t->alpha, t->beta, bias, c,
                                           t->cdt, t->crs, t->ccs);
         }
     }

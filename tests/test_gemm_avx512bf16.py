@@ -328,11 +328,11 @@ def test_auto_takes_fma_path_below_k16(k):
 
 @pytest.mark.parametrize("mn", [(64, 96), (45, 41)], ids=str)  # full tiles, partial ones
 def test_tile_bf16_rounding_subnormal_and_nan_outputs(mn):
-    """Tiles into a bfloat16 C (full 32 x 32 ones and the partial ones at the
-    edges) are rounded from the accumulator registers with vcvtne2ps2bf16,
-    which flushes float32 subnormals and keeps NaN payloads: rows holding
-    either must still get the exact rounding (subnormals kept) and the NaN bits
-    of the portable implementation's epilogue."""
+    """Full 32 x 32 tiles into a bfloat16 C round with vcvtne2ps2bf16, which
+    flushes float32 subnormals and keeps NaN payloads, the partial edge tiles
+    with the shared epilogue: rows holding either must still get the exact
+    rounding (subnormals kept) and the NaN bits of the portable
+    implementation's epilogue, in both kinds of tile."""
     (m, n), k = mn, 40
     a, b = rand_bf16((m, k), 23), rand_bf16((k, n), 24)
     a[5, :] = 0.0                  # row 5 = bias alone: float32 subnormals

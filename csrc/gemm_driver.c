@@ -56,7 +56,6 @@ void ampy_gemm_direct_a_f32(int64_t K, const float *a, int64_t rs, int64_t cs, i
 void ampy_gemm_direct_widen_rows(const void *src, ampy_dtype dt, int64_t rs, int64_t rows,
                                  int64_t K, float *dst);
 
-
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 /* ---- workspace: kept per thread between calls -------------------------
@@ -462,11 +461,13 @@ static int plan_prefetch(const batch_ctx *bc, const int64_t cur[3], const int64_
     int64_t bytes = 0, t;
     int contig = im->pelem == 2;
     if (nx[0] != cur[0]) { /* a broadcast operand is in cache already */
-        if ((t = pf_add(pf, bc->a + nx[0] * asz, x->M, x->K, x->a.rs, x->a.cs, asz, 0, contig)) > 0)
+        t = pf_add(pf, bc->a + nx[0] * asz, x->M, x->K, x->a.rs, x->a.cs, asz, 0, contig);
+        if (t > 0)
             bytes += t;
     }
     if (nx[1] != cur[1]) {
-        if ((t = pf_add(pf, bc->b + nx[1] * asz, x->K, x->N, x->b.rs, x->b.cs, asz, 0, contig)) > 0)
+        t = pf_add(pf, bc->b + nx[1] * asz, x->K, x->N, x->b.rs, x->b.cs, asz, 0, contig);
+        if (t > 0)
             bytes += t;
     }
     if ((t = pf_add(pf, x->c + nx[2] * csz, x->M, x->N, x->crs, x->ccs, csz, 1, contig)) > 0)

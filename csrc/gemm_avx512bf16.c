@@ -119,9 +119,11 @@ static BF_INL void pass8(int64_t kcp, const char *a, const char *b, float *w, in
  * a chunk computes, the passes prefetch the next chunk of B (a quarter
  * each), or after the last one the first chunk of next_b (the B panel of the
  * next call, or NULL): a B panel comes from L3 on its first use, and the
- * hardware prefetchers alone left ~10 % of the peak in stalls at K = 2048. */
+ * hardware prefetchers alone left ~10 % of the peak in stalls at K = 2048.
+ * With ipf, a prefetch step for the next batch item runs before each pass of
+ * the first chunk (B_MR / B_RP steps per tile: gemm_impl.pf_steps). */
 static void kernel_n(int64_t kcp, const void *va, const void *vb, float *w, int64_t ldw,
-                     int accumulate, int npass, const char *next_b)
+                     int accumulate, int npass, const char *next_b, struct gemm_prefetch *ipf)
 {
     const char *a = va, *b = vb;
     const int64_t cb = B_KCH / B_KB * (B_NR * B_KB * 2); /* bytes of a B chunk */
@@ -130,6 +132,8 @@ static void kernel_n(int64_t kcp, const void *va, const void *vb, float *w, int6
         const char *pf = k0 + B_KCH < kcp ? b + off + cb : next_b;
         for (int g = 0; g < npass; g++) {
             const char *pg = pf ? pf + g * (cb / 4) : NULL;
+            if (ipf && k0 == 0)
+                ampy_gemm_prefetch_step(ipf);
             if (accumulate || k0 > 0)
                 pass8(kn, a + off + g * B_RP * 64, b + off, w + g * B_RP * ldw, ldw, 1, pg);
             else
@@ -141,7 +145,7 @@ static void kernel_n(int64_t kcp, const void *va, const void *vb, float *w, int6
 static void kernel(int64_t kcp, const void *a, const void *b, float *w, int64_t ldw,
                    int accumulate)
 {
-    kernel_n(kcp, a, b, w, ldw, accumulate, B_MR / B_RP, NULL);
+    kernel_n(kcp, a, b, w, ldw, accumulate, B_MR / B_RP, NULL, NULL);
 }
 
 /* A full 32 x 32 tile into a bfloat16 C (column stride 1): per row
@@ -184,7 +188,9 @@ static void epilogue_tile_bf16(const float *t, float alpha, float beta, const fl
 
 /* Single-K-block task (gemm_impl.macro): the driver's loop (pack the task's
  * A rows, then per B panel and A panel: kernel into an L1 tile, epilogue
- * into C), with only the row passes that hold real rows. */
+ * into C), with only the row passes that hold real rows. Before each pass, a
+ * share of the next batch item's operands is prefetched (t->pf, see
+ * gemm_driver.c). */
 static void macro(const gemm_task *t)
 {
     float tile[B_MR * B_NR] __attribute__((aligned(64)));
@@ -200,7 +206,7 @@ static void macro(const gemm_task *t)
             char *c = t->c + (ip * t->crs + jq * t->ccs) * csz;
             const float *bias = t->bias ? t->bias + jq : NULL;
             const char *next_b = ip + B_MR < t->rows ? bp : jq + B_NR < t->cols ? bp + pb : NULL;
-            kernel_n(kcp, ap, bp, tile, B_NR, 0, (int)((tr + B_RP - 1) / B_RP), next_b);
+            kernel_n(kcp, ap, bp, tile, B_NR, 0, (int)((tr + B_RP - 1) / B_RP), next_b, t->pf);
             if (fast && tr == B_MR && tc == B_NR)
                 epilogue_tile_bf16(tile, t->alpha, t->beta, bias, (uint16_t *)c, t->crs);
             else
@@ -215,7 +221,7 @@ static void macro(const gemm_task *t)
 static const gemm_impl impl_bf16 = {
     "avx512bf16", B_MR, B_NR, B_KB, B_MC, B_KC, 2,
     ampy_gemm_amx_pack_a, ampy_gemm_amx_pack_b, kernel, ampy_gemm_epilogue_avx512, 0, 0,
-    macro,
+    macro, B_MR / B_RP,
 };
 
 const gemm_impl *ampy_gemm_impl_avx512bf16(ampy_dtype dt)

@@ -56,8 +56,6 @@ void ampy_gemm_direct_a_f32(int64_t K, const float *a, int64_t rs, int64_t cs, i
 void ampy_gemm_direct_widen_rows(const void *src, ampy_dtype dt, int64_t rs, int64_t rows,
                                  int64_t K, float *dst);
 
-static void prefetch_step(struct gemm_prefetch *pf);
-
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 /* ---- workspace: kept per thread between calls -------------------------
@@ -178,7 +176,7 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
                            x->bp + bp_offset(x, 0, q0, kcp) * pe, ap, x->alpha, x->beta,
                            x->bias ? x->bias + x->jc + j0 : NULL,
                            x->c + (i0 * x->crs + (x->jc + j0) * x->ccs) * csz,
-                           x->cdt, x->crs, x->ccs};
+                           x->cdt, x->crs, x->ccs, x->pf};
             im->macro(&t);
             return;
         }
@@ -197,7 +195,7 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
                 for (int64_t ip = 0; ip < rows; ip += im->mr) {
                     int64_t tr = rows - ip < im->mr ? rows - ip : im->mr;
                     if (x->pf)
-                        prefetch_step(x->pf);
+                        ampy_gemm_prefetch_step(x->pf);
                     ampy_gemm_direct_a_f32(x->K, a0 + ip * ars, ars, acs, (int)tr, bq, tile,
                                            im->nr);
                     im->epilogue(tile, im->nr, tr, tc, x->alpha, x->beta,
@@ -215,7 +213,7 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
             for (int64_t p = 0; p < npanels; p++) {
                 int64_t ip = p * im->mr, tr = rows - ip < im->mr ? rows - ip : im->mr;
                 if (x->pf)
-                    prefetch_step(x->pf);
+                    ampy_gemm_prefetch_step(x->pf);
                 im->kernel(kcp, ap + ip * kcp * pe, bq, tile, im->nr, 0);
                 im->epilogue(tile, im->nr, tr, tc, x->alpha, x->beta,
                              x->bias ? x->bias + x->jc + jq : NULL,
@@ -347,9 +345,14 @@ static ampy_status run_one(gemm_ctx *x, int nthreads)
 /* While a small item runs on one thread, the next item's strided operands
  * (rows of 128-256 bytes a few KiB apart: the heads of a permuted qkv
  * projection, which the hardware prefetchers do not follow) are pulled into
- * L2 a few cache lines before each micro-kernel call; packing them from L3
+ * L2 a few cache lines before each micro-kernel call (before each 8-row pass
+ * of the vdpbf16ps macro-kernel: gemm_impl.pf_steps); packing them from L3
  * was up to a quarter of such a GEMM's time. Contiguous operands are left to
- * the hardware. */
+ * the hardware on the fp32 FMA path; the vdpbf16ps path prefetches them too
+ * (its packing copies read a 128 x 128 item in a few microseconds, before
+ * the hardware prefetchers ramp up: a third of the item's time went to
+ * packing, measured on Zen 4, and the attention products ran 15-20 % faster
+ * with every operand prefetched). */
 typedef struct gemm_pf_region {
     const char *p;
     int64_t nruns, run_bytes, stride; /* bytes */
@@ -365,7 +368,7 @@ typedef struct gemm_prefetch {
 
 #define PF_MAX_BYTES ((int64_t)768 << 10) /* next item must fit in L2 */
 
-static void prefetch_step(gemm_prefetch *pf)
+void ampy_gemm_prefetch_step(gemm_prefetch *pf)
 {
     for (int64_t n = pf->per_step; n > 0 && pf->cur < pf->nr; n--) {
         const gemm_pf_region *g = &pf->r[pf->cur];
@@ -388,9 +391,10 @@ static void prefetch_step(gemm_prefetch *pf)
 
 /* Adds the rows x cols item at p (strides rs, cs in elements of es bytes) to
  * pf as contiguous runs; returns its byte count, or -1 when it has no unit
- * stride (then it is not prefetched). */
+ * stride (then it is not prefetched) or is one contiguous block and contig
+ * is 0 (left to the hardware prefetchers). */
 static int64_t pf_add(gemm_prefetch *pf, const char *p, int64_t rows, int64_t cols,
-                      int64_t rs, int64_t cs, int64_t es, int write)
+                      int64_t rs, int64_t cs, int64_t es, int write, int contig)
 {
     gemm_pf_region g;
     if (cs == 1 && rs != 0) {
@@ -402,8 +406,11 @@ static int64_t pf_add(gemm_prefetch *pf, const char *p, int64_t rows, int64_t co
     } else {
         return -1;
     }
-    if (g.stride == g.run_bytes) /* contiguous: the hardware prefetchers follow it */
-        return -1;
+    if (g.stride == g.run_bytes) { /* contiguous */
+        if (!contig)
+            return -1;
+        g.run_bytes *= g.nruns, g.stride = g.run_bytes, g.nruns = 1;
+    }
     pf->write[pf->nr] = write;
     pf->r[pf->nr++] = g;
     return g.nruns * (g.run_bytes + 63);
@@ -434,8 +441,16 @@ static void item_offsets(const batch_ctx *bc, int64_t bi, int64_t off[3])
     }
 }
 
+/* The implementations whose batch items are prefetched (batch_range). */
+static int prefetch_items(const gemm_impl *im)
+{
+    return im->pelem == 4 || im == ampy_gemm_impl_avx512bf16(AMPY_BFLOAT16);
+}
+
 /* Sets up pf for the item at offsets nx, run after the item at cur; 0 when
- * prefetching does not apply. */
+ * prefetching does not apply. Contiguous operands are prefetched too for
+ * vdpbf16ps (pelem 2): its item reads them in its packing copies, right at
+ * the start, where the hardware prefetchers have not caught up yet. */
 static int plan_prefetch(const batch_ctx *bc, const int64_t cur[3], const int64_t nx[3],
                          gemm_prefetch *pf)
 {
@@ -444,20 +459,24 @@ static int plan_prefetch(const batch_ctx *bc, const int64_t cur[3], const int64_
     int64_t asz = (int64_t)ampy_dtype_size(x->a.dt), csz = (int64_t)ampy_dtype_size(x->cdt);
     memset(pf, 0, sizeof *pf);
     int64_t bytes = 0, t;
+    int contig = im->pelem == 2;
     if (nx[0] != cur[0]) { /* a broadcast operand is in cache already */
-        if ((t = pf_add(pf, bc->a + nx[0] * asz, x->M, x->K, x->a.rs, x->a.cs, asz, 0)) > 0)
+        t = pf_add(pf, bc->a + nx[0] * asz, x->M, x->K, x->a.rs, x->a.cs, asz, 0, contig);
+        if (t > 0)
             bytes += t;
     }
     if (nx[1] != cur[1]) {
-        if ((t = pf_add(pf, bc->b + nx[1] * asz, x->K, x->N, x->b.rs, x->b.cs, asz, 0)) > 0)
+        t = pf_add(pf, bc->b + nx[1] * asz, x->K, x->N, x->b.rs, x->b.cs, asz, 0, contig);
+        if (t > 0)
             bytes += t;
     }
-    if ((t = pf_add(pf, x->c + nx[2] * csz, x->M, x->N, x->crs, x->ccs, csz, 1)) > 0)
+    if ((t = pf_add(pf, x->c + nx[2] * csz, x->M, x->N, x->crs, x->ccs, csz, 1, contig)) > 0)
         bytes += t;
     if (pf->nr == 0 || bytes > PF_MAX_BYTES)
         return 0;
     /* spread over the micro-kernel calls of one item (one K block) */
-    int64_t calls = ((x->M + im->mr - 1) / im->mr) * ((x->N + im->nr - 1) / im->nr);
+    int64_t calls = ((x->M + im->mr - 1) / im->mr) * ((x->N + im->nr - 1) / im->nr) *
+                    (im->macro && im->pf_steps > 1 ? im->pf_steps : 1);
     pf->per_step = (bytes / 64 + calls - 1) / calls + 1;
     return 1;
 }
@@ -467,13 +486,12 @@ static void batch_range(int64_t b0, int64_t b1, void *vctx)
     batch_ctx *bc = vctx;
     int64_t asz = (int64_t)ampy_dtype_size(bc->base.a.dt);
     int64_t csz = (int64_t)ampy_dtype_size(bc->base.cdt);
-    /* prefetch only when each item runs on this thread alone, in one K block */
     /* Prefetch only when each item runs on this thread alone, in one K
-     * block, with a float32 FMA kernel: an AMX item is over before the
-     * prefetches land, and they stalled it (bf16 attention GEMMs 10-20 %
-     * slower with them, the FMA ones 3-8 % faster). */
+     * block, with a float32 FMA or vdpbf16ps kernel: an AMX item is over
+     * before the prefetches land, and they stalled it (bf16 attention GEMMs
+     * 10-20 % slower with them, the FMA ones 3-8 % faster). */
     int use_pf = bc->nthreads == 1 && b1 - b0 > 1 && bc->base.K <= bc->base.im->kc &&
-                 bc->base.im->pelem == 4;
+                 prefetch_items(bc->base.im);
     int64_t off[3], nx[3];
     if (b0 < b1)
         item_offsets(bc, b0, off);

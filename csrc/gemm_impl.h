@@ -53,7 +53,11 @@ typedef void (*gemm_epilogue_fn)(const float *w, int64_t ldw, int64_t rows, int6
  * [i0, i0+rows) x all K and the packed B micro-panels at bp (panel q at
  * bp + q * nr * kcp elements, kcp = K rounded up to kunit), finished as the
  * epilogue says. ap: a packing buffer of mc' x kcp elements (mc' = rows
- * rounded up to mr). */
+ * rounded up to mr). pf: the next batch item's operands to prefetch a share
+ * of before each micro-tile (ampy_gemm_prefetch_step), or NULL; only
+ * implementations the driver plans it for receive one. */
+struct gemm_prefetch;
+void ampy_gemm_prefetch_step(struct gemm_prefetch *pf);
 typedef struct gemm_task {
     const gemm_operand *a;
     int64_t i0, rows, cols, K, kcp;
@@ -64,6 +68,7 @@ typedef struct gemm_task {
     char *c;
     ampy_dtype cdt;
     int64_t crs, ccs;
+    struct gemm_prefetch *pf;
 } gemm_task;
 typedef void (*gemm_macro_fn)(const gemm_task *t);
 
@@ -79,6 +84,7 @@ typedef struct gemm_impl {
     void (*thread_begin)(void); /* per-thread setup before kernels (or NULL) */
     void (*thread_end)(void);   /* and teardown after them (or NULL)          */
     gemm_macro_fn macro;        /* single-K-block task (or NULL: the driver's) */
+    int pf_steps;               /* prefetch steps per micro-tile of macro (0: 1) */
 } gemm_impl;
 
 /* Portable pieces (gemm.c), also the fallbacks the SIMD files call for

@@ -227,6 +227,27 @@ def test_bits_gemm_batched_permuted_views():
             assert_bits(got[i, j], model_acc(qa[i, :, j, :].T, qb[i, :, j, :]), BF16)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_bits_batched_items_prefetched(threads):
+    """Many small items, each on one thread: while one item computes, the next
+    item's operands (a contiguous A, a permuted B, a contiguous C) are
+    prefetched (gemm_driver.c); 32 items give runs of 2 per claim at 2
+    threads. Every item keeps the model's bits."""
+    bsz, h, m, n, k = 8, 4, 40, 36, 64
+    a = rand_bf16((bsz, h, m, k), 31)
+    qb = rand_bf16((bsz, k, h, n), 32)
+    tb = t_bf16(qb).permute(0, 2, 1, 3)
+    old = ampy.get_num_threads()
+    try:
+        ampy.set_num_threads(threads)
+        got = _C.gemm_batched(t_bf16(a), tb)
+    finally:
+        ampy.set_num_threads(old)
+    for i in range(bsz):
+        for j in range(h):
+            assert_bits(got[i, j], model_acc(a[i, j], qb[i, :, j, :]), BF16)
+
+
 def test_two_threads_same_bits():
     m, n, k = 300, 260, 700
     a, b = rand_bf16((m, k), 15), rand_bf16((k, n), 16)
@@ -326,12 +347,14 @@ def test_auto_takes_fma_path_below_k16(k):
     assert np.array_equal(outs["auto"].view(np.uint32), want.view(np.uint32))
 
 
-def test_full_tile_bf16_rounding_subnormal_and_nan_outputs():
+@pytest.mark.parametrize("mn", [(64, 96), (45, 41)], ids=str)  # full tiles, partial ones
+def test_tile_bf16_rounding_subnormal_and_nan_outputs(mn):
     """Full 32 x 32 tiles into a bfloat16 C round with vcvtne2ps2bf16, which
-    flushes float32 subnormals and keeps NaN payloads: rows holding either must
-    still get the exact rounding (subnormals kept) and the NaN bits of the
-    portable implementation's epilogue."""
-    m, n, k = 64, 96, 40
+    flushes float32 subnormals and keeps NaN payloads, the partial edge tiles
+    with the shared epilogue: rows holding either must still get the exact
+    rounding (subnormals kept) and the NaN bits of the portable
+    implementation's epilogue, in both kinds of tile."""
+    (m, n), k = mn, 40
     a, b = rand_bf16((m, k), 23), rand_bf16((k, n), 24)
     a[5, :] = 0.0                  # row 5 = bias alone: float32 subnormals
     a[40, 3] = np.inf              # row 40: inf * 0 -> NaN, inf elsewhere

@@ -2,8 +2,8 @@
 
 `sort` and `topk` are ops (declared here, rules in
 ampy/autograd/_rules_tensorops.py) whose forwards move the sorted dim last,
-make the rows contiguous and call libampy's row kernels (csrc/sort.c through
-`_C.sort` / `_C.topk`). The order is torch's: NaN is larger than every
+make the rows contiguous and call the row kernels through `_C.sort` /
+`_C.topk` (csrc/sort.c, or cuda/sort.cu for CUDA tensors). The order is torch's: NaN is larger than every
 number, so it comes last ascending and first descending (and first in
 topk(largest=True)); equal elements keep their input order, so the indices
 are torch's stable=True indices (ampy's sort is always stable). Values are
@@ -16,7 +16,7 @@ import collections as _collections
 from . import _C
 from . import _dtype as D
 from ._creation import rand
-from ._dispatch import CPU, defop, dispatch, get_op
+from ._dispatch import CPU, CPU_CUDA, defop, dispatch, get_op
 from ._shape import wrap_dim
 from ._tensor import Tensor
 
@@ -58,7 +58,7 @@ def _restore(t, back):
     return t if back is None else t.permute(*back).contiguous()
 
 
-@defop("sort", devices=CPU, names=("ampy.sort", "Tensor.sort"))
+@defop("sort", devices=CPU_CUDA, names=("ampy.sort", "Tensor.sort"))
 def _sort_fwd(input, dim=-1, descending=False):
     x = input
     if x.ndim == 0:
@@ -70,7 +70,7 @@ def _sort_fwd(input, dim=-1, descending=False):
     return _SortRet(_restore(v, back), _restore(i, back))
 
 
-@defop("topk", devices=CPU, names=("ampy.topk", "Tensor.topk"))
+@defop("topk", devices=CPU_CUDA, names=("ampy.topk", "Tensor.topk"))
 def _topk_fwd(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002 (torch's name)
     x = input
     if x.ndim == 0:

@@ -13,6 +13,7 @@
 #include "ampy/clip.h"
 #include "ampy/cnn_cuda.h"
 #include "ampy/gemm_cuda.h"
+#include "ampy/multinomial_cuda.h"
 #include "ampy/sort_cuda.h"
 
 #include <limits.h>
@@ -219,6 +220,7 @@ static const ampy_cuda_api api_table = {
     .cnn_interp2d_bwd = ampy_cnn_interp2d_bwd_cuda,
     .sort = ampy_sort_cuda,
     .topk = ampy_topk_cuda,
+    .multinomial = ampy_multinomial_cuda,
 };
 
 /* _api_entries() -> {name: bool}: which entries of the table are filled
@@ -248,7 +250,7 @@ static PyObject *f_api_entries(PyObject *self, PyObject *u)
              E(cnn_group_norm_bwd), E(cnn_max_pool2d_fwd), E(cnn_max_pool2d_bwd),
              E(cnn_avg_pool2d_fwd), E(cnn_avg_pool2d_bwd), E(cnn_adaptive_avg_pool2d_fwd),
              E(cnn_adaptive_avg_pool2d_bwd), E(cnn_pad_fwd), E(cnn_pad_bwd), E(cnn_interp2d_fwd),
-             E(cnn_interp2d_bwd), E(sort), E(topk),
+             E(cnn_interp2d_bwd), E(sort), E(topk), E(multinomial),
     };
 #undef E
     PyObject *d = PyDict_New();

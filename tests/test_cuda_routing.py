@@ -7,6 +7,7 @@ fake CUDA tensors below wrap host memory and never reach a kernel); and
 ampy._C_cuda refuses a _C of another tensor layout."""
 import importlib
 import importlib.util
+import re
 
 import numpy as np
 import pytest
@@ -194,12 +195,8 @@ def test_cpu_fallback_wraps_only_cpu_only_ops():
     np.testing.assert_array_equal(wrapped(x).numpy(), np.full(3, 2.0, np.float32))
 
 
-# ops that run CUDA tensors through the CPU fallback, and why
-CPU_ONLY = {
-    # the weight checks (negative, inf, NaN, zero rows: torch's errors) need a
-    # deferred device-side check kind of their own; the draws are host-side too
-    "multinomial": "sampling has no CUDA kernel yet",
-}
+# ops that run CUDA tensors through the CPU fallback, and why: none left
+CPU_ONLY = {}
 
 # ops whose CUDA kernels are reached through the _C bindings of csrc/py/
 # (cuda/cnn_*.cu, cuda/sort.cu): their _C functions accept CUDA tensors
@@ -212,7 +209,7 @@ DEVICE_ROUTED = {
                                               "cnn_adaptive_avg_pool2d_bwd"]),
     "pad": ("cnn_pool_py.c", ["cnn_pad_fwd", "cnn_pad_bwd"]),
     "interpolate": ("cnn_pool_py.c", ["cnn_interp2d_fwd", "cnn_interp2d_bwd"]),
-    "sort": ("tensorops_py.c", ["sort", "topk"]),
+    "sort": ("tensorops_py.c", ["sort", "topk", "multinomial"]),
 }
 
 
@@ -223,8 +220,8 @@ def test_cnn_and_sort_bindings_call_the_device_kernels(op):
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     src = open(os.path.join(here, "csrc", "py", f)).read()
     for e in entries:
-        assert any(c in src for c in (f"CN_CALL({e},", f"PL_CALL({e},", f"SORT_CALL(x, {e},")), \
-            (f, e)
+        assert any(c in src for c in (f"CN_CALL({e},", f"PL_CALL({e},", f"SORT_CALL(x, {e},",
+                                      f"SORT_CALL(p, {e},")), (f, e)
 
 
 def test_cnn_checks_are_shared():
@@ -246,6 +243,26 @@ def test_cnn_checks_are_shared():
                               on(device, np.zeros(2)), True, False, False)
     kind, msg = _raises_same(bad_groups)
     assert kind is ValueError and "mismatched" in msg
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([[1.0, 2.0], [0.0, 0.0]], "sum of probabilities <= 0"),
+    ([[0.0, 0.0], [1.0, -1.0]], "sum of probabilities <= 0"),
+    ([[1.0, float("nan")], [0.0, 0.0]], "`inf`, `nan` or element < 0"),
+    ([[1.0, 2.0], [float("inf"), 1.0]], "`inf`, `nan` or element < 0"),
+    ([[1.0, -0.5], [1.0, 1.0]], "`inf`, `nan` or element < 0"),
+])
+def test_multinomial_device_weight_checks_are_the_kernels(rows, message):
+    """The checks ampy/_sorting.py makes for CUDA weights (device reductions,
+    one read of per-row flags) raise what the CPU kernel raises, first bad
+    row first; run here on CPU tensors, which those reductions accept too."""
+    from ampy import _sorting
+    w = ampy.tensor(rows, dtype=ampy.float64)
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        _sorting._check_device_weights(w)
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        _C.multinomial(w, 1, True, ampy.zeros(2, dtype=ampy.float64))
+    _sorting._check_device_weights(ampy.tensor([[1.0, 0.0], [0.0, 2.0]], dtype=ampy.float64))
 
 
 def test_cnn_mixed_devices_name_the_tensor():

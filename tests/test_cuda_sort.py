@@ -61,3 +61,32 @@ def test_sort_of_a_middle_dim_and_its_gradient():
     assert_same_bits(xg.grad.cpu(), x.grad)
     assert_same_bits(ampy.argsort(x.detach().cuda(), 1, descending=True).cpu(),
                      ampy.argsort(x.detach(), 1, descending=True))
+
+
+@pytest.mark.parametrize("replacement", [True, False])
+@pytest.mark.parametrize("dt", ["float32", "float64", "bfloat16"])
+def test_multinomial_on_cuda_draws_the_cpus_samples(replacement, dt):
+    """The same generator state gives the same samples on both devices (the
+    uniforms come from the generator's host stream; the running sums and the
+    key order are the CPU's)."""
+    rng = np.random.default_rng(7)
+    w = rng.random((4, 300)) * (rng.random((4, 300)) > 0.3)
+    p = ampy.tensor(w).to(AMPY_DTYPE[dt])
+    ns = 50
+    got = {}
+    for dev in ("cpu", "cuda"):
+        g = ampy.Generator().manual_seed(11)
+        got[dev] = ampy.multinomial(p.to(dev), ns, replacement, generator=g).cpu().numpy()
+    np.testing.assert_array_equal(got["cuda"], got["cpu"])
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([[1.0, 2.0], [0.0, 0.0]], "sum of probabilities <= 0"),
+    ([[1.0, float("nan")]], "`inf`, `nan` or element < 0"),
+    ([[1.0, -1.0]], "`inf`, `nan` or element < 0"),
+])
+def test_multinomial_on_cuda_raises_the_cpus_errors(rows, message):
+    import re
+    p = ampy.tensor(rows).cuda()
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        ampy.multinomial(p, 1, True)

@@ -276,7 +276,9 @@ static PyObject *f_tril(PyObject *self, PyObject *args)
 }
 
 /* multinomial(p, num_samples, replacement, u) -> int64 [rows, num_samples];
- * p: contiguous float64 [rows, ncat], u: contiguous float64 uniforms */
+ * p: contiguous float64 [rows, ncat], u: contiguous float64 uniforms, both
+ * on the CPU or both on one CUDA device (whose weights the caller has
+ * checked: multinomial_cuda.h) */
 static PyObject *f_multinomial(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -285,33 +287,34 @@ static PyObject *f_multinomial(PyObject *self, PyObject *args)
     int repl;
     if (!PyArg_ParseTuple(args, "OLpO:multinomial", &op, &ns, &repl, &ou))
         return NULL;
-    AmpyTensor *p = cpu_tensor(op, "multinomial", "input", 1);
-    AmpyTensor *u = p ? cpu_tensor(ou, "multinomial", "uniforms", 1) : NULL;
+    AmpyTensor *p = sort_tensor(op, "multinomial");
+    AmpyTensor *u = p ? ampy_py_tensor_arg(ou, "multinomial", "uniforms") : NULL;
     if (!u)
         return NULL;
     if (p->ndim != 2 || p->dtype != AMPY_FLOAT64 || u->dtype != AMPY_FLOAT64 ||
-        u->numel != p->shape[0] * (repl ? ns : p->shape[1])) {
+        u->numel != p->shape[0] * (repl ? ns : p->shape[1]) || u->device != p->device ||
+        !ampy_py_is_contiguous(u)) {
         PyErr_SetString(PyExc_ValueError, "multinomial: inconsistent arguments");
         return NULL;
     }
     int64_t shape[2] = {p->shape[0], ns};
-    AmpyTensor *out = ampy_py_empty(AMPY_INT64, 2, shape, AMPY_DEV_CPU);
+    AmpyTensor *out = ampy_py_empty(AMPY_INT64, 2, shape, p->device);
     if (!out)
         return NULL;
     ampy_status s = AMPY_OK;
     if (shape[0])
-        RUN(p->numel, ampy_multinomial(shape[0], p->shape[1], (const double *)p->data, ns, repl,
-                                       (const double *)u->data, (int64_t *)out->data));
+        RUN(p->numel, SORT_CALL(p, multinomial, shape[0], p->shape[1], (const double *)p->data,
+                                ns, repl, (const double *)u->data, (int64_t *)out->data));
     if (s != AMPY_OK) {
         Py_DECREF(out);
-        return ampy_py_raise(s);
+        return p->device >= 0 ? ampy_py_raise_cuda(s) : ampy_py_raise(s);
     }
     return (PyObject *)out;
 }
 
 PyMethodDef ampy_py_tensorops_methods[] = {
     {"sort", f_sort, METH_VARARGS,
-     "sort(x, descending) -> (values, indices)\n--\n\nStable sort of a contiguous CPU tensor "
+     "sort(x, descending) -> (values, indices)\n--\n\nStable sort of a contiguous tensor "
      "along its last dim (NaN largest)."},
     {"topk", f_topk, METH_VARARGS,
      "topk(x, k, largest) -> (values, indices)\n--\n\nThe k largest/smallest along the last "

@@ -1,6 +1,6 @@
-/* test_cuda_twin_math.c — the shared functions the CUDA twins of the cnn
- * and sort kernels are built from (ampy/cnn_math.h, ampy/sort_math.h) give
- * the CPU kernels' results. Each check runs, on the host, what one CUDA
+/* test_cuda_twin_math.c — the shared functions the CUDA twins of the cnn,
+ * sort and multinomial kernels are built from (ampy/cnn_math.h,
+ * ampy/sort_math.h, ampy/multinomial_math.h) give the CPU kernels' results. Each check runs, on the host, what one CUDA
  * thread computes (the same function calls in the same order, written out
  * here as the loop body of cuda/cnn_pool.cu's gathers and cuda/sort.cu's
  * network) and compares it bit for bit with libampy's CPU kernel:
@@ -9,7 +9,8 @@
  *     the CPU's scatters, every dtype;
  *   - max_pool2d / avg_pool2d forward per output against the CPU;
  *   - a bitonic network under ampy_sort_before_f/_i (the padding rule of
- *     sort.cu) against ampy_sort's stable order, NaN and ties included.
+ *     sort.cu) against ampy_sort's stable order, NaN and ties included;
+ *   - the inverse-CDF search against a linear scan, and the key order.
  * No GPU is involved: this is the part of the CUDA code that can run here. */
 #include <math.h>
 #include <stdint.h>
@@ -18,6 +19,7 @@
 
 #include "ampy/cnn.h"
 #include "ampy/cnn_math.h"
+#include "ampy/multinomial_math.h"
 #include "ampy/sort.h"
 #include "ampy/sort_math.h"
 #include "ctest.h"
@@ -260,8 +262,44 @@ static void test_norm_terms(void)
           "add_to rounds to the dtype");
 }
 
+/* ampy_mn_search against a linear scan; ampy_mn_key's ordering */
+static void test_multinomial_terms(void)
+{
+    double p[40], cdf[40];
+    for (int trial = 0; trial < 200; trial++) {
+        const int64_t n = 1 + rnd32() % 40;
+        double acc = 0.0;
+        int64_t last = 0;
+        for (int64_t j = 0; j < n; j++) {
+            p[j] = rnd32() % 3 == 0 ? 0.0 : (double)(rnd32() % 1000) / 7.0;
+            if (j == 0 && trial % 2)
+                p[j] = 1.0;
+            acc += p[j];
+            cdf[j] = acc;
+            if (p[j] > 0.0)
+                last = j;
+        }
+        if (!(acc > 0.0))
+            continue;
+        for (int s = 0; s < 20; s++) {
+            const double u = (double)(rnd32() % 100000) / 100000.0;
+            int64_t want = 0;
+            while (want < n - 1 && !(cdf[want] > u * acc))
+                want++;
+            want = want > last ? last : want;
+            const int64_t got = ampy_mn_search(cdf, n, last, u);
+            CHECK(got == want && p[got] > 0.0, "search n %lld u %g", (long long)n, u);
+        }
+    }
+    CHECK(ampy_mn_key(2.0, 0.0) == INFINITY, "u = 0 gives an infinite key");
+    CHECK(ampy_mn_key(2.0, 0.5) > ampy_mn_key(1.0, 0.5), "heavier weight, larger key");
+    CHECK(ampy_mn_key(0.0, 0.999) < 0.0 && ampy_mn_key(1e-300, 0.999) > 0.0,
+          "zero weights below every positive one");
+}
+
 int main(void)
 {
+    test_multinomial_terms();
     test_pool_cover();
     test_pool_gathers();
     test_sort_network();

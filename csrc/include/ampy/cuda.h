@@ -312,8 +312,10 @@ typedef struct ampy_cuda_api {
     void (*set_matmul_tf32)(int allow);
     int (*get_matmul_tf32)(void);
     /* cnn, sort: the norms, pools, padding and interpolation of
-     * cuda/cnn_*.cu (cnn_cuda.h) and the row sorts of cuda/sort.cu
-     * (sort_cuda.h); contracts as cnn.h's and sort.h's, plus the device */
+     * cuda/cnn_*.cu (cnn_cuda.h), the row sorts of cuda/sort.cu
+     * (sort_cuda.h) and the sampler of cuda/multinomial.cu
+     * (multinomial_cuda.h); contracts as cnn.h's, sort.h's and
+     * multinomial.h's, plus the device */
     ampy_status (*cnn_batch_norm_fwd)(int device, int64_t N, int64_t C, int64_t S, const void *x,
                                       int x_dtype, const void *w, const void *b, void *run_mean,
                                       void *run_var, int p_dtype, int training, double momentum,
@@ -366,6 +368,8 @@ typedef struct ampy_cuda_api {
                         int descending, void *values, int64_t *indices);
     ampy_status (*topk)(int device, ampy_dtype dtype, int64_t rows, int64_t n, int64_t k,
                         int largest, const void *in, void *values, int64_t *indices);
+    ampy_status (*multinomial)(int device, int64_t rows, int64_t ncat, const double *p,
+                               int64_t ns, int replacement, const double *u, int64_t *out);
 } ampy_cuda_api;
 
 #ifdef __cplusplus

@@ -2,21 +2,23 @@
 
 `sort` and `topk` are ops (declared here, rules in
 ampy/autograd/_rules_tensorops.py) whose forwards move the sorted dim last,
-make the rows contiguous and call libampy's row kernels (csrc/sort.c through
-`_C.sort` / `_C.topk`). The order is torch's: NaN is larger than every
-number, so it comes last ascending and first descending (and first in
-topk(largest=True)); equal elements keep their input order, so the indices
-are torch's stable=True indices (ampy's sort is always stable). Values are
-the input elements themselves, bit for bit. `multinomial` draws from the
-generator's uniform stream and samples in C (csrc/multinomial.c); it is
-statistically torch's distribution, not torch's random stream.
+make the rows contiguous and call the row kernels through `_C.sort` /
+`_C.topk` (csrc/sort.c; cuda/sort.cu for CUDA tensors). The order is
+torch's: NaN is larger than every number, so it comes last ascending and
+first descending (and first in topk(largest=True)); equal elements keep
+their input order, so the indices are torch's stable=True indices (ampy's
+sort is always stable). Values are the input elements themselves, bit for
+bit. `multinomial` draws from the generator's uniform stream and samples in
+C (csrc/multinomial.c; cuda/multinomial.cu for CUDA weights, from the same
+uniforms, so the same samples); it is statistically torch's distribution,
+not torch's random stream.
 """
 import collections as _collections
 
 from . import _C
 from . import _dtype as D
 from ._creation import rand
-from ._dispatch import CPU, defop, dispatch, get_op
+from ._dispatch import CPU_CUDA, defop, dispatch, get_op
 from ._shape import wrap_dim
 from ._tensor import Tensor
 
@@ -58,7 +60,7 @@ def _restore(t, back):
     return t if back is None else t.permute(*back).contiguous()
 
 
-@defop("sort", devices=CPU, names=("ampy.sort", "Tensor.sort"))
+@defop("sort", devices=CPU_CUDA, names=("ampy.sort", "Tensor.sort"))
 def _sort_fwd(input, dim=-1, descending=False):
     x = input
     if x.ndim == 0:
@@ -70,7 +72,7 @@ def _sort_fwd(input, dim=-1, descending=False):
     return _SortRet(_restore(v, back), _restore(i, back))
 
 
-@defop("topk", devices=CPU, names=("ampy.topk", "Tensor.topk"))
+@defop("topk", devices=CPU_CUDA, names=("ampy.topk", "Tensor.topk"))
 def _topk_fwd(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002 (torch's name)
     x = input
     if x.ndim == 0:
@@ -123,15 +125,36 @@ def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002 (torch's na
 _TYPE_NAMES = {"int64": "Long", "int32": "Int", "uint8": "Byte", "bool": "Bool"}
 
 
-@defop("multinomial", devices=CPU, names=("ampy.multinomial", "Tensor.multinomial"))
+_BAD_WEIGHTS = "probability tensor contains either `inf`, `nan` or element < 0"
+_ZERO_ROW = "invalid multinomial distribution (sum of probabilities <= 0)"
+
+
+def _check_device_weights(w):
+    """The CPU kernel's checks of float64 weight rows w on a CUDA device,
+    decided there: per row 2 for an element that is negative, infinite or
+    NaN, 1 for a sum that is not positive; one host read of those flags,
+    the first bad row's error raised (the CPU's order)."""
+    bad = ((w < 0) | (w != w) | (w == float("inf"))).any(1)
+    zero = (w.sum(1) > 0).logical_not()
+    for code in (bad.long() * 2 + zero.long()).tolist():
+        if code:
+            raise RuntimeError(_BAD_WEIGHTS if code >= 2 else _ZERO_ROW)
+
+
+@defop("multinomial", devices=CPU_CUDA, names=("ampy.multinomial", "Tensor.multinomial"))
 def _multinomial_fwd(input, num_samples, replacement=False, generator=None):
     p = input
     rows = p if p.ndim == 2 else p.reshape(1, -1)
     if rows.shape[1] == 0:
-        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+        raise RuntimeError(_ZERO_ROW)
     w = _C.cast(rows, D.float64) if rows.dtype is not D.float64 else rows.contiguous()
     nu = rows.shape[0] * (num_samples if replacement else rows.shape[1])
-    u = rand(nu, dtype=D.float64, generator=generator)
+    device = None
+    if w._device_index >= 0:  # the CUDA sampler leaves the weight checks to its caller
+        _check_device_weights(w)
+        device = w.device
+    # the generator's host stream either way: the same samples on both devices
+    u = rand(nu, dtype=D.float64, generator=generator, device=device)
     out = _C.multinomial(w, num_samples, bool(replacement), u)
     return out if p.ndim == 2 else out.reshape(num_samples)
 

@@ -186,56 +186,27 @@ static void bn_fwd_range(int64_t c0, int64_t c1, void *vc)
                 bn_stats_d(k->x, dt, k->N, k->C, k->S, c, &mean, &vs);
             else
                 loops_f()->bn_stats(k->x, dt, k->N, k->C, k->S, c, &mean, &vs);
-            /* torch keeps var_sum in the parameter type: float32 for all
-             * but float64 data, and divides there */
-            double cnt = (double)(k->N * k->S), var, unbiased;
-            if (f64) {
-                var = vs / cnt;
-                unbiased = vs / (cnt - 1.0);
-            } else {
-                float vsf = (float)vs;
-                var = (double)(vsf / (float)cnt);
-                unbiased = (double)(vsf / (float)(cnt - 1.0));
-            }
-            invstd = var == 0.0 && k->eps == 0.0 ? 0.0 : 1.0 / sqrt(var + k->eps);
-            if (!f64)
-                invstd = (double)(float)invstd;
-            if (k->rm) {
-                double m = k->momentum;
-                double rm = ampy_nn_load1(k->rm, k->pdt, c), rv = ampy_nn_load1(k->rv, k->pdt, c);
-                if (f64) {
-                    ampy_nn_store1(k->rm, k->pdt, c, m * mean + (1.0 - m) * rm);
-                    ampy_nn_store1(k->rv, k->pdt, c, m * unbiased + (1.0 - m) * rv);
-                } else {
-                    /* torch's float32 update: the mean's two products and a
-                     * sum, the variance's one fused multiply-add */
-                    float mf = (float)m, om = 1.0f - mf;
-                    float pm = mf * (float)mean, pr = om * (float)rm;
-                    ampy_nn_store1(k->rm, k->pdt, c, (double)(pm + pr));
-                    ampy_nn_store1(k->rv, k->pdt, c,
-                                   (double)fmaf(mf, (float)unbiased, om * (float)rv));
-                }
-            }
+            double unbiased;
+            invstd = ampy_cnn_bn_train_invstd(vs, (double)(k->N * k->S), k->eps, f64, &unbiased);
+            if (k->rm)
+                ampy_cnn_bn_update_running(k->rm, k->rv, k->pdt, c, k->momentum, mean, unbiased,
+                                           f64);
         } else {
             mean = ampy_nn_load1(k->rm, k->pdt, c);
-            double rv = ampy_nn_load1(k->rv, k->pdt, c);
-            invstd = f64 ? 1.0 / sqrt(rv + k->eps)
-                         : (double)(1.0f / sqrtf((float)rv + (float)k->eps));
+            invstd = ampy_cnn_bn_eval_invstd(ampy_nn_load1(k->rv, k->pdt, c), k->eps, f64);
         }
         k->smean[c] = mean;
         k->sinv[c] = invstd;
         double w = k->w ? ampy_nn_load1(k->w, k->pdt, c) : 1.0;
         double b = k->b ? ampy_nn_load1(k->b, k->pdt, c) : 0.0;
+        double a, beta;
+        ampy_cnn_norm_affine(invstd, w, mean, b, f64, &a, &beta);
         for (int64_t n = 0; n < k->N; n++) {
             int64_t off = (n * k->C + c) * k->S;
-            if (f64) {
-                double a = invstd * w;
-                block_affine_d(k->x, dt, off, k->S, a, fma(-mean, a, b), k->y);
-            } else {
-                float a = (float)invstd * (float)w;
-                float beta = fmaf(-(float)mean, a, (float)b);
-                loops_f()->block_affine(k->x, dt, off, k->S, a, beta, k->y);
-            }
+            if (f64)
+                block_affine_d(k->x, dt, off, k->S, a, beta, k->y);
+            else
+                loops_f()->block_affine(k->x, dt, off, k->S, (float)a, (float)beta, k->y);
         }
     }
 }
@@ -353,14 +324,13 @@ static void gn_fwd_range(int64_t r0, int64_t r1, void *vc)
             int64_t c = (r % k->G) * Cg + j;
             double w = k->w ? ampy_nn_load1(k->w, k->pdt, c) : 1.0;
             double b = k->b ? ampy_nn_load1(k->b, k->pdt, c) : 0.0;
-            if (dt == AMPY_FLOAT64) {
-                double a = rstd * w;
-                block_affine_d(k->x, dt, r * D + j * k->S, k->S, a, fma(-a, mean, b), k->y);
-            } else {
-                float a = (float)rstd * (float)w;
-                float beta = fmaf(-a, (float)mean, (float)b);
-                loops_f()->block_affine(k->x, dt, r * D + j * k->S, k->S, a, beta, k->y);
-            }
+            double a, beta;
+            ampy_cnn_norm_affine(rstd, w, mean, b, dt == AMPY_FLOAT64, &a, &beta);
+            if (dt == AMPY_FLOAT64)
+                block_affine_d(k->x, dt, r * D + j * k->S, k->S, a, beta, k->y);
+            else
+                loops_f()->block_affine(k->x, dt, r * D + j * k->S, k->S, (float)a, (float)beta,
+                                        k->y);
         }
     }
 }

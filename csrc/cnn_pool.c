@@ -46,23 +46,13 @@ static size_t elem_size(int dt)
 /* dx[i] += v, rounded to dt as torch's `grad_input[i] += delta` does. */
 static inline void add_at(void *p, int dt, int64_t i, double v)
 {
-    if (dt == AMPY_FLOAT64)
-        ((double *)p)[i] += v;
-    else
-        ampy_cnn_stf(p, dt, i, ampy_cnn_ldf(p, dt, i) + (float)v);
+    ampy_nn_store1(p, dt, i, ampy_cnn_add_to(dt, ampy_nn_load1(p, dt, i), v));
 }
 
 /* v rounded to dt and read back (the per-output share of a backward). */
 static inline double round_to(int dt, double v)
 {
-    if (dt == AMPY_FLOAT64)
-        return v;
-    uint16_t h;
-    switch (dt) {
-    case AMPY_FLOAT16: h = ampy_f32_to_f16((float)v); return ampy_f16_to_f32(h);
-    case AMPY_BFLOAT16: h = ampy_f32_to_bf16((float)v); return ampy_bf16_to_f32(h);
-    default: return (double)(float)v;
-    }
+    return ampy_cnn_round_to(dt, v);
 }
 
 static ampy_status check_planes(int64_t P, int64_t H, int64_t W, int64_t OH, int64_t OW, int dt,
@@ -91,30 +81,13 @@ static void max_fwd_range(int64_t p0, int64_t p1, void *vc)
     const int64_t H = k->H, W = k->W;
     for (int64_t p = p0; p < p1; p++) {
         int64_t ib = p * H * W, ob = p * k->OH * k->OW;
-        for (int64_t oh = 0; oh < k->OH; oh++) {
-            int64_t h0 = oh * w->sh - w->ph, h1 = h0 + (w->kh - 1) * w->dh + 1;
-            h1 = h1 < H ? h1 : H;
-            while (h0 < 0)
-                h0 += w->dh;
+        for (int64_t oh = 0; oh < k->OH; oh++)
             for (int64_t ow = 0; ow < k->OW; ow++) {
-                int64_t w0 = ow * w->sw - w->pw, w1 = w0 + (w->kw - 1) * w->dw + 1;
-                w1 = w1 < W ? w1 : W;
-                while (w0 < 0)
-                    w0 += w->dw;
-                int64_t best = h0 * W + w0;
-                double m = -INFINITY;
-                for (int64_t ih = h0; ih < h1; ih += w->dh)
-                    for (int64_t iw = w0; iw < w1; iw += w->dw) {
-                        double v = ampy_nn_load1(k->src, k->dt, ib + ih * W + iw);
-                        if (v > m || v != v) {
-                            m = v;
-                            best = ih * W + iw;
-                        }
-                    }
+                double m;
+                int64_t best = ampy_cnn_max_window(k->src, k->dt, ib, H, W, oh, ow, w, &m);
                 ampy_nn_store1(k->dst, k->dt, ob + oh * k->OW + ow, m);
                 k->idx[ob + oh * k->OW + ow] = best;
             }
-        }
     }
 }
 
@@ -170,18 +143,8 @@ ampy_status ampy_cnn_max_pool2d_bwd(int64_t P, int64_t H, int64_t W, int64_t OH,
 static int avg_window(const pool_ctx *k, int64_t oh, int64_t ow, int64_t *h0, int64_t *h1,
                       int64_t *w0, int64_t *w1, int64_t *div)
 {
-    const ampy_cnn_window *w = &k->win;
-    int64_t a = oh * w->sh - w->ph, b = ow * w->sw - w->pw;
-    int64_t ae = a + w->kh < k->H + w->ph ? a + w->kh : k->H + w->ph;
-    int64_t be = b + w->kw < k->W + w->pw ? b + w->kw : k->W + w->pw;
-    int64_t pool = (ae - a) * (be - b);
-    a = a > 0 ? a : 0, b = b > 0 ? b : 0;
-    ae = ae < k->H ? ae : k->H, be = be < k->W ? be : k->W;
-    *h0 = a, *h1 = ae, *w0 = b, *w1 = be;
-    if (a >= ae || b >= be)
-        return 0;
-    *div = k->divisor > 0 ? k->divisor : (k->include_pad ? pool : (ae - a) * (be - b));
-    return 1;
+    return ampy_cnn_avg_window(k->H, k->W, oh, ow, &k->win, k->include_pad, k->divisor, h0, h1,
+                               w0, w1, div);
 }
 
 static void avg_fwd_range(int64_t p0, int64_t p1, void *vc)

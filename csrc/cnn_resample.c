@@ -281,19 +281,18 @@ static void interp_fwd_range(int64_t p0, int64_t p1, void *vc)
                 ampy_cnn_linear_src(ow, c->W, c->OW, c->rw, c->align, c->dt == AMPY_FLOAT64,
                                     &w0, &w1, &b0, &b1);
                 const int64_t r0 = ib + h0 * c->W, r1 = ib + h1 * c->W;
-                /* a fused multiply-add per pair, as torch's compiled kernel */
                 if (dt == AMPY_FLOAT64) {
                     const double *x = (const double *)c->src;
-                    double t0 = fma(x[r0 + w0], b0, x[r0 + w1] * b1);
-                    double t1 = fma(x[r1 + w0], b0, x[r1 + w1] * b1);
-                    ((double *)c->dst)[o] = fma(t0, a0, t1 * a1);
+                    ((double *)c->dst)[o] = ampy_cnn_bilinear_d(x[r0 + w0], x[r0 + w1], x[r1 + w0],
+                                                                x[r1 + w1], a0, a1, b0, b1);
                 } else {
-                    float fb0 = (float)b0, fb1 = (float)b1;
-                    float t0 = fmaf(ampy_cnn_ldf(c->src, dt, r0 + w0), fb0,
-                                    ampy_cnn_ldf(c->src, dt, r0 + w1) * fb1);
-                    float t1 = fmaf(ampy_cnn_ldf(c->src, dt, r1 + w0), fb0,
-                                    ampy_cnn_ldf(c->src, dt, r1 + w1) * fb1);
-                    ampy_cnn_stf(c->dst, dt, o, fmaf(t0, (float)a0, t1 * (float)a1));
+                    const void *x = c->src;
+                    ampy_cnn_stf(c->dst, dt, o,
+                                 ampy_cnn_bilinear_f(ampy_cnn_ldf(x, dt, r0 + w0),
+                                                     ampy_cnn_ldf(x, dt, r0 + w1),
+                                                     ampy_cnn_ldf(x, dt, r1 + w0),
+                                                     ampy_cnn_ldf(x, dt, r1 + w1), (float)a0,
+                                                     (float)a1, (float)b0, (float)b1));
                 }
             }
         }

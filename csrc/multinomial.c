@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "ampy/multinomial.h"
+#include "ampy/multinomial_math.h"
 #include "ampy/parallel.h"
 
 typedef struct {
@@ -56,26 +57,15 @@ static void with_replacement(const mn_ctx *c, int64_t r, double *cdf)
         if (p[j] > 0.0)
             last = j;
     }
-    for (int64_t s = 0; s < c->ns; s++) {
-        const double t = c->u[r * c->ns + s] * acc;
-        int64_t lo = 0, hi = c->ncat - 1;
-        while (lo < hi) {
-            const int64_t mid = lo + (hi - lo) / 2;
-            if (cdf[mid] > t)
-                hi = mid;
-            else
-                lo = mid + 1;
-        }
-        c->out[r * c->ns + s] = lo > last ? last : lo; /* t rounded up to the total */
-    }
+    for (int64_t s = 0; s < c->ns; s++)
+        c->out[r * c->ns + s] = ampy_mn_search(cdf, c->ncat, last, c->u[r * c->ns + s]);
 }
 
 static void without_replacement(const mn_ctx *c, int64_t r, keyed *k)
 {
     const double *p = c->p + r * c->ncat, *u = c->u + r * c->ncat;
     for (int64_t j = 0; j < c->ncat; j++) {
-        const double e = -log1p(-u[j]); /* exponential(1), > 0 except for u == 0 */
-        k[j].key = p[j] > 0.0 ? (e > 0.0 ? p[j] / e : INFINITY) : -1.0 / (1.0 + e);
+        k[j].key = ampy_mn_key(p[j], u[j]);
         k[j].i = j;
     }
     qsort(k, (size_t)c->ncat, sizeof(keyed), by_key_desc);

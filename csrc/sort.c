@@ -14,6 +14,7 @@
 #include "ampy/elem.h"
 #include "ampy/parallel.h"
 #include "ampy/sort.h"
+#include "ampy/sort_math.h"
 
 typedef struct {
     double k;
@@ -25,25 +26,16 @@ typedef struct {
     int64_t i;
 } ipair;
 
-/* "a comes before b" in ascending order with NaN last; ties by position. */
+/* "a comes before b" in ascending order with NaN last; ties by position
+ * (ampy/sort_math.h, the order the CUDA sort uses too). */
 static inline int f_before(const fpair *a, const fpair *b, int desc)
 {
-    const int an = isnan(a->k), bn = isnan(b->k);
-    if (an || bn) {
-        if (an && bn)
-            return a->i < b->i;
-        return desc ? an : bn;
-    }
-    if (a->k != b->k)
-        return desc ? a->k > b->k : a->k < b->k;
-    return a->i < b->i;
+    return ampy_sort_before_f(a->k, a->i, b->k, b->i, desc);
 }
 
 static inline int i_before(const ipair *a, const ipair *b, int desc)
 {
-    if (a->k != b->k)
-        return desc ? a->k > b->k : a->k < b->k;
-    return a->i < b->i;
+    return ampy_sort_before_i(a->k, a->i, b->k, b->i, desc);
 }
 
 /* merge sort of v[0..n) with tmp[n] scratch; insertion sort on runs of 16 */

@@ -11,7 +11,10 @@
 #include "ampy/amp_cuda.h"
 #include "ampy/conv_cuda.h"
 #include "ampy/clip.h"
+#include "ampy/cnn_cuda.h"
 #include "ampy/gemm_cuda.h"
+#include "ampy/multinomial_cuda.h"
+#include "ampy/sort_cuda.h"
 
 #include <limits.h>
 
@@ -200,6 +203,24 @@ static const ampy_cuda_api api_table = {
     .clip_scale = ampy_clip_scale_cuda,
     .set_matmul_tf32 = ampy_cuda_set_matmul_tf32,
     .get_matmul_tf32 = ampy_cuda_get_matmul_tf32,
+    /* cnn, sort */
+    .cnn_batch_norm_fwd = ampy_cnn_batch_norm_fwd_cuda,
+    .cnn_batch_norm_bwd = ampy_cnn_batch_norm_bwd_cuda,
+    .cnn_group_norm_fwd = ampy_cnn_group_norm_fwd_cuda,
+    .cnn_group_norm_bwd = ampy_cnn_group_norm_bwd_cuda,
+    .cnn_max_pool2d_fwd = ampy_cnn_max_pool2d_fwd_cuda,
+    .cnn_max_pool2d_bwd = ampy_cnn_max_pool2d_bwd_cuda,
+    .cnn_avg_pool2d_fwd = ampy_cnn_avg_pool2d_fwd_cuda,
+    .cnn_avg_pool2d_bwd = ampy_cnn_avg_pool2d_bwd_cuda,
+    .cnn_adaptive_avg_pool2d_fwd = ampy_cnn_adaptive_avg_pool2d_fwd_cuda,
+    .cnn_adaptive_avg_pool2d_bwd = ampy_cnn_adaptive_avg_pool2d_bwd_cuda,
+    .cnn_pad_fwd = ampy_cnn_pad_fwd_cuda,
+    .cnn_pad_bwd = ampy_cnn_pad_bwd_cuda,
+    .cnn_interp2d_fwd = ampy_cnn_interp2d_fwd_cuda,
+    .cnn_interp2d_bwd = ampy_cnn_interp2d_bwd_cuda,
+    .sort = ampy_sort_cuda,
+    .topk = ampy_topk_cuda,
+    .multinomial = ampy_multinomial_cuda,
 };
 
 /* _api_entries() -> {name: bool}: which entries of the table are filled
@@ -224,6 +245,12 @@ static PyObject *f_api_entries(PyObject *self, PyObject *u)
              E(rnn_cell_fwd), E(rnn_cell_bwd),
              E(attention_fwd), E(attention_bwd),
              E(clip_total_norm), E(clip_scale), E(set_matmul_tf32), E(get_matmul_tf32),
+             /* cnn, sort */
+             E(cnn_batch_norm_fwd), E(cnn_batch_norm_bwd), E(cnn_group_norm_fwd),
+             E(cnn_group_norm_bwd), E(cnn_max_pool2d_fwd), E(cnn_max_pool2d_bwd),
+             E(cnn_avg_pool2d_fwd), E(cnn_avg_pool2d_bwd), E(cnn_adaptive_avg_pool2d_fwd),
+             E(cnn_adaptive_avg_pool2d_bwd), E(cnn_pad_fwd), E(cnn_pad_bwd), E(cnn_interp2d_fwd),
+             E(cnn_interp2d_bwd), E(sort), E(topk), E(multinomial),
     };
 #undef E
     PyObject *d = PyDict_New();

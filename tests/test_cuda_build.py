@@ -300,3 +300,33 @@ def test_sync_checks_switch():
         assert mod.get_sync_checks() is False
     finally:
         mod.set_sync_checks(prev)
+
+
+# the CNN norms, pools, padding, interpolation and the row sorts
+# (cuda/cnn_norm.cu, cnn_pool.cu, cnn_resample.cu, sort.cu)
+CNN_SORT_ENTRIES = ["cnn_batch_norm_fwd", "cnn_batch_norm_bwd", "cnn_group_norm_fwd",
+                    "cnn_group_norm_bwd", "cnn_max_pool2d_fwd", "cnn_max_pool2d_bwd",
+                    "cnn_avg_pool2d_fwd", "cnn_avg_pool2d_bwd", "cnn_adaptive_avg_pool2d_fwd",
+                    "cnn_adaptive_avg_pool2d_bwd", "cnn_pad_fwd", "cnn_pad_bwd",
+                    "cnn_interp2d_fwd", "cnn_interp2d_bwd"]
+KERNEL_ENTRY_POINTS += [f"ampy_{e}_cuda" for e in CNN_SORT_ENTRIES]
+KERNEL_ENTRY_POINTS += ["ampy_sort_cuda", "ampy_topk_cuda", "ampy_multinomial_cuda"]
+KERNELS += ["cnn_bn_fwd_kernel", "cnn_bn_bwd_kernel", "cnn_gn_fwd_kernel", "cnn_gn_sums_kernel",
+            "cnn_gn_dx_kernel", "cnn_gn_param_kernel", "cnn_max_pool_fwd_kernel",
+            "cnn_max_pool_bwd_kernel", "cnn_avg_pool_fwd_kernel", "cnn_avg_pool_bwd_kernel",
+            "cnn_adaptive_fwd_kernel", "cnn_adaptive_bwd_kernel", "cnn_acc_round_kernel",
+            "cnn_pad_fwd_kernel", "cnn_pad_bwd_kernel", "cnn_interp_fwd_kernel",
+            "cnn_interp_bwd_kernel", "sort_shared_kernel", "sort_init_kernel",
+            "sort_stage_kernel", "sort_out_kernel", "mn_replacement_kernel", "mn_key_kernel"]
+
+
+def test_cnn_and_sort_entries_are_in_the_table_and_called():
+    mod = _cuda_module()
+    entries = mod._api_entries()
+    src = ""
+    for f in ("cnn_py.c", "cnn_pool_py.c", "tensorops_py.c"):
+        src += open(os.path.join(HERE, "csrc", "py", f)).read()
+    for name in CNN_SORT_ENTRIES + ["sort", "topk", "multinomial"]:
+        assert entries.get(name) is True, name
+        assert any(c in src for c in (f"CN_CALL({name},", f"PL_CALL({name},",
+                                      f"SORT_CALL(x, {name},", f"SORT_CALL(p, {name},")), name

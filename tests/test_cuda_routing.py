@@ -7,6 +7,7 @@ fake CUDA tensors below wrap host memory and never reach a kernel); and
 ampy._C_cuda refuses a _C of another tensor layout."""
 import importlib
 import importlib.util
+import re
 
 import numpy as np
 import pytest
@@ -194,20 +195,83 @@ def test_cpu_fallback_wraps_only_cpu_only_ops():
     np.testing.assert_array_equal(wrapped(x).numpy(), np.full(3, 2.0, np.float32))
 
 
-# ops that run CUDA tensors through the CPU fallback, and why
-CPU_ONLY = {
-    "sort": "row sorts have no CUDA kernel yet", "topk": "selection has no CUDA kernel yet",
-    "multinomial": "sampling has no CUDA kernel yet",
-    # the CNN pieces beside the convolutions: host kernels only so far
-    "batch_norm": "no CUDA kernel yet", "group_norm": "no CUDA kernel yet",
-    "max_pool2d": "no CUDA kernel yet", "avg_pool2d": "no CUDA kernel yet",
-    "adaptive_avg_pool2d": "no CUDA kernel yet", "constant_pad_nd": "no CUDA kernel yet",
-    "_pad_circular": "no CUDA kernel yet", "upsample_nearest2d": "no CUDA kernel yet",
-    "upsample_bilinear2d": "no CUDA kernel yet",
-    "reflection_pad1d": "no CUDA kernel yet", "reflection_pad2d": "no CUDA kernel yet",
-    "reflection_pad3d": "no CUDA kernel yet", "replication_pad1d": "no CUDA kernel yet",
-    "replication_pad2d": "no CUDA kernel yet", "replication_pad3d": "no CUDA kernel yet",
+# ops that run CUDA tensors through the CPU fallback, and why: none left
+CPU_ONLY = {}
+
+# ops whose CUDA kernels are reached through the _C bindings of csrc/py/
+# (cuda/cnn_*.cu, cuda/sort.cu): their _C functions accept CUDA tensors
+DEVICE_ROUTED = {
+    "batch_norm": ("cnn_py.c", ["cnn_batch_norm_fwd", "cnn_batch_norm_bwd"]),
+    "group_norm": ("cnn_py.c", ["cnn_group_norm_fwd", "cnn_group_norm_bwd"]),
+    "max_pool2d": ("cnn_pool_py.c", ["cnn_max_pool2d_fwd", "cnn_max_pool2d_bwd"]),
+    "avg_pool2d": ("cnn_pool_py.c", ["cnn_avg_pool2d_fwd", "cnn_avg_pool2d_bwd"]),
+    "adaptive_avg_pool2d": ("cnn_pool_py.c", ["cnn_adaptive_avg_pool2d_fwd",
+                                              "cnn_adaptive_avg_pool2d_bwd"]),
+    "pad": ("cnn_pool_py.c", ["cnn_pad_fwd", "cnn_pad_bwd"]),
+    "interpolate": ("cnn_pool_py.c", ["cnn_interp2d_fwd", "cnn_interp2d_bwd"]),
+    "sort": ("tensorops_py.c", ["sort", "topk", "multinomial"]),
 }
+
+
+@pytest.mark.parametrize("op", sorted(DEVICE_ROUTED))
+def test_cnn_and_sort_bindings_call_the_device_kernels(op):
+    import os
+    f, entries = DEVICE_ROUTED[op]
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    src = open(os.path.join(here, "csrc", "py", f)).read()
+    for e in entries:
+        assert any(c in src for c in (f"CN_CALL({e},", f"PL_CALL({e},", f"SORT_CALL(x, {e},",
+                                      f"SORT_CALL(p, {e},")), (f, e)
+
+
+def test_cnn_checks_are_shared():
+    """A CUDA tensor meets the CPU's argument checks in the cnn bindings."""
+    def bad_pad(device):
+        _C.cnn_pad_fwd(on(device, np.zeros((2, 3), np.float32)), (1,), 1, 0.0)
+    kind, msg = _raises_same(bad_pad)
+    assert kind is ValueError and "pads" in msg
+
+    def bad_indices(device):
+        dy = on(device, np.zeros((1, 2, 2), np.float32))
+        _C.cnn_max_pool2d_bwd(dy, on(device, np.zeros((1, 2, 2), np.int32)), 4, 4)
+    kind, msg = _raises_same(bad_indices)
+    assert kind is ValueError and "indices" in msg
+
+    def bad_groups(device):
+        x = on(device, np.zeros((2, 4, 3), np.float32))
+        _C.cnn_group_norm_bwd(x, x, 0, None, None, on(device, np.zeros(2)),
+                              on(device, np.zeros(2)), True, False, False)
+    kind, msg = _raises_same(bad_groups)
+    assert kind is ValueError and "mismatched" in msg
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([[1.0, 2.0], [0.0, 0.0]], "sum of probabilities <= 0"),
+    ([[0.0, 0.0], [1.0, -1.0]], "sum of probabilities <= 0"),
+    ([[1.0, float("nan")], [0.0, 0.0]], "`inf`, `nan` or element < 0"),
+    ([[1.0, 2.0], [float("inf"), 1.0]], "`inf`, `nan` or element < 0"),
+    ([[1.0, -0.5], [1.0, 1.0]], "`inf`, `nan` or element < 0"),
+])
+def test_multinomial_device_weight_checks_are_the_kernels(rows, message):
+    """The checks ampy/_sorting.py makes for CUDA weights (device reductions,
+    one read of per-row flags) raise what the CPU kernel raises, first bad
+    row first; run here on CPU tensors, which those reductions accept too."""
+    from ampy import _sorting
+    w = ampy.tensor(rows, dtype=ampy.float64)
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        _sorting._check_device_weights(w)
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        _C.multinomial(w, 1, True, ampy.zeros(2, dtype=ampy.float64))
+    _sorting._check_device_weights(ampy.tensor([[1.0, 0.0], [0.0, 2.0]], dtype=ampy.float64))
+
+
+def test_cnn_mixed_devices_name_the_tensor():
+    x = fake_cuda(np.zeros((2, 3, 4), np.float32))
+    with pytest.raises(RuntimeError, match="argument 'weight' is on the CPU"):
+        _C.cnn_batch_norm_fwd(x, ampy.ones(3), None, None, None, True, 0.1, 1e-5)
+    with pytest.raises(RuntimeError, match="argument 'indices' is on the CPU"):
+        _C.cnn_max_pool2d_bwd(fake_cuda(np.zeros((1, 2, 2), np.float32)),
+                              ampy.zeros((1, 2, 2), dtype=ampy.int64), 4, 4)
 
 
 def test_every_op_declares_a_device_path():

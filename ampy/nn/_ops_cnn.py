@@ -1,6 +1,7 @@
 """The cnn ops in the op table: batch_norm, group_norm, max_pool2d,
 avg_pool2d, adaptive_avg_pool2d, the padding ops and 2-d interpolation, each
-a forward (one call into the C kernels of csrc/cnn_*.c) and its backward rule.
+a forward (one call into the C kernels of csrc/cnn_*.c, or of cuda/cnn_*.cu
+for CUDA tensors: the _C binding decides) and its backward rule.
 
 The op names are torch's ATen names, so `defop` gives each torch's autocast
 policy from ampy/_policy_lists.py: on the CPU reflection_pad1d/2d and
@@ -17,7 +18,7 @@ forms of ampy/nn/_ops_cnn_graph.py; constant padding's gradient is constant
 padding with the pads negated, an op itself.
 """
 from .. import _C
-from .._dispatch import CPU, backward, defop, dispatch, get_op
+from .._dispatch import CPU_CUDA, backward, defop, dispatch, get_op
 from . import _ops_cnn_graph as G
 
 __all__ = ["PAD_MODES", "PAD_OPS"]
@@ -37,7 +38,10 @@ def _g(g, dtype):
 def _probe(b):
     """A one-element tensor of unsaved bias b's dtype (the bias gradient's
     dtype; the kernel never reads the bias), or None."""
-    return None if b is None else _C.empty((1,), b.dtype)
+    if b is None:
+        return None
+    return _C.empty((1,), b.dtype) if b._device_index < 0 else _C._empty_device((1,), b.dtype,
+                                                                             b._device_index)
 
 
 def _need(ctx, k):
@@ -46,7 +50,7 @@ def _need(ctx, k):
 
 
 # ---------------------------------------------------------------- batch_norm
-@defop("batch_norm", devices=CPU, names=("ampy.nn.functional.batch_norm",))
+@defop("batch_norm", devices=CPU_CUDA, names=("ampy.nn.functional.batch_norm",))
 def batch_norm_fwd(input, weight, bias, running_mean, running_var, training, momentum, eps,
                    saved=None):
     """(x - mean) * invstd * weight + bias per channel (dim 1); training uses
@@ -71,7 +75,7 @@ def batch_norm_bwd(ctx, g):
 
 
 # ---------------------------------------------------------------- group_norm
-@defop("group_norm", devices=CPU, names=("ampy.nn.functional.group_norm",))
+@defop("group_norm", devices=CPU_CUDA, names=("ampy.nn.functional.group_norm",))
 def group_norm_fwd(input, num_groups, weight=None, bias=None, eps=1e-5, saved=None):
     """Normalises each (sample, group) of channels, then weight and bias per channel."""
     y, mean, rstd = _C.cnn_group_norm_fwd(_c(input), int(num_groups), _c(weight), _c(bias),
@@ -93,7 +97,7 @@ def group_norm_bwd(ctx, g):
 
 
 # ---------------------------------------------------------------- max_pool2d
-@defop("max_pool2d", devices=CPU, names=("ampy.nn.functional.max_pool2d",))
+@defop("max_pool2d", devices=CPU_CUDA, names=("ampy.nn.functional.max_pool2d",))
 def max_pool2d_fwd(input, window, out_hw, saved):
     """The largest element of each window; saved.a gets the argmax indices."""
     y, idx = _C.cnn_max_pool2d_fwd(_c(input), window, out_hw[0], out_hw[1])
@@ -110,7 +114,7 @@ def max_pool2d_bwd(ctx, g):
 
 
 # ---------------------------------------------------------------- avg_pool2d
-@defop("avg_pool2d", devices=CPU, names=("ampy.nn.functional.avg_pool2d",))
+@defop("avg_pool2d", devices=CPU_CUDA, names=("ampy.nn.functional.avg_pool2d",))
 def avg_pool2d_fwd(input, window, out_hw, count_include_pad, divisor_override):
     """The mean of each window (torch's divisor rule)."""
     return _C.cnn_avg_pool2d_fwd(_c(input), window, out_hw[0], out_hw[1],
@@ -127,7 +131,7 @@ def avg_pool2d_bwd(ctx, g):
 
 
 # ------------------------------------------------------- adaptive_avg_pool2d
-@defop("adaptive_avg_pool2d", devices=CPU, names=("ampy.nn.functional.adaptive_avg_pool2d",))
+@defop("adaptive_avg_pool2d", devices=CPU_CUDA, names=("ampy.nn.functional.adaptive_avg_pool2d",))
 def adaptive_avg_pool2d_fwd(input, out_hw):
     """The mean of each adaptive window (rows floor(i H/OH) to ceil((i+1) H/OH))."""
     return _C.cnn_adaptive_avg_pool2d_fwd(_c(input), out_hw[0], out_hw[1])
@@ -161,13 +165,13 @@ def _pad_bwd(ctx, g):
 
 
 for _name in sorted(set(PAD_OPS.values()) - {"constant_pad_nd"}):
-    defop(_name, devices=CPU, names=("ampy.nn.functional.pad",))(_pad_fwd)
+    defop(_name, devices=CPU_CUDA, names=("ampy.nn.functional.pad",))(_pad_fwd)
     # torch's reflection/replication backward saves the input; circular is its composite
     backward(_name, save=() if _name == "_pad_circular" else (0,))(
         G.adjoint(G.reapply(_name))(_pad_bwd))
 
 
-@defop("constant_pad_nd", devices=CPU, names=("ampy.nn.functional.pad",))
+@defop("constant_pad_nd", devices=CPU_CUDA, names=("ampy.nn.functional.pad",))
 def constant_pad_fwd(input, pad, mode="constant", value=0.0):
     """Constant padding of the last len(pad) // 2 dims (negative pads crop)."""
     return _C.cnn_pad_fwd(_c(input), tuple(pad), 0, float(value))
@@ -199,5 +203,5 @@ def _interp_bwd(ctx, g):
 
 
 for _name in ("upsample_nearest2d", "upsample_bilinear2d"):
-    defop(_name, devices=CPU, names=("ampy.nn.functional.interpolate",))(_interp_fwd)
+    defop(_name, devices=CPU_CUDA, names=("ampy.nn.functional.interpolate",))(_interp_fwd)
     backward(_name, save=())(G.adjoint(G.reapply(_name))(_interp_bwd))

@@ -2,12 +2,22 @@
  * pools, padding, interpolation) as ampy._C.cnn_* functions.
  *
  * Internal API for ampy/nn/_ops_cnn.py, which checks the user's arguments
- * (torch's messages), computes the output sizes and passes contiguous CPU
- * tensors whose last two dims (the last k for padding) are the plane.
+ * (torch's messages), computes the output sizes and passes contiguous
+ * tensors of one device whose last two dims (the last k for padding) are
+ * the plane. CUDA tensors run cuda/cnn_pool.cu's and cuda/cnn_resample.cu's
+ * kernels through the ampy_cuda_api table (PL_CALL), CPU tensors libampy's.
  */
 #include "pyampy.h"
 
 #include "ampy/cnn.h"
+#include "ampy/cuda.h"
+
+/* The device of the current call: that of its first tensor argument
+ * (ptensor() checks the others against it). Thread-local: RUN releases the
+ * GIL. */
+static _Thread_local int pl_dev = AMPY_DEV_CPU;
+#define PL_CALL(name, ...)                                                                       \
+    (pl_dev >= 0 ? ampy_py_cuda_api()->name(pl_dev, __VA_ARGS__) : ampy_##name(__VA_ARGS__))
 
 #define RUN(n, call)                                                                             \
     do {                                                                                         \
@@ -19,12 +29,24 @@
         }                                                                                        \
     } while (0)
 
-static AmpyTensor *ptensor(PyObject *o, const char *fn, const char *arg, int min_dims)
+/* A contiguous tensor of at least min_dims dims; the first of a call
+ * (first) sets the call's device, the others must be on it. */
+static AmpyTensor *ptensor(PyObject *o, const char *fn, const char *arg, int min_dims, int first)
 {
     AmpyTensor *t = ampy_py_tensor_arg(o, fn, arg);
-    if (t && (t->device != AMPY_DEV_CPU || !ampy_py_is_contiguous(t) || t->ndim < min_dims)) {
-        PyErr_Format(PyExc_ValueError, "%s: argument '%s' must be a contiguous CPU tensor of at "
+    if (t && (!ampy_py_is_contiguous(t) || t->ndim < min_dims)) {
+        PyErr_Format(PyExc_ValueError, "%s: argument '%s' must be a contiguous tensor of at "
                      "least %d dims", fn, arg, min_dims);
+        return NULL;
+    }
+    if (t && first) {
+        if (t->device >= 0 && !ampy_py_cuda_api())
+            return NULL;
+        pl_dev = t->device;
+    } else if (t && t->device != pl_dev) {
+        PyErr_Format(PyExc_RuntimeError, "%s: Expected all tensors to be on the same device, "
+                     "but argument '%s' is on %s", fn, arg,
+                     t->device < 0 ? "the CPU" : "a CUDA device");
         return NULL;
     }
     return t;
@@ -36,7 +58,7 @@ static AmpyTensor *new_tail(const AmpyTensor *t, int dtype, int k, const int64_t
     int64_t shape[AMPY_MAX_DIMS];
     for (int i = 0; i < t->ndim; i++)
         shape[i] = i < t->ndim - k ? t->shape[i] : last[i - (t->ndim - k)];
-    return ampy_py_empty(dtype, t->ndim, shape, AMPY_DEV_CPU);
+    return ampy_py_empty(dtype, t->ndim, shape, t->device);
 }
 
 static int64_t blocks(const AmpyTensor *t, int k)
@@ -51,7 +73,7 @@ static PyObject *done(ampy_status s, AmpyTensor *y)
 {
     if (s != AMPY_OK) {
         Py_DECREF(y);
-        return ampy_py_raise(s);
+        return pl_dev >= 0 ? ampy_py_raise_cuda(s) : ampy_py_raise(s);
     }
     return (PyObject *)y;
 }
@@ -69,7 +91,7 @@ static PyObject *f_max_fwd(PyObject *self, PyObject *args)
     long long OH, OW;
     if (!PyArg_ParseTuple(args, "O" WIN_FMT "LL:cnn_max_pool2d_fwd", &ox, WIN_ARGS(w), &OH, &OW))
         return NULL;
-    AmpyTensor *x = ptensor(ox, "max_pool2d", "input", 2);
+    AmpyTensor *x = ptensor(ox, "max_pool2d", "input", 2, 1);
     if (!x)
         return NULL;
     int64_t o[2] = {OH, OW};
@@ -79,11 +101,11 @@ static PyObject *f_max_fwd(PyObject *self, PyObject *args)
         return NULL;
     }
     ampy_status s;
-    RUN(x->numel, ampy_cnn_max_pool2d_fwd(blocks(x, 2), H_OF(x), W_OF(x), OH, OW, &w, x->data,
+    RUN(x->numel, PL_CALL(cnn_max_pool2d_fwd, blocks(x, 2), H_OF(x), W_OF(x), OH, OW, &w, x->data,
                                           x->dtype, y->data, (int64_t *)idx->data));
     if (s != AMPY_OK) {
         Py_DECREF(y), Py_DECREF(idx);
-        return ampy_py_raise(s);
+        return pl_dev >= 0 ? ampy_py_raise_cuda(s) : ampy_py_raise(s);
     }
     return Py_BuildValue("NN", y, idx);
 }
@@ -95,8 +117,8 @@ static PyObject *f_max_bwd(PyObject *self, PyObject *args)
     long long H, W;
     if (!PyArg_ParseTuple(args, "OOLL:cnn_max_pool2d_bwd", &ody, &oi, &H, &W))
         return NULL;
-    AmpyTensor *dy = ptensor(ody, "max_pool2d_backward", "grad_output", 2), *idx = NULL;
-    if (!dy || !(idx = ptensor(oi, "max_pool2d_backward", "indices", 2)))
+    AmpyTensor *dy = ptensor(ody, "max_pool2d_backward", "grad_output", 2, 1), *idx = NULL;
+    if (!dy || !(idx = ptensor(oi, "max_pool2d_backward", "indices", 2, 0)))
         return NULL;
     if (idx->dtype != AMPY_INT64 || idx->numel != dy->numel) {
         PyErr_SetString(PyExc_ValueError, "max_pool2d_backward: indices must be int64 and "
@@ -108,7 +130,7 @@ static PyObject *f_max_bwd(PyObject *self, PyObject *args)
     if (!dx)
         return NULL;
     ampy_status s;
-    RUN(dy->numel, ampy_cnn_max_pool2d_bwd(blocks(dy, 2), H, W, H_OF(dy), W_OF(dy),
+    RUN(dy->numel, PL_CALL(cnn_max_pool2d_bwd, blocks(dy, 2), H, W, H_OF(dy), W_OF(dy),
                                            (const int64_t *)idx->data, dy->data, dy->dtype,
                                            dx->data));
     return done(s, dx);
@@ -124,7 +146,7 @@ static PyObject *f_avg_fwd(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "O" WIN_FMT "LLpL:cnn_avg_pool2d_fwd", &ox, WIN_ARGS(w), &OH,
                           &OW, &inc, &div))
         return NULL;
-    AmpyTensor *x = ptensor(ox, "avg_pool2d", "input", 2);
+    AmpyTensor *x = ptensor(ox, "avg_pool2d", "input", 2, 1);
     if (!x)
         return NULL;
     int64_t o[2] = {OH, OW};
@@ -132,7 +154,7 @@ static PyObject *f_avg_fwd(PyObject *self, PyObject *args)
     if (!y)
         return NULL;
     ampy_status s;
-    RUN(x->numel, ampy_cnn_avg_pool2d_fwd(blocks(x, 2), H_OF(x), W_OF(x), OH, OW, &w, inc, div,
+    RUN(x->numel, PL_CALL(cnn_avg_pool2d_fwd, blocks(x, 2), H_OF(x), W_OF(x), OH, OW, &w, inc, div,
                                           x->data, x->dtype, y->data));
     return done(s, y);
 }
@@ -147,7 +169,7 @@ static PyObject *f_avg_bwd(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "O" WIN_FMT "LLpL:cnn_avg_pool2d_bwd", &ody, WIN_ARGS(w), &H, &W,
                           &inc, &div))
         return NULL;
-    AmpyTensor *dy = ptensor(ody, "avg_pool2d_backward", "grad_output", 2);
+    AmpyTensor *dy = ptensor(ody, "avg_pool2d_backward", "grad_output", 2, 1);
     if (!dy)
         return NULL;
     int64_t in[2] = {H, W};
@@ -155,8 +177,8 @@ static PyObject *f_avg_bwd(PyObject *self, PyObject *args)
     if (!dx)
         return NULL;
     ampy_status s;
-    RUN(dy->numel, ampy_cnn_avg_pool2d_bwd(blocks(dy, 2), H, W, H_OF(dy), W_OF(dy), &w, inc, div,
-                                           dy->data, dy->dtype, dx->data));
+    RUN(dy->numel, PL_CALL(cnn_avg_pool2d_bwd, blocks(dy, 2), H, W, H_OF(dy), W_OF(dy), &w, inc,
+                           div, dy->data, dy->dtype, dx->data));
     return done(s, dx);
 }
 
@@ -168,7 +190,7 @@ static PyObject *f_adaptive(PyObject *args, int backward)
     if (!PyArg_ParseTuple(args, backward ? "OLL:cnn_adaptive_avg_pool2d_bwd"
                                          : "OLL:cnn_adaptive_avg_pool2d_fwd", &ot, &A, &B))
         return NULL;
-    AmpyTensor *t = ptensor(ot, "adaptive_avg_pool2d", backward ? "grad_output" : "input", 2);
+    AmpyTensor *t = ptensor(ot, "adaptive_avg_pool2d", backward ? "grad_output" : "input", 2, 1);
     if (!t)
         return NULL;
     int64_t ab[2] = {A, B};
@@ -177,10 +199,10 @@ static PyObject *f_adaptive(PyObject *args, int backward)
         return NULL;
     ampy_status s;
     if (backward)
-        RUN(t->numel, ampy_cnn_adaptive_avg_pool2d_bwd(blocks(t, 2), A, B, H_OF(t), W_OF(t),
+        RUN(t->numel, PL_CALL(cnn_adaptive_avg_pool2d_bwd, blocks(t, 2), A, B, H_OF(t), W_OF(t),
                                                        t->data, t->dtype, r->data));
     else
-        RUN(t->numel, ampy_cnn_adaptive_avg_pool2d_fwd(blocks(t, 2), H_OF(t), W_OF(t), A, B,
+        RUN(t->numel, PL_CALL(cnn_adaptive_avg_pool2d_fwd, blocks(t, 2), H_OF(t), W_OF(t), A, B,
                                                        t->data, t->dtype, r->data));
     return done(s, r);
 }
@@ -221,7 +243,7 @@ static PyObject *f_pad_fwd(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOid:cnn_pad_fwd", &ox, &op, &mode, &value) ||
         parse_pads(op, &k, lo, hi) < 0)
         return NULL;
-    AmpyTensor *x = ptensor(ox, "pad", "input", k);
+    AmpyTensor *x = ptensor(ox, "pad", "input", k, 1);
     if (!x)
         return NULL;
     for (int j = 0; j < k; j++) {
@@ -236,7 +258,7 @@ static PyObject *f_pad_fwd(PyObject *self, PyObject *args)
     if (!y)
         return NULL;
     ampy_status s;
-    RUN(x->numel, ampy_cnn_pad_fwd(blocks(x, k), k, in, lo, hi, mode, value, x->data, x->dtype,
+    RUN(x->numel, PL_CALL(cnn_pad_fwd, blocks(x, k), k, in, lo, hi, mode, value, x->data, x->dtype,
                                    y->data));
     return done(s, y);
 }
@@ -251,7 +273,7 @@ static PyObject *f_pad_bwd(PyObject *self, PyObject *args)
         parse_pads(op, &k, lo, hi) < 0 ||
         ampy_py_parse_shape(osz, &nd, in, "pad_backward", "in_sizes") < 0)
         return NULL;
-    AmpyTensor *dy = ptensor(ody, "pad_backward", "grad_output", k);
+    AmpyTensor *dy = ptensor(ody, "pad_backward", "grad_output", k, 1);
     if (!dy)
         return NULL;
     if (nd != k) {
@@ -267,7 +289,7 @@ static PyObject *f_pad_bwd(PyObject *self, PyObject *args)
     if (!dx)
         return NULL;
     ampy_status s;
-    RUN(dy->numel, ampy_cnn_pad_bwd(blocks(dy, k), k, in, lo, hi, mode, dy->data, dy->dtype,
+    RUN(dy->numel, PL_CALL(cnn_pad_bwd, blocks(dy, k), k, in, lo, hi, mode, dy->data, dy->dtype,
                                     dx->data));
     return done(s, dx);
 }
@@ -283,7 +305,7 @@ static PyObject *f_interp(PyObject *args, int backward)
     if (!PyArg_ParseTuple(args, backward ? "OLLipdd:cnn_interp2d_bwd" : "OLLipdd:cnn_interp2d_fwd",
                           &ot, &A, &B, &mode, &align, &sh, &sw))
         return NULL;
-    AmpyTensor *t = ptensor(ot, "interpolate", backward ? "grad_output" : "input", 2);
+    AmpyTensor *t = ptensor(ot, "interpolate", backward ? "grad_output" : "input", 2, 1);
     if (!t)
         return NULL;
     int64_t ab[2] = {A, B};
@@ -292,11 +314,11 @@ static PyObject *f_interp(PyObject *args, int backward)
         return NULL;
     ampy_status s;
     if (backward)
-        RUN(t->numel, ampy_cnn_interp2d_bwd(blocks(t, 2), A, B, H_OF(t), W_OF(t), mode, align, sh,
-                                            sw, t->data, t->dtype, r->data));
+        RUN(t->numel, PL_CALL(cnn_interp2d_bwd, blocks(t, 2), A, B, H_OF(t), W_OF(t), mode,
+                              align, sh, sw, t->data, t->dtype, r->data));
     else
-        RUN(t->numel, ampy_cnn_interp2d_fwd(blocks(t, 2), H_OF(t), W_OF(t), A, B, mode, align, sh,
-                                            sw, t->data, t->dtype, r->data));
+        RUN(t->numel, PL_CALL(cnn_interp2d_fwd, blocks(t, 2), H_OF(t), W_OF(t), A, B, mode,
+                              align, sh, sw, t->data, t->dtype, r->data));
     return done(s, r);
 }
 

@@ -3,13 +3,27 @@
  * cnn_pool_py.c's).
  *
  * Internal API for ampy/nn/_ops_cnn.py, which checks the user's arguments
- * (torch's messages) and passes contiguous CPU tensors; here each function
- * checks what the kernel relies on once more, allocates the outputs,
- * releases the GIL for large inputs and maps an ampy_status to an exception.
+ * (torch's messages) and passes contiguous tensors of one device; here each
+ * function checks what the kernel relies on once more, allocates the
+ * outputs, releases the GIL for large inputs and maps an ampy_status to an
+ * exception. CUDA tensors run cuda/cnn_norm.cu's kernels through the
+ * ampy_cuda_api table (CN_CALL), CPU tensors libampy's.
  */
 #include "pyampy.h"
 
 #include "ampy/cnn.h"
+#include "ampy/cuda.h"
+
+/* The device of the current call (thread-local: RUN releases the GIL):
+ * CN_BEGIN() unsets it, ctensor() records the first tensor's and checks
+ * the others against it. */
+#define CN_UNSET (-2)
+static _Thread_local int cn_dev = AMPY_DEV_CPU;
+#define CN_BEGIN() (cn_dev = CN_UNSET)
+#define CN_DEVICE (cn_dev >= 0 ? cn_dev : AMPY_DEV_CPU)
+#define CN_CALL(name, ...)                                                                       \
+    (cn_dev >= 0 ? ampy_py_cuda_api()->name(cn_dev, __VA_ARGS__) : ampy_##name(__VA_ARGS__))
+#define CN_RAISE(s) (cn_dev >= 0 ? ampy_py_raise_cuda(s) : ampy_py_raise(s))
 
 #define BIG(n) ((n) >= AMPY_PY_GIL_RELEASE_MIN)
 #define RUN(n, call)                                                                             \
@@ -23,15 +37,25 @@
     } while (0)
 #define OPT(t) ((t) ? (void *)(t)->data : NULL)
 
-/* A contiguous CPU tensor (None -> NULL without an exception when opt). */
+/* A contiguous tensor on the call's device (None -> NULL without an
+ * exception when opt). */
 static AmpyTensor *ctensor(PyObject *o, const char *fn, const char *arg, int opt)
 {
     if (opt && o == Py_None)
         return NULL;
     AmpyTensor *t = ampy_py_tensor_arg(o, fn, arg);
-    if (t && (t->device != AMPY_DEV_CPU || !ampy_py_is_contiguous(t))) {
-        PyErr_Format(PyExc_ValueError, "%s: argument '%s' must be a contiguous CPU tensor", fn,
-                     arg);
+    if (t && !ampy_py_is_contiguous(t)) {
+        PyErr_Format(PyExc_ValueError, "%s: argument '%s' must be a contiguous tensor", fn, arg);
+        return NULL;
+    }
+    if (t && cn_dev == CN_UNSET) {
+        if (t->device >= 0 && !ampy_py_cuda_api())
+            return NULL;
+        cn_dev = t->device;
+    } else if (t && t->device != cn_dev) {
+        PyErr_Format(PyExc_RuntimeError, "%s: Expected all tensors to be on the same device, "
+                     "but argument '%s' is on %s", fn, arg,
+                     t->device < 0 ? "the CPU" : "a CUDA device");
         return NULL;
     }
     return t;
@@ -42,7 +66,7 @@ static AmpyTensor *ctensor(PyObject *o, const char *fn, const char *arg, int opt
 
 static AmpyTensor *new_shape(int dtype, int ndim, const int64_t *shape)
 {
-    return ampy_py_empty(dtype, ndim, shape, AMPY_DEV_CPU);
+    return ampy_py_empty(dtype, ndim, shape, CN_DEVICE);
 }
 
 /* (N, C, S) of a batch (ndim >= 2) */
@@ -95,6 +119,7 @@ static PyObject *f_bn_fwd(PyObject *self, PyObject *args)
                           &training, &momentum, &eps))
         return NULL;
     const char *fn = "batch_norm";
+    CN_BEGIN();
     AmpyTensor *x = ctensor(ox, fn, "input", 0), *w = NULL, *b = NULL, *rm = NULL, *rv = NULL;
     if (!x || !GOT(w = ctensor(ow, fn, "weight", 1)) || !GOT(b = ctensor(ob, fn, "bias", 1)) ||
         !GOT(rm = ctensor(orm, fn, "running_mean", 1)) ||
@@ -117,13 +142,13 @@ static PyObject *f_bn_fwd(PyObject *self, PyObject *args)
         goto error;
     ampy_status s;
     int upd = training && rm && rv;
-    RUN(x->numel, ampy_cnn_batch_norm_fwd(N, C, S, x->data, x->dtype, OPT(w), OPT(b),
+    RUN(x->numel, CN_CALL(cnn_batch_norm_fwd, N, C, S, x->data, x->dtype, OPT(w), OPT(b),
                                           training && !upd ? NULL : OPT(rm),
                                           training && !upd ? NULL : OPT(rv), pdt, training,
                                           momentum, eps, y->data, (double *)sm->data,
                                           (double *)si->data));
     if (s != AMPY_OK) {
-        ampy_py_raise(s);
+        CN_RAISE(s);
         goto error;
     }
     if (upd)
@@ -144,6 +169,7 @@ static PyObject *f_bn_bwd(PyObject *self, PyObject *args)
                           &om, &oi, &ndx, &ndw, &ndb))
         return NULL;
     const char *fn = "batch_norm_backward";
+    CN_BEGIN();
     AmpyTensor *x = ctensor(ox, fn, "input", 0), *dy = NULL, *w = NULL, *b = NULL, *m = NULL,
                *iv = NULL;
     if (!x || !(dy = ctensor(ody, fn, "grad_output", 0)) ||
@@ -164,11 +190,11 @@ static PyObject *f_bn_bwd(PyObject *self, PyObject *args)
         (ndw && !(dw = new_shape(pdt, 1, &C))) || (ndb && !(db = new_shape(pdt, 1, &C))))
         goto error;
     ampy_status s;
-    RUN(x->numel, ampy_cnn_batch_norm_bwd(N, C, S, x->data, x->dtype, dy->data, OPT(w), pdt,
+    RUN(x->numel, CN_CALL(cnn_batch_norm_bwd, N, C, S, x->data, x->dtype, dy->data, OPT(w), pdt,
                                           training, (const double *)m->data,
                                           (const double *)iv->data, OPT(dx), OPT(dw), OPT(db)));
     if (s != AMPY_OK) {
-        ampy_py_raise(s);
+        CN_RAISE(s);
         goto error;
     }
     return Py_BuildValue("NNN", opt_obj(dx), opt_obj(dw), opt_obj(db));
@@ -186,6 +212,7 @@ static PyObject *f_gn_fwd(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OLOOd:cnn_group_norm_fwd", &ox, &G, &ow, &ob, &eps))
         return NULL;
     const char *fn = "group_norm";
+    CN_BEGIN();
     AmpyTensor *x = ctensor(ox, fn, "input", 0), *w = NULL, *b = NULL;
     if (!x || !GOT(w = ctensor(ow, fn, "weight", 1)) || !GOT(b = ctensor(ob, fn, "bias", 1)))
         return NULL;
@@ -201,11 +228,11 @@ static PyObject *f_gn_fwd(PyObject *self, PyObject *args)
     if (!y || !mean || !rstd)
         goto error;
     ampy_status s;
-    RUN(x->numel, ampy_cnn_group_norm_fwd(N, C, S, G, x->data, x->dtype, OPT(w), OPT(b), pdt,
+    RUN(x->numel, CN_CALL(cnn_group_norm_fwd, N, C, S, G, x->data, x->dtype, OPT(w), OPT(b), pdt,
                                           eps, y->data, (double *)mean->data,
                                           (double *)rstd->data));
     if (s != AMPY_OK) {
-        ampy_py_raise(s);
+        CN_RAISE(s);
         goto error;
     }
     return Py_BuildValue("NNN", y, mean, rstd);
@@ -224,6 +251,7 @@ static PyObject *f_gn_bwd(PyObject *self, PyObject *args)
                           &orr, &ndx, &ndw, &ndb))
         return NULL;
     const char *fn = "group_norm_backward";
+    CN_BEGIN();
     AmpyTensor *x = ctensor(ox, fn, "input", 0), *dy = NULL, *w = NULL, *b = NULL, *m = NULL,
                *r = NULL;
     if (!x || !(dy = ctensor(ody, fn, "grad_output", 0)) ||
@@ -245,11 +273,11 @@ static PyObject *f_gn_bwd(PyObject *self, PyObject *args)
         (ndw && !(dw = new_shape(pdt, 1, &C))) || (ndb && !(db = new_shape(pdt, 1, &C))))
         goto error;
     ampy_status s;
-    RUN(x->numel, ampy_cnn_group_norm_bwd(N, C, S, G, x->data, x->dtype, dy->data, OPT(w), pdt,
+    RUN(x->numel, CN_CALL(cnn_group_norm_bwd, N, C, S, G, x->data, x->dtype, dy->data, OPT(w), pdt,
                                           (const double *)m->data, (const double *)r->data,
                                           OPT(dx), OPT(dw), OPT(db)));
     if (s != AMPY_OK) {
-        ampy_py_raise(s);
+        CN_RAISE(s);
         goto error;
     }
     return Py_BuildValue("NNN", opt_obj(dx), opt_obj(dw), opt_obj(db));

@@ -13,6 +13,7 @@
 #include "ampy/multinomial.h"
 #include "ampy/scatter.h"
 #include "ampy/sort.h"
+#include "ampy/cuda.h"
 #include "ampy/tril.h"
 
 #define BIG(n) ((n) >= AMPY_PY_GIL_RELEASE_MIN)
@@ -56,6 +57,22 @@ static PyObject *pair(AmpyTensor *v, AmpyTensor *i)
     return Py_BuildValue("(NN)", (PyObject *)v, (PyObject *)i);
 }
 
+/* a contiguous tensor of the CPU or a CUDA device (the row sorts run on
+ * both: cuda/sort.cu through the ampy_cuda_api table), or NULL */
+static AmpyTensor *sort_tensor(PyObject *o, const char *fn)
+{
+    AmpyTensor *t = ampy_py_tensor_arg(o, fn, "input");
+    if (t && !ampy_py_is_contiguous(t)) {
+        PyErr_Format(PyExc_ValueError, "%s: argument 'input' must be a contiguous tensor", fn);
+        return NULL;
+    }
+    return t && t->device >= 0 && !ampy_py_cuda_api() ? NULL : t;
+}
+
+#define SORT_CALL(x, name, ...)                                                                  \
+    ((x)->device >= 0 ? ampy_py_cuda_api()->name((x)->device, __VA_ARGS__)                       \
+                      : ampy_##name(__VA_ARGS__))
+
 /* sort(x, descending) -> (values, indices), along x's last dim */
 static PyObject *f_sort(PyObject *self, PyObject *args)
 {
@@ -64,24 +81,24 @@ static PyObject *f_sort(PyObject *self, PyObject *args)
     int desc;
     if (!PyArg_ParseTuple(args, "Op:sort", &ox, &desc))
         return NULL;
-    AmpyTensor *x = cpu_tensor(ox, "sort", "input", 1);
+    AmpyTensor *x = sort_tensor(ox, "sort");
     if (!x)
         return NULL;
     int64_t rows, n;
     rows_of(x, &rows, &n);
-    AmpyTensor *v = ampy_py_empty(x->dtype, x->ndim, x->shape, AMPY_DEV_CPU);
-    AmpyTensor *i = v ? ampy_py_empty(AMPY_INT64, x->ndim, x->shape, AMPY_DEV_CPU) : NULL;
+    AmpyTensor *v = ampy_py_empty(x->dtype, x->ndim, x->shape, x->device);
+    AmpyTensor *i = v ? ampy_py_empty(AMPY_INT64, x->ndim, x->shape, x->device) : NULL;
     if (!i) {
         Py_XDECREF(v);
         return NULL;
     }
     ampy_status s;
-    RUN(x->numel, ampy_sort((ampy_dtype)x->dtype, rows, n, x->data, desc, v->data,
+    RUN(x->numel, SORT_CALL(x, sort, (ampy_dtype)x->dtype, rows, n, x->data, desc, v->data,
                             (int64_t *)i->data));
     if (s != AMPY_OK) {
         Py_DECREF(v);
         Py_DECREF(i);
-        return ampy_py_raise(s);
+        return x->device >= 0 ? ampy_py_raise_cuda(s) : ampy_py_raise(s);
     }
     return pair(v, i);
 }
@@ -95,7 +112,7 @@ static PyObject *f_topk(PyObject *self, PyObject *args)
     int largest;
     if (!PyArg_ParseTuple(args, "OLp:topk", &ox, &k, &largest))
         return NULL;
-    AmpyTensor *x = cpu_tensor(ox, "topk", "input", 1);
+    AmpyTensor *x = sort_tensor(ox, "topk");
     if (!x)
         return NULL;
     int64_t rows, n, shape[AMPY_MAX_DIMS];
@@ -106,19 +123,19 @@ static PyObject *f_topk(PyObject *self, PyObject *args)
     }
     for (int d = 0; d < x->ndim; d++)
         shape[d] = d == x->ndim - 1 ? k : x->shape[d];
-    AmpyTensor *v = ampy_py_empty(x->dtype, x->ndim, shape, AMPY_DEV_CPU);
-    AmpyTensor *i = v ? ampy_py_empty(AMPY_INT64, x->ndim, shape, AMPY_DEV_CPU) : NULL;
+    AmpyTensor *v = ampy_py_empty(x->dtype, x->ndim, shape, x->device);
+    AmpyTensor *i = v ? ampy_py_empty(AMPY_INT64, x->ndim, shape, x->device) : NULL;
     if (!i) {
         Py_XDECREF(v);
         return NULL;
     }
     ampy_status s;
-    RUN(x->numel, ampy_topk((ampy_dtype)x->dtype, rows, n, k, largest, x->data, v->data,
-                            (int64_t *)i->data));
+    RUN(x->numel, SORT_CALL(x, topk, (ampy_dtype)x->dtype, rows, n, k, largest, x->data,
+                            v->data, (int64_t *)i->data));
     if (s != AMPY_OK) {
         Py_DECREF(v);
         Py_DECREF(i);
-        return ampy_py_raise(s);
+        return x->device >= 0 ? ampy_py_raise_cuda(s) : ampy_py_raise(s);
     }
     return pair(v, i);
 }
@@ -259,7 +276,9 @@ static PyObject *f_tril(PyObject *self, PyObject *args)
 }
 
 /* multinomial(p, num_samples, replacement, u) -> int64 [rows, num_samples];
- * p: contiguous float64 [rows, ncat], u: contiguous float64 uniforms */
+ * p: contiguous float64 [rows, ncat], u: contiguous float64 uniforms, both
+ * on the CPU or both on one CUDA device (whose weights the caller has
+ * checked: multinomial_cuda.h) */
 static PyObject *f_multinomial(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -268,33 +287,34 @@ static PyObject *f_multinomial(PyObject *self, PyObject *args)
     int repl;
     if (!PyArg_ParseTuple(args, "OLpO:multinomial", &op, &ns, &repl, &ou))
         return NULL;
-    AmpyTensor *p = cpu_tensor(op, "multinomial", "input", 1);
-    AmpyTensor *u = p ? cpu_tensor(ou, "multinomial", "uniforms", 1) : NULL;
+    AmpyTensor *p = sort_tensor(op, "multinomial");
+    AmpyTensor *u = p ? ampy_py_tensor_arg(ou, "multinomial", "uniforms") : NULL;
     if (!u)
         return NULL;
     if (p->ndim != 2 || p->dtype != AMPY_FLOAT64 || u->dtype != AMPY_FLOAT64 ||
-        u->numel != p->shape[0] * (repl ? ns : p->shape[1])) {
+        u->numel != p->shape[0] * (repl ? ns : p->shape[1]) || u->device != p->device ||
+        !ampy_py_is_contiguous(u)) {
         PyErr_SetString(PyExc_ValueError, "multinomial: inconsistent arguments");
         return NULL;
     }
     int64_t shape[2] = {p->shape[0], ns};
-    AmpyTensor *out = ampy_py_empty(AMPY_INT64, 2, shape, AMPY_DEV_CPU);
+    AmpyTensor *out = ampy_py_empty(AMPY_INT64, 2, shape, p->device);
     if (!out)
         return NULL;
     ampy_status s = AMPY_OK;
     if (shape[0])
-        RUN(p->numel, ampy_multinomial(shape[0], p->shape[1], (const double *)p->data, ns, repl,
-                                       (const double *)u->data, (int64_t *)out->data));
+        RUN(p->numel, SORT_CALL(p, multinomial, shape[0], p->shape[1], (const double *)p->data,
+                                ns, repl, (const double *)u->data, (int64_t *)out->data));
     if (s != AMPY_OK) {
         Py_DECREF(out);
-        return ampy_py_raise(s);
+        return p->device >= 0 ? ampy_py_raise_cuda(s) : ampy_py_raise(s);
     }
     return (PyObject *)out;
 }
 
 PyMethodDef ampy_py_tensorops_methods[] = {
     {"sort", f_sort, METH_VARARGS,
-     "sort(x, descending) -> (values, indices)\n--\n\nStable sort of a contiguous CPU tensor "
+     "sort(x, descending) -> (values, indices)\n--\n\nStable sort of a contiguous tensor "
      "along its last dim (NaN largest)."},
     {"topk", f_topk, METH_VARARGS,
      "topk(x, k, largest) -> (values, indices)\n--\n\nThe k largest/smallest along the last "

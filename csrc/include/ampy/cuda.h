@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "ampy/attention.h"
+#include "ampy/cnn.h"
 #include "ampy/conv.h"
 #include "ampy/dtype.h"
 #include "ampy/gemm_cuda.h"
@@ -191,7 +192,7 @@ ampy_status ampy_attention_bwd_cuda(int device, const ampy_attn_problem *p, cons
 
 /* ---- the table ampy._C uses (through a PyCapsule named "ampy._C_cuda.api") ---
  * ampy._C never links CUDA: it calls the runtime through these pointers. */
-#define AMPY_CUDA_API_VERSION 4
+#define AMPY_CUDA_API_VERSION 5
 typedef struct ampy_cuda_api {
     int version; /* AMPY_CUDA_API_VERSION */
     ampy_status (*alloc)(int device, size_t nbytes, void **out);
@@ -310,6 +311,65 @@ typedef struct ampy_cuda_api {
                               int coef_dtype);
     void (*set_matmul_tf32)(int allow);
     int (*get_matmul_tf32)(void);
+    /* cnn, sort: the norms, pools, padding and interpolation of
+     * cuda/cnn_*.cu (cnn_cuda.h), the row sorts of cuda/sort.cu
+     * (sort_cuda.h) and the sampler of cuda/multinomial.cu
+     * (multinomial_cuda.h); contracts as cnn.h's, sort.h's and
+     * multinomial.h's, plus the device */
+    ampy_status (*cnn_batch_norm_fwd)(int device, int64_t N, int64_t C, int64_t S, const void *x,
+                                      int x_dtype, const void *w, const void *b, void *run_mean,
+                                      void *run_var, int p_dtype, int training, double momentum,
+                                      double eps, void *y, double *save_mean,
+                                      double *save_invstd);
+    ampy_status (*cnn_batch_norm_bwd)(int device, int64_t N, int64_t C, int64_t S, const void *x,
+                                      int x_dtype, const void *dy, const void *w, int p_dtype,
+                                      int training, const double *save_mean,
+                                      const double *save_invstd, void *dx, void *dw, void *db);
+    ampy_status (*cnn_group_norm_fwd)(int device, int64_t N, int64_t C, int64_t S, int64_t G,
+                                      const void *x, int x_dtype, const void *w, const void *b,
+                                      int p_dtype, double eps, void *y, double *mean,
+                                      double *rstd);
+    ampy_status (*cnn_group_norm_bwd)(int device, int64_t N, int64_t C, int64_t S, int64_t G,
+                                      const void *x, int x_dtype, const void *dy, const void *w,
+                                      int p_dtype, const double *mean, const double *rstd,
+                                      void *dx, void *dw, void *db);
+    ampy_status (*cnn_max_pool2d_fwd)(int device, int64_t P, int64_t H, int64_t W, int64_t OH,
+                                      int64_t OW, const ampy_cnn_window *win, const void *x,
+                                      int dtype, void *y, int64_t *idx);
+    ampy_status (*cnn_max_pool2d_bwd)(int device, int64_t P, int64_t H, int64_t W, int64_t OH,
+                                      int64_t OW, const int64_t *idx, const void *dy, int dtype,
+                                      void *dx);
+    ampy_status (*cnn_avg_pool2d_fwd)(int device, int64_t P, int64_t H, int64_t W, int64_t OH,
+                                      int64_t OW, const ampy_cnn_window *win,
+                                      int count_include_pad, int64_t divisor_override,
+                                      const void *x, int dtype, void *y);
+    ampy_status (*cnn_avg_pool2d_bwd)(int device, int64_t P, int64_t H, int64_t W, int64_t OH,
+                                      int64_t OW, const ampy_cnn_window *win,
+                                      int count_include_pad, int64_t divisor_override,
+                                      const void *dy, int dtype, void *dx);
+    ampy_status (*cnn_adaptive_avg_pool2d_fwd)(int device, int64_t P, int64_t H, int64_t W,
+                                               int64_t OH, int64_t OW, const void *x, int dtype,
+                                               void *y);
+    ampy_status (*cnn_adaptive_avg_pool2d_bwd)(int device, int64_t P, int64_t H, int64_t W,
+                                               int64_t OH, int64_t OW, const void *dy, int dtype,
+                                               void *dx);
+    ampy_status (*cnn_pad_fwd)(int device, int64_t P, int k, const int64_t *in, const int64_t *lo,
+                               const int64_t *hi, int mode, double value, const void *x,
+                               int dtype, void *y);
+    ampy_status (*cnn_pad_bwd)(int device, int64_t P, int k, const int64_t *in, const int64_t *lo,
+                               const int64_t *hi, int mode, const void *dy, int dtype, void *dx);
+    ampy_status (*cnn_interp2d_fwd)(int device, int64_t P, int64_t H, int64_t W, int64_t OH,
+                                    int64_t OW, int mode, int align_corners, double scale_h,
+                                    double scale_w, const void *x, int dtype, void *y);
+    ampy_status (*cnn_interp2d_bwd)(int device, int64_t P, int64_t H, int64_t W, int64_t OH,
+                                    int64_t OW, int mode, int align_corners, double scale_h,
+                                    double scale_w, const void *dy, int dtype, void *dx);
+    ampy_status (*sort)(int device, ampy_dtype dtype, int64_t rows, int64_t n, const void *in,
+                        int descending, void *values, int64_t *indices);
+    ampy_status (*topk)(int device, ampy_dtype dtype, int64_t rows, int64_t n, int64_t k,
+                        int largest, const void *in, void *values, int64_t *indices);
+    ampy_status (*multinomial)(int device, int64_t rows, int64_t ncat, const double *p,
+                               int64_t ns, int replacement, const double *u, int64_t *out);
 } ampy_cuda_api;
 
 #ifdef __cplusplus

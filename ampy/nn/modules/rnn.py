@@ -192,6 +192,10 @@ def _direction(mode, x, params, h, c, reverse):
     if mode == R.LSTM or gx._device_index >= 0:  # (torch: mkldnn / cuDNN, lower precision)
         h = h.to(gx.dtype)
         c = None if c is None else c.to(gx.dtype)
+    if gx._device_index < 0 and x.shape[0] > 0 and h.dtype is gx.dtype:
+        dt = gx.dtype  # the whole time loop in C (under autocast: the weights' lower-precision copies)
+        w_hh, b_hh = w_hh.to(dt), None if b_hh is None else b_hh.to(dt)
+        return R.layer(mode, gx, w_hh, b_hh, h, c, reverse)
     steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
     ys = []
     for t in steps:

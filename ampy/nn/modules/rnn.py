@@ -20,6 +20,7 @@ import numbers
 import warnings
 
 from ... import _creation as C
+from ...amp.autocast_mode import is_autocast_enabled
 from ..._math_reduce import cat, stack
 from .. import _ops_rnn as R
 from .. import functional as F
@@ -124,6 +125,11 @@ class RNNBase(Module):
         if input.ndim not in (2, 3):
             raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.ndim}D "
                              "instead")
+        w = getattr(self, self._flat_weights_names[0])
+        if input.dtype is not w.dtype and not _autocast_on():
+            raise ValueError(f"RNN input dtype ({input.dtype}) does not match weight dtype "
+                             f"({w.dtype}). Convert input: input.to({w.dtype}), or convert "
+                             f"model: model.to({input.dtype})")
         batched = input.ndim == 3
         if not batched:
             input = input.unsqueeze(1)
@@ -275,6 +281,27 @@ class LSTM(RNNBase):
         return self._output(y, batched), (h, c)
 
 
+def _autocast_on():
+    return is_autocast_enabled("cpu") or is_autocast_enabled("cuda")
+
+
+# torch's scalar type names, for the matmul dtype message of the cells
+_SCALAR_NAMES = {"float64": "Double", "float32": "Float", "float16": "Half",
+                 "bfloat16": "BFloat16"}
+
+
+def _check_cell_dtypes(w, *ts):
+    """torch's cells reach their GEMMs with these operands: mat1 and mat2 of one
+    dtype, unless autocast casts them."""
+    if _autocast_on():
+        return
+    for t in ts:
+        if t.dtype is not w.dtype:
+            name = lambda d: _SCALAR_NAMES.get(d.name, d.name)
+            raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got "
+                               f"{name(t.dtype)} and {name(w.dtype)}")
+
+
 def _check_state_dims(hx, batched, what):
     if hx is None:
         return
@@ -354,6 +381,7 @@ class RNNCell(RNNCellBase):
         x = input if batched else input.unsqueeze(0)
         h = self._zeros(x) if hx is None else (hx if batched else hx.unsqueeze(0))
         self._check_hidden(x, h, "")
+        _check_cell_dtypes(self.weight_ih, x, h)
         fn = R.rnn_tanh_cell if self.nonlinearity == "tanh" else R.rnn_relu_cell
         y = fn(x, h, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
         return y if batched else y.squeeze(0)
@@ -368,6 +396,7 @@ class GRUCell(RNNCellBase):
         x = input if batched else input.unsqueeze(0)
         h = self._zeros(x) if hx is None else (hx if batched else hx.unsqueeze(0))
         self._check_hidden(x, h, "")
+        _check_cell_dtypes(self.weight_ih, x, h)
         y = R.gru_cell(x, h, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
         return y if batched else y.squeeze(0)
 
@@ -387,6 +416,7 @@ class LSTMCell(RNNCellBase):
             h, c = hx if batched else (hx[0].unsqueeze(0), hx[1].unsqueeze(0))
         self._check_hidden(x, h, "[0]")
         self._check_hidden(x, c, "[1]")
+        _check_cell_dtypes(self.weight_ih, x, h)
         hy, cy = R.lstm_cell(x, (h, c), self.weight_ih, self.weight_hh, self.bias_ih,
                              self.bias_hh)
         return (hy, cy) if batched else (hy.squeeze(0), cy.squeeze(0))

@@ -174,15 +174,28 @@ static ampy_status prev_gemm(int64_t B, int64_t GH, int64_t H, int dt, const voi
     return AMPY_OK;
 }
 
-/* wt (H, GH) = w (GH, H)^T, in blocks of 32 x 32. */
+/* wt (H, GH) = w (GH, H)^T, in blocks of 32 x 32, for element type E. */
+#define TRANSPOSE(NAME, E)                                                                    \
+    static void NAME(int64_t GH, int64_t H, const E *w, E *wt)                                \
+    {                                                                                         \
+        for (int64_t g0 = 0; g0 < GH; g0 += 32)                                               \
+            for (int64_t h0 = 0; h0 < H; h0 += 32)                                            \
+                for (int64_t g = g0; g < GH && g < g0 + 32; g++)                              \
+                    for (int64_t h = h0; h < H && h < h0 + 32; h++)                           \
+                        wt[h * GH + g] = w[g * H + h];                                        \
+    }
+TRANSPOSE(transpose64, uint64_t)
+TRANSPOSE(transpose32, uint32_t)
+TRANSPOSE(transpose16, uint16_t)
+
 static void transpose(int dt, int64_t GH, int64_t H, const void *w, void *wt)
 {
-    const size_t es = esize(dt);
-    for (int64_t g0 = 0; g0 < GH; g0 += 32)
-        for (int64_t h0 = 0; h0 < H; h0 += 32)
-            for (int64_t g = g0; g < GH && g < g0 + 32; g++)
-                for (int64_t h = h0; h < H && h < h0 + 32; h++)
-                    memcpy(at(wt, h * GH + g, dt), at(w, g * H + h, dt), es);
+    if (esize(dt) == 8)
+        transpose64(GH, H, (const uint64_t *)w, (uint64_t *)wt);
+    else if (esize(dt) == 4)
+        transpose32(GH, H, (const uint32_t *)w, (uint32_t *)wt);
+    else
+        transpose16(GH, H, (const uint16_t *)w, (uint16_t *)wt);
 }
 
 /* The time loop of the backward: dG (and dGh for GRU) for every step, and

@@ -8,11 +8,14 @@
  * Backward: the time loop runs only what is sequential: the cell backward
  * (into the step's rows of one (T, B, G*H) gate-gradient array) and the
  * gradient of the previous hidden state, dh_{t-1} = dy_{t-1} + dgh_t W_hh,
- * computed as (W_hh^T dgh_t^T)^T (M = H, N = B, K = G*H; the long side
- * outer, which packs better than the B-row form). After the loop the weight
- * gradient is ONE GEMM over all T*B rows, dW_hh = dGh^T Hprev, and the bias
- * gradient one ones-vector GEMM, dGh's column sums (float32 accumulation,
- * one rounding for the half types).
+ * computed as its transpose W_hh^T dgh_t^T from a row-major copy of W_hh^T
+ * made once per call. Both per-step products put the weight in the A slot
+ * (read in place, long side M = G*H or H) and the B = 32-ish rows in the
+ * packed B slot: at B << G*H that packs far less than the row form. Their
+ * float32 results go through a scratch and are transposed into place with
+ * the bias / the addend (one rounding). After the loop the weight gradient
+ * is ONE GEMM over all T*B rows, dW_hh = dGh^T Hprev, and the bias gradient
+ * dGh's column sums (float32 accumulation, one rounding for the halves).
  */
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,8 @@
 """The recurrent cells in the op table: one fused time step of an LSTM, a GRU
 or an Elman RNN (csrc/rnn.c through ampy._C.rnn_cell_fwd / rnn_cell_bwd),
 and torch's functional cells built on them (ampy.lstm_cell, gru_cell,
-rnn_tanh_cell, rnn_relu_cell).
+rnn_tanh_cell, rnn_relu_cell); and a whole layer of one direction as one op
+(rnn_layer, CPU: csrc/rnn_layer.c), which nn.LSTM / GRU / RNN run.
 
 A step takes the input projection gx = x W_ih^T + b_ih and the hidden
 projection gh = h W_hh^T + b_hh (ordinary linear ops: the layers of

@@ -6,8 +6,12 @@ weight_hh_l{k}[_reverse] (G*H, H), bias_ih_l{k}[_reverse],
 bias_hh_l{k}[_reverse] (G*H), all U(-1/sqrt(H), 1/sqrt(H)).
 
 A layer of one direction computes the input projection of every time step
-as one GEMM (linear over the (T, B, in) sequence), then per step one hidden
-GEMM and the fused cell of ampy/nn/_ops_rnn.py. Dropout is applied to each
+as one GEMM (linear over the (T, B, in) sequence), then, on the CPU, the
+rest of the layer as one op (ampy/nn/_ops_rnn.py's rnn_layer: the time loop
+of hidden GEMMs and fused cells in C, its backward through time with the
+hidden weight's gradient as one GEMM over all steps). On CUDA, and for
+GRU/RNN states of another dtype than the projections (autocast), each step
+is one hidden linear and the fused cell op. Dropout is applied to each
 layer's output but the last (training mode only), as torch does. The LSTM's
 states follow the dtype of its projections: under autocast they run in the
 lower-precision dtype, as torch's CPU LSTM (mkldnn_rnn_layer, on the lower
@@ -38,6 +42,13 @@ def _reject_packed(input, name):
     if type(input).__name__ == "PackedSequence":
         raise TypeError(f"{name}: PackedSequence input is not supported by ampy; pass a padded "
                         f"(T, B, *) or (B, T, *) tensor")
+
+
+def _check_proj(proj_size, hidden_size):
+    if proj_size < 0:
+        raise ValueError("proj_size should be a positive integer or zero to disable projections")
+    if proj_size >= hidden_size:
+        raise ValueError("proj_size has to be smaller than hidden_size")
 
 
 def _check_args(input_size, hidden_size, num_layers, bias, batch_first, dropout):
@@ -71,23 +82,25 @@ class RNNBase(Module):
         if mode not in _GATES:
             raise ValueError("Unrecognized RNN mode: " + str(mode))
         _check_args(input_size, hidden_size, num_layers, bias, batch_first, dropout)
-        if proj_size != 0:
-            raise ValueError("proj_size > 0 (LSTM projections) is not supported by ampy")
+        _check_proj(proj_size, hidden_size)
         self.mode = mode
         self.input_size, self.hidden_size = input_size, hidden_size
         self.num_layers, self.bias, self.batch_first = num_layers, bias, batch_first
         self.dropout, self.bidirectional = float(dropout), bidirectional
-        self.proj_size = 0
+        self.proj_size = proj_size
         dirs = 2 if bidirectional else 1
         gate = _GATES[mode] * hidden_size
+        real = proj_size or hidden_size  # the hidden state's size
         self._flat_weights_names = []
         for layer in range(num_layers):
-            n_in = input_size if layer == 0 else hidden_size * dirs
+            n_in = input_size if layer == 0 else real * dirs
             for d in range(dirs):
                 sfx = f"_l{layer}" + ("_reverse" if d else "")
-                shapes = [("weight_ih", (gate, n_in)), ("weight_hh", (gate, hidden_size))]
+                shapes = [("weight_ih", (gate, n_in)), ("weight_hh", (gate, real))]
                 if bias:
                     shapes += [("bias_ih", (gate,)), ("bias_hh", (gate,))]
+                if proj_size:
+                    shapes += [("weight_hr", (proj_size, hidden_size))]
                 for name, shape in shapes:
                     setattr(self, name + sfx,
                             Parameter(C.empty(shape, dtype=dtype, device=device)))
@@ -109,14 +122,15 @@ class RNNBase(Module):
 
     @property
     def all_weights(self):
-        per = 4 if self.bias else 2
+        per = (4 if self.bias else 2) + (1 if self.proj_size else 0)
         names = self._flat_weights_names
         return [[getattr(self, n) for n in names[i:i + per]] for i in range(0, len(names), per)]
 
     def _layer_params(self, layer, d):
         sfx = f"_l{layer}" + ("_reverse" if d else "")
         get = lambda n: getattr(self, n + sfx) if self.bias or n.startswith("weight") else None
-        return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh")
+        w_hr = getattr(self, "weight_hr" + sfx) if self.proj_size else None
+        return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh"), w_hr
 
     def _shape_input(self, input):
         """(time-major 3-D input, batched?) after torch's checks."""
@@ -140,10 +154,12 @@ class RNNBase(Module):
                                f"{self.input_size}, got {input.shape[-1]}")
         return input, batched
 
-    def _state(self, hx, batch, batched, like, what="hidden"):
-        """hx checked against torch's expected (L*D, B, H), or zeros."""
+    def _state(self, hx, batch, batched, like, what="hidden", cell=False):
+        """hx checked against torch's expected (L*D, B, H) (H: proj_size for an
+        LSTM's projected hidden state), or zeros."""
         dirs = 2 if self.bidirectional else 1
-        expected = (self.num_layers * dirs, batch, self.hidden_size)
+        size = self.hidden_size if cell else (self.proj_size or self.hidden_size)
+        expected = (self.num_layers * dirs, batch, size)
         if hx is None:
             return C.zeros(expected, dtype=like.dtype, device=like.device)
         if not batched:
@@ -178,6 +194,8 @@ class RNNBase(Module):
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
         if self.num_layers != 1:
             s += f", num_layers={self.num_layers}"
         if not self.bias:
@@ -193,12 +211,12 @@ class RNNBase(Module):
 
 def _direction(mode, x, params, h, c, reverse):
     """One layer, one direction over x (T, B, in): (y (T, B, H), h_T, c_T)."""
-    w_ih, w_hh, b_ih, b_hh = params
+    w_ih, w_hh, b_ih, b_hh, w_hr = params
     gx = F.linear(x, w_ih, b_ih)  # every time step in one GEMM
     if mode == R.LSTM or gx._device_index >= 0:  # (torch: mkldnn / cuDNN, lower precision)
         h = h.to(gx.dtype)
         c = None if c is None else c.to(gx.dtype)
-    if gx._device_index < 0 and x.shape[0] > 0 and h.dtype is gx.dtype:
+    if gx._device_index < 0 and x.shape[0] > 0 and h.dtype is gx.dtype and w_hr is None:
         dt = gx.dtype  # the whole time loop in C (under autocast: the weights' lower-precision copies)
         w_hh, b_hh = w_hh.to(dt), None if b_hh is None else b_hh.to(dt)
         return R.layer(mode, gx, w_hh, b_hh, h, c, reverse)
@@ -208,6 +226,7 @@ def _direction(mode, x, params, h, c, reverse):
         gh = F.linear(h, w_hh, b_hh)
         if mode == R.LSTM:
             h, c = R.step(mode, gx[t], gh, cx=c)
+            h = h if w_hr is None else F.linear(h, w_hr)  # torch's h_t = W_hr (o * tanh(c_t))
         else:
             h = R.step(mode, gx[t], gh, hx=h)
         ys.append(h)
@@ -248,6 +267,8 @@ class GRU(RNNBase):
     """Gated recurrent unit, torch's gates r, z, n."""
 
     def __init__(self, *args, **kwargs):
+        if "proj_size" in kwargs:
+            raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
         super().__init__("GRU", *args, **kwargs)
 
     forward = RNN.forward
@@ -264,7 +285,7 @@ class LSTM(RNNBase):
         x, batched = self._shape_input(input)
         if hx is None:
             h0 = self._state(None, x.shape[1], batched, x)
-            c0 = self._state(None, x.shape[1], batched, x)
+            c0 = self._state(None, x.shape[1], batched, x, cell=True)
         else:
             h0, c0 = hx
             if (h0.ndim, c0.ndim) != ((3, 3) if batched else (2, 2)):
@@ -273,7 +294,7 @@ class LSTM(RNNBase):
                 raise RuntimeError(f"For {kind} input, hx and cx should also be {want} but "
                                    f"got ({h0.ndim}-D, {c0.ndim}-D) tensors")
             h0 = self._state(h0, x.shape[1], batched, x, "hidden[0]")
-            c0 = self._state(c0, x.shape[1], batched, x, "hidden[1]")
+            c0 = self._state(c0, x.shape[1], batched, x, "hidden[1]", cell=True)
         y, hn, cn = self._run(x, h0, c0)
         h, c = stack(hn, 0), stack(cn, 0)
         if not batched:

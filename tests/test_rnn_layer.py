@@ -212,3 +212,23 @@ def test_kernel_rejects_bad_arguments():
     with pytest.raises(ValueError, match="'ws'"):
         R._C.rnn_layer_bwd(R.LSTM, False, ampy.zeros((3, 2, 9)), y, cs, h, h, w, None, None,
                            None, True, True, True, True)
+
+
+@pytest.mark.parametrize("has_biases,bidirectional,batch_first",
+                         [(True, False, False), (False, True, True)])
+def test_functional_lstm_like_torch(has_biases, bidirectional, batch_first):
+    """ampy.lstm: torch.lstm's signature and results (float64)."""
+    torch.manual_seed(0)
+    tm = torch.nn.LSTM(3, 4, num_layers=2, bias=has_biases, bidirectional=bidirectional,
+                       batch_first=batch_first).double()
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 5, 3) if batch_first else (5, 2, 3))  # T = 5, B = 2
+    L = 4 if bidirectional else 2
+    h0, c0 = rng.standard_normal((L, 2, 4)), rng.standard_normal((L, 2, 4))
+    args = (has_biases, 2, 0.0, False, bidirectional, batch_first)
+    t = torch.lstm(torch.tensor(x), (torch.tensor(h0), torch.tensor(c0)),
+                   list(tm.parameters()), *args)
+    a = ampy.lstm(ampy.tensor(x), (ampy.tensor(h0), ampy.tensor(c0)),
+                  [ampy.tensor(p.detach().numpy()) for p in tm.parameters()], *args)
+    for u, v in zip(a, t):
+        np.testing.assert_allclose(u.numpy(), v.detach().numpy(), rtol=F64_TOL, atol=F64_TOL)

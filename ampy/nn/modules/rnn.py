@@ -32,7 +32,8 @@ from .. import init
 from ..parameter import Parameter
 from .module import Module
 
-__all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
+__all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
+           "lstm"]
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 _MODES = {"LSTM": R.LSTM, "GRU": R.GRU, "RNN_TANH": R.TANH, "RNN_RELU": R.RELU}
@@ -300,6 +301,36 @@ class LSTM(RNNBase):
         if not batched:
             h, c = h.squeeze(1), c.squeeze(1)
         return self._output(y, batched), (h, c)
+
+
+def lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+         batch_first):
+    """torch.lstm (the padded-input overload): the stacked LSTM of nn.LSTM as a
+    function of its flat parameter list (per layer and direction w_ih, w_hh,
+    then b_ih, b_hh when has_biases). Returns (output, h_n, c_n)."""
+    dirs = 2 if bidirectional else 1
+    per = 4 if has_biases else 2
+    params = list(params)
+    if len(params) != num_layers * dirs * per:
+        raise RuntimeError(f"lstm: expected {num_layers * dirs * per} parameters, got "
+                           f"{len(params)}")
+    x = input.transpose(0, 1) if batch_first else input
+    h0, c0 = hx
+    hn, cn = [], []
+    for layer in range(num_layers):
+        outs = []
+        for d in range(dirs):
+            k = layer * dirs + d
+            p = params[k * per:(k + 1) * per]
+            w = (p[0], p[1], p[2], p[3]) if has_biases else (p[0], p[1], None, None)
+            y, h, c = _direction(R.LSTM, x, w + (None,), h0[k], c0[k], d == 1)
+            outs.append(y)
+            hn.append(h)
+            cn.append(c)
+        x = outs[0] if dirs == 1 else cat(outs, 2)
+        if dropout > 0 and train and layer < num_layers - 1:
+            x = F.dropout(x, dropout, True)
+    return x.transpose(0, 1) if batch_first else x, stack(hn, 0), stack(cn, 0)
 
 
 def _autocast_on():

@@ -149,3 +149,8 @@ __all__ += ["GradScaler", "inf", "nan", "pi", "e", "newaxis", "set_float32_matmu
 from .nn._functional_cnn import flatten  # noqa: E402
 
 __all__ += ["flatten"]
+
+# ---- torch.lstm (the functional stacked LSTM)
+from .nn.modules.rnn import lstm  # noqa: E402
+
+__all__ += ["lstm"]

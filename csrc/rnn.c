@@ -219,8 +219,37 @@ static void fwd_vm(int64_t b0, int64_t b1, void *vc)
     free(buf);
 }
 
-static ampy_range_fn pick_bwd(int dtype)
+/* The float32 LSTM backward: one straight loop per row over the units (the
+ * same formula, ampy_lstm_bwd_f, inlined where the compiler vectorises it). */
+static void bwd_lstm_f32(int64_t b0, int64_t b1, void *vc)
 {
+    const cell_ctx *c = (const cell_ctx *)vc;
+    const int64_t H = c->H;
+    for (int64_t b = b0; b < b1; b++) {
+        const float *restrict ws = (const float *)c->ws + b * 5 * H;
+        const float *restrict cx = (const float *)c->cx + b * H;
+        const float *restrict dh = c->dhy ? (const float *)c->dhy + b * H : NULL;
+        const float *restrict dc = c->dcy ? (const float *)c->dcy + b * H : NULL;
+        float *restrict dg = (float *)c->dgx + b * 4 * H;
+        float *restrict dcx = c->dcx ? (float *)c->dcx + b * H : NULL;
+        for (int64_t j = 0; j < H; j++) {
+            const float act[5] = {ws[j], ws[H + j], ws[2 * H + j], ws[3 * H + j], ws[4 * H + j]};
+            float da[4], dcv;
+            ampy_lstm_bwd_f(act, cx[j], dh ? dh[j] : 0.0f, dc ? dc[j] : 0.0f, da, &dcv);
+            dg[j] = da[0];
+            dg[H + j] = da[1];
+            dg[2 * H + j] = da[2];
+            dg[3 * H + j] = da[3];
+            if (dcx)
+                dcx[j] = dcv;
+        }
+    }
+}
+
+static ampy_range_fn pick_bwd(int mode, int dtype)
+{
+    if (mode == AMPY_RNN_LSTM && dtype == AMPY_FLOAT32)
+        return bwd_lstm_f32;
     switch (dtype) {
     case AMPY_FLOAT32: return bwd_f32;
     case AMPY_FLOAT16: return bwd_f16;
@@ -273,6 +302,6 @@ ampy_status ampy_rnn_cell_bwd(int mode, int64_t B, int64_t H, int dtype, const v
         return ampy_error(AMPY_ERR_VALUE, "rnn cell backward: a required array is missing");
     cell_ctx c = {.mode = mode, .H = H, .ws = ws, .hx = hx, .cx = cx, .dhy = dhy, .dcy = dcy,
                   .dgx = dgx, .dgh = dgh, .dhx = dhx, .dcx = dcx};
-    ampy_parallel_for(B, grain(mode, H), pick_bwd(dtype), &c);
+    ampy_parallel_for(B, grain(mode, H), pick_bwd(mode, dtype), &c);
     return AMPY_OK;
 }

@@ -461,6 +461,28 @@ CASES.update({
                            r(4, key=5), r(4, key=6)),
 })
 
+def _rnn_layers(m, kind, x, wi, wh, bi, bh, **kw):
+    """nn.<kind>(3, 4) over x with these weights: each layer and direction
+    runs as one rnn_layer op on the CPU."""
+    mod = getattr(m.nn, kind)(3, 4, **kw)
+    names = [n for n in mod._flat_weights_names]
+    for n, v in zip(names, (wi, wh, bi, bh) * (len(names) // 4)):
+        delattr(mod, n)
+        setattr(mod, n, v)
+    y, s = mod(x)
+    return y.sum((0, 2)).unsqueeze(1) + 2 * (s[0] + 3 * s[1] if kind == "LSTM" else s).sum(0)
+
+
+# whole recurrent layers (their rule switches to the composite BPTT under create_graph)
+CASES.update({
+    "rnn_layer": [Case(lambda m, *t: _rnn_layers(m, "LSTM", *t), r(2, 2, 3),
+                       r(16, 3, lo=-0.5, hi=0.5, key=1), r(16, 4, lo=-0.5, hi=0.5, key=2),
+                       r(16, key=3), r(16, key=4)),
+                  Case(lambda m, *t: _rnn_layers(m, "GRU", *t, bidirectional=True), r(2, 2, 3),
+                       r(12, 3, lo=-0.5, hi=0.5, key=1), r(12, 4, lo=-0.5, hi=0.5, key=2),
+                       r(12, key=3), r(12, key=4))],
+})
+
 # -------------------------------------- sorting, gather/scatter, masked_fill, triangles
 _PERM2 = idx(0, 2, 3, 1, 1, 0).reshape(3, 2)  # distinct per row: scatter writes once each
 CASES.update({

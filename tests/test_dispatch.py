@@ -13,6 +13,7 @@ SPELLED = {"to_dtype": "to", "to_device": "to", "getitem": "__getitem__",
            "hardswish_": "hardswish"}
 SPELLED.update({"lstm_cell_fused": "lstm_cell", "gru_cell_fused": "gru_cell",
                 "rnn_cell_fused": "rnn_tanh_cell"})  # the fused step behind torch's cells
+SPELLED.update({"rnn_layer": "lstm"})  # one layer of torch.lstm / nn.LSTM / GRU / RNN
 
 
 def test_every_op_has_a_forward_and_a_public_name():

@@ -1,7 +1,8 @@
 """The recurrent cells in the op table: one fused time step of an LSTM, a GRU
 or an Elman RNN (csrc/rnn.c through ampy._C.rnn_cell_fwd / rnn_cell_bwd),
 and torch's functional cells built on them (ampy.lstm_cell, gru_cell,
-rnn_tanh_cell, rnn_relu_cell).
+rnn_tanh_cell, rnn_relu_cell); and a whole layer of one direction as one op
+(rnn_layer, CPU: csrc/rnn_layer.c), which nn.LSTM / GRU / RNN run.
 
 A step takes the input projection gx = x W_ih^T + b_ih and the hidden
 projection gh = h W_hh^T + b_hh (ordinary linear ops: the layers of
@@ -23,15 +24,15 @@ ops (`_composite_*`).
 """
 from .. import _C
 from .. import _dtype as D
-from .._dispatch import CPU_CUDA, backward, defop, dispatch, get_op
-from .._math_reduce import cat
+from .._dispatch import CPU, CPU_CUDA, backward, defop, dispatch, get_op
+from .._math_reduce import cat, stack
 from ..autograd import is_grad_enabled
-from ..autograd._ops import O, upcast
+from ..autograd._ops import O, cast, upcast, zeros
 from ..autograd._grad_mode import _state
 from ._ops import Saved
 
-__all__ = ["LSTM", "GRU", "TANH", "RELU", "step", "lstm_cell", "gru_cell", "rnn_tanh_cell",
-           "rnn_relu_cell"]
+__all__ = ["LSTM", "GRU", "TANH", "RELU", "step", "layer", "lstm_cell", "gru_cell",
+           "rnn_tanh_cell", "rnn_relu_cell"]
 
 LSTM, GRU, TANH, RELU = 0, 1, 2, 3
 
@@ -201,6 +202,106 @@ def step(mode, gx, gh, hx=None, cx=None):
     if mode == GRU:
         return dispatch(_OPS[GRU], gx, gh, hx if hx.dtype is dt else hx.to(dt), saved)
     return dispatch(_OPS[mode], gx, gh, mode, saved)
+
+
+# -------------------------------------------------------------- a whole layer
+@defop("rnn_layer", devices=CPU, names=())
+def rnn_layer_fwd(gx, w_hh, b_hh, h0, c0, mode, reverse, saved=None):
+    """(y (T, B, H), h_T, c_T or None) of one layer and direction from the input
+    projections gx (T, B, G*H) of every step; the hidden GEMMs, the cells and
+    the time loop run in C (csrc/rnn_layer.c)."""
+    y, cs, ws = _C.rnn_layer_fwd(int(mode), bool(reverse), _c(gx), _c(w_hh), _c(b_hh), _c(h0),
+                                 _c(c0), saved is not None)
+    last = 0 if reverse else y.shape[0] - 1
+    if saved is not None:
+        saved.a, saved.b = ws, cs
+    return y, y[last].clone(), None if cs is None else cs[last].clone()
+
+
+def _cell_ops(mode, gx, gh, h, c):
+    """One step's (h', c') from differentiable ops (the composite backward's
+    replay of the forward)."""
+    hid = h.shape[1]
+    if mode == LSTM:
+        a = O.add(gh, gx)
+        i, f, o = (O.sigmoid(_gates(a, k, hid)) for k in (0, 1, 3))
+        c = O.add(O.mul(f, c), O.mul(i, O.tanh(_gates(a, 2, hid))))
+        return O.mul(o, O.tanh(c)), c
+    if mode == GRU:
+        r = O.sigmoid(O.add(_gates(gh, 0, hid), _gates(gx, 0, hid)))
+        z = O.sigmoid(O.add(_gates(gh, 1, hid), _gates(gx, 1, hid)))
+        n = O.tanh(O.add(_gates(gx, 2, hid), O.mul(_gates(gh, 2, hid), r)))
+        return O.add(O.mul(O.sub(h, n), z), n), None
+    a = O.add(gh, gx)
+    return (O.tanh(a) if mode == TANH else O.relu(a)), None
+
+
+class _StepCtx:
+    """What a per-step composite rule reads of its ctx."""
+    __slots__ = ("args", "needs_input_grad")
+
+    def __init__(self, args):
+        self.args = args
+        self.needs_input_grad = (True,) * len(args)
+
+
+def _composite_layer(ctx, dy, dh, dc):
+    gx, w_hh, b_hh, h0, c0, mode, reverse = ctx.args[:7]
+    mode, steps, dt = int(mode), range(gx.shape[0]), gx.dtype
+    order = list(reversed(steps)) if reverse else list(steps)
+    h, c, rec = h0, c0, {}
+    for t in order:  # the forward again, recorded (states rounded to dt as it stores them)
+        gh = O.linear(h, w_hh, b_hh)
+        rec[t] = (gx[t], gh, h, c)
+        h, c = _cell_ops(mode, upcast(gx[t]), upcast(gh), upcast(h),
+                         None if c is None else upcast(c))
+        h, c = cast(h, dt), None if c is None else cast(c, dt)
+    dh = None if dh is None else upcast(dh)
+    dc = None if dc is None else upcast(dc)
+    dgx, dw, db, w32 = {}, None, None, upcast(w_hh)
+    for t in reversed(order):
+        gxt, gh, hp, cp = rec[t]
+        if dy is not None:
+            dh = upcast(dy[t]) if dh is None else O.add(dh, upcast(dy[t]))
+        g = dh if dh is not None else zeros(hp.shape, D.float32, hp)
+        direct = None
+        if mode == LSTM:
+            dc = zeros(cp.shape, D.float32, cp) if dc is None else dc
+            da, dgh, dc, _ = _composite_lstm(_StepCtx((gxt, gh, cp)), g, dc)
+        elif mode == GRU:
+            da, dgh, direct, _ = _composite_gru(_StepCtx((gxt, gh, hp)), g)
+        else:
+            da, dgh, _, _ = _composite_rnn(_StepCtx((gxt, gh, mode)), g)
+        dgx[t] = da
+        dh = O.matmul(dgh, w32)
+        dh = dh if direct is None else O.add(dh, direct)
+        step_w = O.matmul(O.transpose(dgh, 0, 1), upcast(hp))
+        dw = step_w if dw is None else O.add(dw, step_w)
+        step_b = O.sum(dgh, (0,))
+        db = step_b if db is None else O.add(db, step_b)
+    return (stack([dgx[t] for t in steps], 0), dw, None if b_hh is None else db, dh,
+            None if c0 is None else dc, None, None, None)
+
+
+@backward("rnn_layer", save=(0, 1, 2, 3, 4), save_out=True)
+@_with_graph(_composite_layer)
+def rnn_layer_bwd(ctx, dy, dh, dc):
+    gx, w_hh, b_hh, h0, c0, mode, reverse, saved = ctx.args
+    dt, need = gx.dtype, tuple(ctx.needs_input_grad)
+    dgx, _, dh0, dc0, dw, db = _C.rnn_layer_bwd(
+        int(mode), bool(reverse), saved.a, ctx.out[0], saved.b, _c(h0), _c(c0), _c(w_hh),
+        _as(dy, dt), _as(dh, dt), _as(dc, dt), bool(need[3]), c0 is not None and bool(need[4]),
+        bool(need[1]), b_hh is not None and bool(need[2]))
+    return dgx, dw, db, dh0, dc0, None, None, None
+
+
+def layer(mode, gx, w_hh, b_hh, h0, c0=None, reverse=False):
+    """One layer and direction on the CPU, every tensor of gx's dtype:
+    (y (T, B, H), h_T, c_T (LSTM) or None)."""
+    grad = is_grad_enabled() and any(t is not None and t.requires_grad
+                                     for t in (gx, w_hh, b_hh, h0, c0))
+    return dispatch(get_op("rnn_layer"), gx, w_hh, b_hh, h0, c0, mode, bool(reverse),
+                    Saved() if grad else None)
 
 
 # ------------------------------------------------------ torch's functional cells

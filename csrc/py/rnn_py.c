@@ -189,10 +189,180 @@ error:
     return NULL;
 }
 
+/* ---- whole layers (CPU): rnn_layer_fwd / rnn_layer_bwd ---------------------- */
+
+/* A contiguous CPU tensor of dtype dt and the given shape (nd dims), or NULL
+ * for None when opt; *err set (with an exception) on failure. */
+static AmpyTensor *layer_arg(PyObject *o, const char *arg, int opt, int dt, int nd,
+                             const int64_t *shape, int *err)
+{
+    if (*err || (opt && o == Py_None))
+        return NULL;
+    AmpyTensor *t = ampy_py_tensor_arg(o, "rnn layer", arg);
+    if (!t) {
+        *err = 1;
+        return NULL;
+    }
+    int ok = t->ndim == nd && ampy_py_is_contiguous(t) && t->device == AMPY_DEV_CPU;
+    for (int i = 0; ok && i < nd; i++)
+        ok = t->shape[i] == shape[i];
+    if (!ok) {
+        PyErr_Format(PyExc_ValueError, "rnn layer: argument '%s' must be a contiguous CPU "
+                     "tensor of the layer's shape", arg);
+        *err = 1;
+        return NULL;
+    }
+    if (dt >= 0 && t->dtype != dt) {
+        PyErr_Format(PyExc_TypeError, "rnn layer: argument '%s' must have the gates' dtype", arg);
+        *err = 1;
+        return NULL;
+    }
+    return t;
+}
+
+static void *dptr(const AmpyTensor *t) { return t ? t->data : NULL; }
+
+/* rnn_layer_fwd(mode, reverse, gx, w_hh, b_hh, h0, c0, save) -> (y, cs | None, ws | None) */
+static PyObject *f_layer_fwd(PyObject *self, PyObject *args)
+{
+    int mode, reverse, save, err = 0;
+    PyObject *ogx, *ow, *ob, *oh, *oc;
+    if (!PyArg_ParseTuple(args, "ipOOOOOp:rnn_layer_fwd", &mode, &reverse, &ogx, &ow, &ob, &oh,
+                          &oc, &save))
+        return NULL;
+    if (mode < AMPY_RNN_LSTM || mode > AMPY_RNN_RELU)
+        return PyErr_Format(PyExc_ValueError, "rnn layer: unknown mode %d", mode);
+    AmpyTensor *gx = ampy_py_tensor_arg(ogx, "rnn layer", "gx");
+    if (!gx)
+        return NULL;
+    const int64_t G = ampy_rnn_gates(mode);
+    if (gx->ndim != 3 || gx->shape[2] % G != 0)
+        return PyErr_Format(PyExc_ValueError, "rnn layer: gx must be (T, B, %lld * hidden)",
+                            (long long)G);
+    const int64_t T = gx->shape[0], B = gx->shape[1], H = gx->shape[2] / G;
+    const int dt = gx->dtype, lstm = mode == AMPY_RNN_LSTM;
+    const int64_t s3[3] = {T, B, G * H}, sw[2] = {G * H, H}, sb[1] = {G * H}, sh[2] = {B, H};
+    layer_arg(ogx, "gx", 0, dt, 3, s3, &err);
+    AmpyTensor *w = layer_arg(ow, "w_hh", 0, dt, 2, sw, &err);
+    AmpyTensor *b = layer_arg(ob, "b_hh", 1, dt, 1, sb, &err);
+    AmpyTensor *h0 = layer_arg(oh, "h0", 0, dt, 2, sh, &err);
+    AmpyTensor *c0 = layer_arg(oc, "c0", !lstm, dt, 2, sh, &err);
+    if (err)
+        return NULL;
+    const int64_t sy[3] = {T, B, H}, sws[3] = {T, B, ampy_rnn_saved(mode) * H};
+    AmpyTensor *y = ampy_py_empty(dt, 3, sy, AMPY_DEV_CPU);
+    AmpyTensor *cs = lstm ? ampy_py_empty(dt, 3, sy, AMPY_DEV_CPU) : NULL;
+    AmpyTensor *ws = save ? ampy_py_empty(ws_dtype(dt), 3, sws, AMPY_DEV_CPU) : NULL;
+    if (!y || (lstm && !cs) || (save && !ws))
+        goto error;
+    ampy_status s;
+    Py_BEGIN_ALLOW_THREADS
+    s = ampy_rnn_layer_fwd(mode, reverse, T, B, H, dt, gx->data, w->data, dptr(b), h0->data,
+                           dptr(c0), y->data, dptr(cs), dptr(ws));
+    Py_END_ALLOW_THREADS
+    if (s != AMPY_OK) {
+        ampy_py_raise(s);
+        goto error;
+    }
+    return Py_BuildValue("(NNN)", (PyObject *)y, opt_obj(cs), opt_obj(ws));
+error:
+    Py_XDECREF(y);
+    Py_XDECREF(cs);
+    Py_XDECREF(ws);
+    return NULL;
+}
+
+/* Allocate the backward's outputs (flags: need dh0, dc0, dw_hh, db_hh). */
+static int layer_grads(ampy_rnn_layer_bwd_args *a, AmpyTensor **o, const int *need)
+{
+    const int64_t GH = ampy_rnn_gates(a->mode) * a->H;
+    const int64_t sg[3] = {a->T, a->B, GH}, sh[2] = {a->B, a->H}, sw[2] = {GH, a->H};
+    const int64_t sb[1] = {GH};
+    const int gru = a->mode == AMPY_RNN_GRU, lstm = a->mode == AMPY_RNN_LSTM;
+    o[0] = ampy_py_empty(a->dtype, 3, sg, AMPY_DEV_CPU);
+    o[1] = gru ? ampy_py_empty(a->dtype, 3, sg, AMPY_DEV_CPU) : NULL;
+    o[2] = need[0] ? ampy_py_empty(a->dtype, 2, sh, AMPY_DEV_CPU) : NULL;
+    o[3] = need[1] && lstm ? ampy_py_empty(a->dtype, 2, sh, AMPY_DEV_CPU) : NULL;
+    o[4] = need[2] ? ampy_py_empty(a->dtype, 2, sw, AMPY_DEV_CPU) : NULL;
+    o[5] = need[3] ? ampy_py_empty(a->dtype, 1, sb, AMPY_DEV_CPU) : NULL;
+    if (!o[0] || (gru && !o[1]) || (need[0] && !o[2]) || (need[1] && lstm && !o[3]) ||
+        (need[2] && !o[4]) || (need[3] && !o[5]))
+        return -1;
+    a->dgx = o[0]->data;
+    a->dgh = dptr(o[1]);
+    a->dh0 = dptr(o[2]);
+    a->dc0 = dptr(o[3]);
+    a->dw_hh = dptr(o[4]);
+    a->db_hh = dptr(o[5]);
+    return 0;
+}
+
+/* rnn_layer_bwd(mode, reverse, ws, y, cs, h0, c0, w_hh, dy, dhT, dcT,
+ *               need_dh0, need_dc0, need_dw, need_db)
+ *   -> (dgx, dgh | None, dh0 | None, dc0 | None, dw_hh | None, db_hh | None) */
+static PyObject *f_layer_bwd(PyObject *self, PyObject *args)
+{
+    ampy_rnn_layer_bwd_args a = {0};
+    int need[4], err = 0;
+    PyObject *ows, *oy, *ocs, *oh, *oc, *ow, *ody, *odh, *odc;
+    if (!PyArg_ParseTuple(args, "ipOOOOOOOOOpppp:rnn_layer_bwd", &a.mode, &a.reverse, &ows, &oy,
+                          &ocs, &oh, &oc, &ow, &ody, &odh, &odc, &need[0], &need[1], &need[2],
+                          &need[3]))
+        return NULL;
+    if (a.mode < AMPY_RNN_LSTM || a.mode > AMPY_RNN_RELU)
+        return PyErr_Format(PyExc_ValueError, "rnn layer: unknown mode %d", a.mode);
+    AmpyTensor *y = ampy_py_tensor_arg(oy, "rnn layer", "y");
+    if (!y)
+        return NULL;
+    if (y->ndim != 3)
+        return PyErr_Format(PyExc_ValueError, "rnn layer: y must be (T, B, hidden)");
+    a.T = y->shape[0], a.B = y->shape[1], a.H = y->shape[2], a.dtype = y->dtype;
+    const int lstm = a.mode == AMPY_RNN_LSTM, dt = a.dtype;
+    const int64_t sy[3] = {a.T, a.B, a.H}, sh[2] = {a.B, a.H};
+    const int64_t sws[3] = {a.T, a.B, ampy_rnn_saved(a.mode) * a.H};
+    const int64_t sw[2] = {ampy_rnn_gates(a.mode) * a.H, a.H};
+    AmpyTensor *ws = layer_arg(ows, "ws", 0, ws_dtype(dt), 3, sws, &err);
+    layer_arg(oy, "y", 0, dt, 3, sy, &err);
+    AmpyTensor *cs = layer_arg(ocs, "cs", !lstm, dt, 3, sy, &err);
+    AmpyTensor *h0 = layer_arg(oh, "h0", 0, dt, 2, sh, &err);
+    AmpyTensor *c0 = layer_arg(oc, "c0", !lstm, dt, 2, sh, &err);
+    AmpyTensor *w = layer_arg(ow, "w_hh", 0, dt, 2, sw, &err);
+    AmpyTensor *dy = layer_arg(ody, "dy", 1, dt, 3, sy, &err);
+    AmpyTensor *dh = layer_arg(odh, "dhT", 1, dt, 2, sh, &err);
+    AmpyTensor *dc = layer_arg(odc, "dcT", 1, dt, 2, sh, &err);
+    if (err)
+        return NULL;
+    a.ws = ws->data, a.y = y->data, a.cs = dptr(cs), a.h0 = h0->data, a.c0 = dptr(c0);
+    a.w_hh = w->data, a.dy = dptr(dy), a.dhT = dptr(dh), a.dcT = lstm ? dptr(dc) : NULL;
+    AmpyTensor *o[6] = {NULL};
+    ampy_status s = AMPY_OK;
+    if (layer_grads(&a, o, need) < 0)
+        goto error;
+    Py_BEGIN_ALLOW_THREADS
+    s = ampy_rnn_layer_bwd(&a);
+    Py_END_ALLOW_THREADS
+    if (s != AMPY_OK) {
+        ampy_py_raise(s);
+        goto error;
+    }
+    return Py_BuildValue("(NNNNNN)", (PyObject *)o[0], opt_obj(o[1]), opt_obj(o[2]),
+                         opt_obj(o[3]), opt_obj(o[4]), opt_obj(o[5]));
+error:
+    for (int i = 0; i < 6; i++)
+        Py_XDECREF(o[i]);
+    return NULL;
+}
+
 PyMethodDef ampy_py_rnn_methods[] = {
     {"rnn_cell_fwd", f_cell_fwd, METH_VARARGS,
      "rnn_cell_fwd(mode, gx, gh, hx, cx, save)\n--\n\nInternal: one fused recurrent step."},
     {"rnn_cell_bwd", f_cell_bwd, METH_VARARGS,
      "rnn_cell_bwd(mode, ws, hx, cx, dhy, dcy, need_dcx)\n--\n\nInternal: its backward."},
+    {"rnn_layer_fwd", f_layer_fwd, METH_VARARGS,
+     "rnn_layer_fwd(mode, reverse, gx, w_hh, b_hh, h0, c0, save)\n--\n\n"
+     "Internal: one recurrent layer of one direction over all steps (CPU)."},
+    {"rnn_layer_bwd", f_layer_bwd, METH_VARARGS,
+     "rnn_layer_bwd(mode, reverse, ws, y, cs, h0, c0, w_hh, dy, dhT, dcT, need_dh0, need_dc0, "
+     "need_dw, need_db)\n--\n\nInternal: its backward through time."},
     {NULL, NULL, 0, NULL},
 };

@@ -6,8 +6,12 @@ weight_hh_l{k}[_reverse] (G*H, H), bias_ih_l{k}[_reverse],
 bias_hh_l{k}[_reverse] (G*H), all U(-1/sqrt(H), 1/sqrt(H)).
 
 A layer of one direction computes the input projection of every time step
-as one GEMM (linear over the (T, B, in) sequence), then per step one hidden
-GEMM and the fused cell of ampy/nn/_ops_rnn.py. Dropout is applied to each
+as one GEMM (linear over the (T, B, in) sequence), then, on the CPU, the
+rest of the layer as one op (ampy/nn/_ops_rnn.py's rnn_layer: the time loop
+of hidden GEMMs and fused cells in C, its backward through time with the
+hidden weight's gradient as one GEMM over all steps). On CUDA, and for
+GRU/RNN states of another dtype than the projections (autocast), each step
+is one hidden linear and the fused cell op. Dropout is applied to each
 layer's output but the last (training mode only), as torch does. The LSTM's
 states follow the dtype of its projections: under autocast they run in the
 lower-precision dtype, as torch's CPU LSTM (mkldnn_rnn_layer, on the lower
@@ -20,6 +24,7 @@ import numbers
 import warnings
 
 from ... import _creation as C
+from ...amp.autocast_mode import is_autocast_enabled
 from ..._math_reduce import cat, stack
 from .. import _ops_rnn as R
 from .. import functional as F
@@ -27,7 +32,8 @@ from .. import init
 from ..parameter import Parameter
 from .module import Module
 
-__all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
+__all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
+           "lstm"]
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 _MODES = {"LSTM": R.LSTM, "GRU": R.GRU, "RNN_TANH": R.TANH, "RNN_RELU": R.RELU}
@@ -37,6 +43,13 @@ def _reject_packed(input, name):
     if type(input).__name__ == "PackedSequence":
         raise TypeError(f"{name}: PackedSequence input is not supported by ampy; pass a padded "
                         f"(T, B, *) or (B, T, *) tensor")
+
+
+def _check_proj(proj_size, hidden_size):
+    if proj_size < 0:
+        raise ValueError("proj_size should be a positive integer or zero to disable projections")
+    if proj_size >= hidden_size:
+        raise ValueError("proj_size has to be smaller than hidden_size")
 
 
 def _check_args(input_size, hidden_size, num_layers, bias, batch_first, dropout):
@@ -70,23 +83,25 @@ class RNNBase(Module):
         if mode not in _GATES:
             raise ValueError("Unrecognized RNN mode: " + str(mode))
         _check_args(input_size, hidden_size, num_layers, bias, batch_first, dropout)
-        if proj_size != 0:
-            raise ValueError("proj_size > 0 (LSTM projections) is not supported by ampy")
+        _check_proj(proj_size, hidden_size)
         self.mode = mode
         self.input_size, self.hidden_size = input_size, hidden_size
         self.num_layers, self.bias, self.batch_first = num_layers, bias, batch_first
         self.dropout, self.bidirectional = float(dropout), bidirectional
-        self.proj_size = 0
+        self.proj_size = proj_size
         dirs = 2 if bidirectional else 1
         gate = _GATES[mode] * hidden_size
+        real = proj_size or hidden_size  # the hidden state's size
         self._flat_weights_names = []
         for layer in range(num_layers):
-            n_in = input_size if layer == 0 else hidden_size * dirs
+            n_in = input_size if layer == 0 else real * dirs
             for d in range(dirs):
                 sfx = f"_l{layer}" + ("_reverse" if d else "")
-                shapes = [("weight_ih", (gate, n_in)), ("weight_hh", (gate, hidden_size))]
+                shapes = [("weight_ih", (gate, n_in)), ("weight_hh", (gate, real))]
                 if bias:
                     shapes += [("bias_ih", (gate,)), ("bias_hh", (gate,))]
+                if proj_size:
+                    shapes += [("weight_hr", (proj_size, hidden_size))]
                 for name, shape in shapes:
                     setattr(self, name + sfx,
                             Parameter(C.empty(shape, dtype=dtype, device=device)))
@@ -108,14 +123,15 @@ class RNNBase(Module):
 
     @property
     def all_weights(self):
-        per = 4 if self.bias else 2
+        per = (4 if self.bias else 2) + (1 if self.proj_size else 0)
         names = self._flat_weights_names
         return [[getattr(self, n) for n in names[i:i + per]] for i in range(0, len(names), per)]
 
     def _layer_params(self, layer, d):
         sfx = f"_l{layer}" + ("_reverse" if d else "")
         get = lambda n: getattr(self, n + sfx) if self.bias or n.startswith("weight") else None
-        return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh")
+        w_hr = getattr(self, "weight_hr" + sfx) if self.proj_size else None
+        return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh"), w_hr
 
     def _shape_input(self, input):
         """(time-major 3-D input, batched?) after torch's checks."""
@@ -124,6 +140,11 @@ class RNNBase(Module):
         if input.ndim not in (2, 3):
             raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.ndim}D "
                              "instead")
+        w = getattr(self, self._flat_weights_names[0])
+        if input.dtype is not w.dtype and not _autocast_on():
+            raise ValueError(f"RNN input dtype ({input.dtype}) does not match weight dtype "
+                             f"({w.dtype}). Convert input: input.to({w.dtype}), or convert "
+                             f"model: model.to({input.dtype})")
         batched = input.ndim == 3
         if not batched:
             input = input.unsqueeze(1)
@@ -134,10 +155,12 @@ class RNNBase(Module):
                                f"{self.input_size}, got {input.shape[-1]}")
         return input, batched
 
-    def _state(self, hx, batch, batched, like, what="hidden"):
-        """hx checked against torch's expected (L*D, B, H), or zeros."""
+    def _state(self, hx, batch, batched, like, what="hidden", cell=False):
+        """hx checked against torch's expected (L*D, B, H) (H: proj_size for an
+        LSTM's projected hidden state), or zeros."""
         dirs = 2 if self.bidirectional else 1
-        expected = (self.num_layers * dirs, batch, self.hidden_size)
+        size = self.hidden_size if cell else (self.proj_size or self.hidden_size)
+        expected = (self.num_layers * dirs, batch, size)
         if hx is None:
             return C.zeros(expected, dtype=like.dtype, device=like.device)
         if not batched:
@@ -172,6 +195,8 @@ class RNNBase(Module):
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
         if self.num_layers != 1:
             s += f", num_layers={self.num_layers}"
         if not self.bias:
@@ -187,17 +212,22 @@ class RNNBase(Module):
 
 def _direction(mode, x, params, h, c, reverse):
     """One layer, one direction over x (T, B, in): (y (T, B, H), h_T, c_T)."""
-    w_ih, w_hh, b_ih, b_hh = params
+    w_ih, w_hh, b_ih, b_hh, w_hr = params
     gx = F.linear(x, w_ih, b_ih)  # every time step in one GEMM
     if mode == R.LSTM or gx._device_index >= 0:  # (torch: mkldnn / cuDNN, lower precision)
         h = h.to(gx.dtype)
         c = None if c is None else c.to(gx.dtype)
+    if gx._device_index < 0 and x.shape[0] > 0 and h.dtype is gx.dtype and w_hr is None:
+        dt = gx.dtype  # the whole time loop in C (under autocast: the weights' lower-precision copies)
+        w_hh, b_hh = w_hh.to(dt), None if b_hh is None else b_hh.to(dt)
+        return R.layer(mode, gx, w_hh, b_hh, h, c, reverse)
     steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
     ys = []
     for t in steps:
         gh = F.linear(h, w_hh, b_hh)
         if mode == R.LSTM:
             h, c = R.step(mode, gx[t], gh, cx=c)
+            h = h if w_hr is None else F.linear(h, w_hr)  # torch's h_t = W_hr (o * tanh(c_t))
         else:
             h = R.step(mode, gx[t], gh, hx=h)
         ys.append(h)
@@ -238,6 +268,8 @@ class GRU(RNNBase):
     """Gated recurrent unit, torch's gates r, z, n."""
 
     def __init__(self, *args, **kwargs):
+        if "proj_size" in kwargs:
+            raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
         super().__init__("GRU", *args, **kwargs)
 
     forward = RNN.forward
@@ -254,7 +286,7 @@ class LSTM(RNNBase):
         x, batched = self._shape_input(input)
         if hx is None:
             h0 = self._state(None, x.shape[1], batched, x)
-            c0 = self._state(None, x.shape[1], batched, x)
+            c0 = self._state(None, x.shape[1], batched, x, cell=True)
         else:
             h0, c0 = hx
             if (h0.ndim, c0.ndim) != ((3, 3) if batched else (2, 2)):
@@ -263,12 +295,63 @@ class LSTM(RNNBase):
                 raise RuntimeError(f"For {kind} input, hx and cx should also be {want} but "
                                    f"got ({h0.ndim}-D, {c0.ndim}-D) tensors")
             h0 = self._state(h0, x.shape[1], batched, x, "hidden[0]")
-            c0 = self._state(c0, x.shape[1], batched, x, "hidden[1]")
+            c0 = self._state(c0, x.shape[1], batched, x, "hidden[1]", cell=True)
         y, hn, cn = self._run(x, h0, c0)
         h, c = stack(hn, 0), stack(cn, 0)
         if not batched:
             h, c = h.squeeze(1), c.squeeze(1)
         return self._output(y, batched), (h, c)
+
+
+def lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+         batch_first):
+    """torch.lstm (the padded-input overload): the stacked LSTM of nn.LSTM as a
+    function of its flat parameter list (per layer and direction w_ih, w_hh,
+    then b_ih, b_hh when has_biases). Returns (output, h_n, c_n)."""
+    dirs = 2 if bidirectional else 1
+    per = 4 if has_biases else 2
+    params = list(params)
+    if len(params) != num_layers * dirs * per:
+        raise RuntimeError(f"lstm: expected {num_layers * dirs * per} parameters, got "
+                           f"{len(params)}")
+    x = input.transpose(0, 1) if batch_first else input
+    h0, c0 = hx
+    hn, cn = [], []
+    for layer in range(num_layers):
+        outs = []
+        for d in range(dirs):
+            k = layer * dirs + d
+            p = params[k * per:(k + 1) * per]
+            w = (p[0], p[1], p[2], p[3]) if has_biases else (p[0], p[1], None, None)
+            y, h, c = _direction(R.LSTM, x, w + (None,), h0[k], c0[k], d == 1)
+            outs.append(y)
+            hn.append(h)
+            cn.append(c)
+        x = outs[0] if dirs == 1 else cat(outs, 2)
+        if dropout > 0 and train and layer < num_layers - 1:
+            x = F.dropout(x, dropout, True)
+    return x.transpose(0, 1) if batch_first else x, stack(hn, 0), stack(cn, 0)
+
+
+def _autocast_on():
+    return is_autocast_enabled("cpu") or is_autocast_enabled("cuda")
+
+
+# torch's scalar type names, for the matmul dtype message of the cells
+_SCALAR_NAMES = {"float64": "Double", "float32": "Float", "float16": "Half",
+                 "bfloat16": "BFloat16"}
+
+
+def _check_cell_dtypes(w, *ts):
+    """torch's cells reach their GEMMs with these operands: mat1 and mat2 of one
+    dtype, unless autocast casts them."""
+    if _autocast_on():
+        return
+    for t in ts:
+        if t.dtype is not w.dtype:
+            name = lambda d: _SCALAR_NAMES.get(d.name, d.name)
+            raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got "
+                               f"{name(t.dtype)} and {name(w.dtype)}")
 
 
 def _check_state_dims(hx, batched, what):
@@ -350,6 +433,7 @@ class RNNCell(RNNCellBase):
         x = input if batched else input.unsqueeze(0)
         h = self._zeros(x) if hx is None else (hx if batched else hx.unsqueeze(0))
         self._check_hidden(x, h, "")
+        _check_cell_dtypes(self.weight_ih, x, h)
         fn = R.rnn_tanh_cell if self.nonlinearity == "tanh" else R.rnn_relu_cell
         y = fn(x, h, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
         return y if batched else y.squeeze(0)
@@ -364,6 +448,7 @@ class GRUCell(RNNCellBase):
         x = input if batched else input.unsqueeze(0)
         h = self._zeros(x) if hx is None else (hx if batched else hx.unsqueeze(0))
         self._check_hidden(x, h, "")
+        _check_cell_dtypes(self.weight_ih, x, h)
         y = R.gru_cell(x, h, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
         return y if batched else y.squeeze(0)
 
@@ -383,6 +468,7 @@ class LSTMCell(RNNCellBase):
             h, c = hx if batched else (hx[0].unsqueeze(0), hx[1].unsqueeze(0))
         self._check_hidden(x, h, "[0]")
         self._check_hidden(x, c, "[1]")
+        _check_cell_dtypes(self.weight_ih, x, h)
         hy, cy = R.lstm_cell(x, (h, c), self.weight_ih, self.weight_hh, self.bias_ih,
                              self.bias_hh)
         return (hy, cy) if batched else (hy.squeeze(0), cy.squeeze(0))

@@ -61,6 +61,38 @@ ampy_status ampy_rnn_cell_bwd(int mode, int64_t B, int64_t H, int dtype, const v
                               const void *hx, const void *cx, const void *dhy, const void *dcy,
                               void *dgx, void *dgh, void *dhx, void *dcx);
 
+/* ---- a whole layer of one direction over T steps (csrc/rnn_layer.c, CPU) ----
+ * Arrays are contiguous and time-major: gx, dgx, dgh (T, B, G*H), y, cs, dy
+ * (T, B, H), ws (T, B, S*H) in the workspace type above; h0, c0, hT-style
+ * states (B, H); w_hh (G*H, H), b_hh (G*H). One dtype for all but ws.
+ * reverse != 0 runs the steps from t = T-1 down to 0 (the reverse direction
+ * of a bidirectional layer); y[t] is always the output at time t. */
+
+/* Forward: per step gh = h W_hh^T + b_hh (b_hh may be NULL) and the fused
+ * cell; writes y (every step's h'), cs (every step's c', LSTM; may be NULL
+ * otherwise) and ws (or NULL when no backward follows). The final states
+ * are y and cs at the last step's time. */
+ampy_status ampy_rnn_layer_fwd(int mode, int reverse, int64_t T, int64_t B, int64_t H, int dtype,
+                               const void *gx, const void *w_hh, const void *b_hh,
+                               const void *h0, const void *c0, void *y, void *cs, void *ws);
+
+typedef struct ampy_rnn_layer_bwd_args {
+    int mode, reverse, dtype;
+    int64_t T, B, H;
+    /* in: what the forward saved and read */
+    const void *ws, *y, *cs, *h0, *c0, *w_hh;
+    /* in: output gradients, each NULL for zero */
+    const void *dy, *dhT, *dcT;
+    /* out: dgx (T, B, G*H) always (for LSTM and RNN also the gradient of
+     * every step's gh); dgh (T, B, G*H) for GRU (ignored otherwise); the
+     * rest NULL when not needed */
+    void *dgx, *dgh, *dh0, *dc0, *dw_hh, *db_hh;
+} ampy_rnn_layer_bwd_args;
+
+/* Backward through time, then dW_hh and db_hh as one GEMM each over all
+ * T*B rows. */
+ampy_status ampy_rnn_layer_bwd(const ampy_rnn_layer_bwd_args *args);
+
 #ifdef __cplusplus
 }
 #endif

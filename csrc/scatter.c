@@ -6,9 +6,11 @@
 #include <immintrin.h>
 #endif
 
+#include "ampy/cpu.h"
 #include "ampy/elem.h"
 #include "ampy/parallel.h"
 #include "ampy/scatter.h"
+#include "simd.h"
 
 enum { GATHER, SCATTER, SCATTER_ADD };
 enum { BAD_INDEX = 1, NO_MEMORY = 2 }; /* run_ctx.failed */
@@ -22,6 +24,7 @@ typedef struct {
     int64_t bad; /* a failing index value (checks) */
     int failed;
     int stream; /* gather: out is large enough to be stored past the cache */
+    int avx512; /* gather: the CPU level runs AVX-512 */
 } run_ctx;
 
 /* Byte offsets of line `l` (the index positions with c[dim] = 0, row-major
@@ -188,6 +191,39 @@ static int gather_line_stream(const run_ctx *c, size_t isz, const int64_t *ix, i
 }
 #endif
 
+#if defined(AMPY_X86_SIMD)
+/* 4-byte gather of a contiguous line with AVX-512: eight int64 indices per
+ * vpgatherqd, the lanes out of bounds masked off (and the line failed). */
+AMPY_TARGET_AVX512 static int gather_line_avx512(const run_ctx *c, const int64_t *ix, int64_t n,
+                                                 int64_t os, int64_t se, int64_t oo)
+{
+    const int *sp = (const int *)(c->self + os);
+    int *op = (int *)(c->other + oo);
+    const __m512i size = _mm512_set1_epi64(c->s->self_size), step = _mm512_set1_epi64(se);
+    __mmask8 ok = 0xFF;
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m512i v = _mm512_loadu_si512((const void *)(ix + j));
+        const __mmask8 in = _mm512_cmplt_epu64_mask(v, size);
+        ok &= in;
+        const __m256i g = _mm512_mask_i64gather_epi32(_mm256_setzero_si256(), in,
+                                                      _mm512_mullo_epi64(v, step), sp, 4);
+        if (c->stream)
+            _mm256_stream_si256((__m256i *)(op + j), g);
+        else
+            _mm256_storeu_si256((__m256i *)(op + j), g);
+    }
+    uint64_t over = ok != 0xFF;
+    for (; j < n; j++) {
+        const uint64_t v = (uint64_t)ix[j];
+        const int bad = v >= (uint64_t)c->s->self_size;
+        over |= (uint64_t)bad;
+        op[j] = sp[(int64_t)(bad ? 0 : v) * se];
+    }
+    return !over;
+}
+#endif
+
 static int gather_line_checked(const run_ctx *c, size_t isz, const int64_t *ix, int64_t n,
                                int64_t os, int64_t se, int64_t oo)
 {
@@ -282,7 +318,9 @@ static void run_lines(int64_t begin, int64_t end, void *arg)
         const int64_t *ix = (const int64_t *)(c->index + oi);
         if (c->mode == GATHER && ie == 1 && oe == 1) {
 #if defined(__x86_64__)
-            const int ok = c->stream && (isz == 4 || isz == 8)
+            const int ok = c->avx512 && isz == 4 && !((uintptr_t)(c->other + oo) & 31)
+                               ? gather_line_avx512(c, ix, n, os, se, oo)
+                           : c->stream && (isz == 4 || isz == 8)
                                ? gather_line_stream(c, isz, ix, n, os, se, oo)
                                : gather_line_checked(c, isz, ix, n, os, se, oo);
 #else
@@ -340,7 +378,10 @@ static ampy_status run(const ampy_scatter_spec *s, int mode, char *self, const c
         if (d != s->dim)
             lines *= s->shape[d];
     }
-    run_ctx c = {s, mode, self, index, other, 0, 0, 0};
+    run_ctx c = {s, mode, self, index, other, 0, 0, 0, 0};
+#if defined(AMPY_X86_SIMD)
+    c.avx512 = ampy_cpu_level_get() >= AMPY_CPU_AVX512;
+#endif
     c.stream = mode == GATHER && lines * s->shape[s->dim] * (int64_t)ampy_dtype_size(s->dtype) >= STREAM_BYTES;
     const int64_t n = s->shape[s->dim];
     const int64_t grain = n >= 16384 ? 1 : 16384 / n + 1;

@@ -8,8 +8,10 @@ treats it as torch's einsum (whose CPU decomposition runs bmm). Products with
 nothing to contract are element-wise multiplications, letters that only one
 operand has and the output lacks are summed first, and more than two
 operands are contracted left to right. Ellipses broadcast as in torch.
-Differentiation goes through the ops it is made of. Repeated letters within
-one operand (diagonals) are not supported.
+A letter repeated within one operand takes that operand's diagonal over
+those dims first: a strided view whose stride along the letter is the sum of
+the repeated dims' strides (as_strided, whose gradient lands on the
+diagonal), as torch does. Differentiation goes through the ops it is made of.
 """
 import string as _string
 
@@ -88,9 +90,6 @@ def _parse(equation, operands):
 def _sizes(subs, operands):
     sizes = {}
     for k, (s, op) in enumerate(zip(subs, operands)):
-        if len(set(s)) != len(s):
-            raise NotImplementedError("einsum(): a subscript repeated within one operand "
-                                      "(a diagonal) is not supported by ampy")
         for c, n in zip(s, op.shape):
             m = sizes.get(c)
             if m is None or m == 1:
@@ -100,6 +99,27 @@ def _sizes(subs, operands):
                 raise RuntimeError(f"einsum(): subscript {name} has size {n} for operand {k} "
                                    f"which does not broadcast with previously seen size {m}")
     return sizes
+
+
+def _take_diagonals(x, s, k):
+    """x (letters s, some repeated) as the view along its diagonals: one dim
+    per distinct letter, in first-seen order; the repeated dims' sizes must
+    agree (torch's check and message)."""
+    if len(set(s)) == len(s):
+        return x, s
+    letters, shape, strides = [], [], []
+    for c, n, st in zip(s, x.shape, x.stride()):
+        if c in letters:
+            j = letters.index(c)
+            if n != shape[j]:
+                raise RuntimeError(f"einsum(): subscript {c} is repeated for operand {k} but "
+                                   f"the sizes don't match, {n} != {shape[j]}")
+            strides[j] += st
+        else:
+            letters.append(c)
+            shape.append(n)
+            strides.append(st)
+    return x.as_strided(shape, strides), letters
 
 
 def _sum_out(x, s, keep):
@@ -170,6 +190,8 @@ def einsum(equation, *operands):
         if not isinstance(op, Tensor):
             raise TypeError(f"einsum(): operands must be Tensors, not {type(op).__name__}")
     subs, out = _parse(equation, operands)
+    diag = [_take_diagonals(op, sb, k) for k, (op, sb) in enumerate(zip(operands, subs))]
+    operands, subs = tuple(d[0] for d in diag), [d[1] for d in diag]
     sizes = _sizes(subs, operands)
     x, sx = operands[0], subs[0]
     for j in range(1, len(operands)):

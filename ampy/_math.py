@@ -12,6 +12,7 @@ stack live in ampy/_math_reduce.py.
 """
 import builtins as _b
 import math as _pymath
+import warnings as _warnings
 
 import numpy as _np
 
@@ -323,7 +324,20 @@ def where(condition, input=None, other=None):
     if input is None or other is None:
         raise TypeError("where(condition) without input and other is not supported; use "
                         "nonzero(condition, as_tuple=True)")
+    if isinstance(condition, Tensor) and condition.dtype is not D.bool:
+        if condition.dtype is not D.uint8:
+            raise RuntimeError(f"where expected condition to be a boolean tensor, but got a "
+                               f"tensor with dtype {_SCALAR_NAMES[condition.dtype.name]}")
+        _warnings.warn("where received a uint8 condition tensor. This behavior is deprecated "
+                       "and will be removed in a future version of PyTorch. Use a boolean "
+                       "condition instead.", UserWarning, stacklevel=2)
     return dispatch(_WHERE, condition, input, other)
+
+
+# torch's ScalarType names, as its dtype messages spell them
+_SCALAR_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half",
+                 "bfloat16": "BFloat16", "int64": "Long", "int32": "Int", "uint8": "Byte",
+                 "bool": "Bool"}
 
 
 @_ewise_op("lerp")

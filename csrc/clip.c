@@ -3,89 +3,68 @@
  * The norm loop keeps eight partial accumulators per block (element i goes to
  * accumulator i % 8) so the conversion and the multiply-add pipeline; the
  * eight are merged in a fixed order, so the bits depend only on the data and
- * AMPY_CLIP_BLOCK, never on the number of threads.
+ * AMPY_CLIP_BLOCK, never on the number of threads or the CPU level (the
+ * loops, clip_kernels.inc, are compiled portable, for AVX2 and for AVX-512).
  */
 #include <math.h>
 #include <stdlib.h>
 
 #include "ampy/clip.h"
 #include "ampy/clip_math.h"
+#include "ampy/cpu.h"
 #include "ampy/dtype.h"
 #include "ampy/elem.h"
 #include "ampy/finite.h"
 #include "ampy/parallel.h"
+#include "simd.h"
 
 #define CLIP_SCALE_GRAIN ((int64_t)1 << 16)
 
 /* |element i| widened to double. */
-static inline double abs_f32(const void *p, int64_t i) { return fabs((double)((const float *)p)[i]); }
-static inline double abs_f64(const void *p, int64_t i) { return fabs(((const double *)p)[i]); }
-
-/* One block's partial: eight accumulators (lane k takes elements i with
- * i % 8 == k), merged in lane order. p = 1 and p = 2 get loops the compiler
- * can vectorise; the other orders go through ampy_norm_step. */
-#define NORM_BLOCK(NAME, LOAD)                                                     \
-    static double NAME(const void *p, int64_t begin, int64_t end, double ord)       \
-    {                                                                              \
-        double acc[8];                                                             \
-        for (int k = 0; k < 8; k++)                                                \
-            acc[k] = ampy_norm_init(ord);                                          \
-        int64_t i = begin;                                                         \
-        if (ord == 2.0) {                                                          \
-            for (; i + 8 <= end; i += 8)                                           \
-                for (int k = 0; k < 8; k++) {                                      \
-                    double a = LOAD(p, i + k);                                     \
-                    acc[k] += a * a;                                               \
-                }                                                                  \
-        } else if (ord == 1.0) {                                                   \
-            for (; i + 8 <= end; i += 8)                                           \
-                for (int k = 0; k < 8; k++)                                        \
-                    acc[k] += LOAD(p, i + k);                                      \
-        } else {                                                                   \
-            for (; i + 8 <= end; i += 8)                                           \
-                for (int k = 0; k < 8; k++)                                        \
-                    acc[k] = ampy_norm_step(acc[k], LOAD(p, i + k), ord);          \
-        }                                                                          \
-        for (int k = 0; i < end; i++, k++)                                         \
-            acc[k] = ampy_norm_step(acc[k], LOAD(p, i), ord);                      \
-        double r = acc[0];                                                         \
-        for (int k = 1; k < 8; k++)                                                \
-            r = ampy_norm_merge(r, acc[k], ord);                                   \
-        return r;                                                                  \
-    }
-
-NORM_BLOCK(block_f32, abs_f32)
-NORM_BLOCK(block_f64, abs_f64)
-
-/* Halves: widened to float32 a tile at a time (a loop the compiler
- * vectorises), each tile's partial taken by the float32 loop and merged in
- * tile order (a fixed order: the bits depend only on the data). */
-#define TILE 512
-static double block_half(const uint16_t *x, int dt, int64_t begin, int64_t end, double ord)
+static inline double clip_abs_f32(const void *p, int64_t i)
 {
-    float buf[TILE];
-    double acc = ampy_norm_init(ord);
-    for (int64_t t = begin; t < end; t += TILE) {
-        int64_t n = end - t < TILE ? end - t : TILE;
-        if (dt == AMPY_BFLOAT16)
-            for (int64_t j = 0; j < n; j++)
-                buf[j] = ampy_bits_f32((uint32_t)x[t + j] << 16);
-        else
-            for (int64_t j = 0; j < n; j++)
-                buf[j] = ampy_f16_to_f32(x[t + j]);
-        acc = ampy_norm_merge(acc, block_f32(buf, 0, n, ord), ord);
-    }
-    return acc;
+    return fabs((double)((const float *)p)[i]);
 }
+static inline double clip_abs_f64(const void *p, int64_t i) { return fabs(((const double *)p)[i]); }
 
-static double block_partial(const void *p, int dt, int64_t begin, int64_t end, double ord)
+#define CLIP_TILE 512
+#define CLIP_SFX portable
+#define CLIP_ATTR
+#include "clip_kernels.inc"
+#undef CLIP_SFX
+#undef CLIP_ATTR
+#if defined(AMPY_X86_SIMD)
+#define CLIP_SFX avx2
+#define CLIP_ATTR AMPY_TARGET_AVX2
+#include "clip_kernels.inc"
+#undef CLIP_SFX
+#undef CLIP_ATTR
+#define CLIP_SFX avx512
+#define CLIP_ATTR AMPY_TARGET_AVX512
+#include "clip_kernels.inc"
+#undef CLIP_SFX
+#undef CLIP_ATTR
+#endif
+
+typedef double (*block_fn)(const void *, int, int64_t, int64_t, double);
+typedef void (*scale_fn)(void *, int, int64_t, int64_t, double);
+
+/* The copies for this CPU's level (ampy_cpu_level_get(): a forced level or
+ * AMPY_FORCE_PORTABLE picks the portable one). */
+static void pick_kernels(block_fn *norm, scale_fn *scale)
 {
-    switch (dt) {
-    case AMPY_FLOAT16:
-    case AMPY_BFLOAT16: return block_half((const uint16_t *)p, dt, begin, end, ord);
-    case AMPY_FLOAT64: return block_f64(p, begin, end, ord);
-    default: return block_f32(p, begin, end, ord);
+    *norm = block_partial_portable;
+    *scale = scale_range_portable;
+#if defined(AMPY_X86_SIMD)
+    const ampy_cpu_level lv = ampy_cpu_level_get();
+    if (lv >= AMPY_CPU_AVX512) {
+        *norm = block_partial_avx512;
+        *scale = scale_range_avx512;
+    } else if (lv >= AMPY_CPU_AVX2) {
+        *norm = block_partial_avx2;
+        *scale = scale_range_avx2;
     }
+#endif
 }
 
 typedef struct {
@@ -96,6 +75,7 @@ typedef struct {
     const int64_t *block_first;  /* ... and starts at its element block_first[b] */
     double ord;
     double *partial;
+    block_fn block;
 } norms_ctx;
 
 static void norms_range(int64_t b0, int64_t b1, void *arg)
@@ -105,7 +85,7 @@ static void norms_range(int64_t b0, int64_t b1, void *arg)
         int64_t t = c->block_tensor[b], first = c->block_first[b];
         int64_t last = first + AMPY_CLIP_BLOCK < c->numel[t] ? first + AMPY_CLIP_BLOCK
                                                              : c->numel[t];
-        c->partial[b] = block_partial(c->data[t], c->dtype[t], first, last, c->ord);
+        c->partial[b] = c->block(c->data[t], c->dtype[t], first, last, c->ord);
     }
 }
 
@@ -154,7 +134,9 @@ ampy_status ampy_clip_norms(int64_t ntensors, const void *const *data, const int
             bt[b] = i;
             bf[b] = e;
         }
-    norms_ctx c = {data, dtype, numel, bt, bf, p, part};
+    scale_fn unused;
+    norms_ctx c = {data, dtype, numel, bt, bf, p, part, NULL};
+    pick_kernels(&c.block, &unused);
     ampy_parallel_for(nblocks, 1, norms_range, &c);
     b = 0;
     for (int64_t i = 0; i < ntensors; i++) {
@@ -193,37 +175,13 @@ typedef struct {
     void *const *data;
     const int *dtype;
     double coef;
+    scale_fn scale;
 } scale_ctx;
 
 static void scale_chunk(int64_t t, int64_t begin, int64_t end, void *arg)
 {
     const scale_ctx *c = (const scale_ctx *)arg;
-    const float cf = (float)c->coef;
-    switch (c->dtype[t]) {
-    case AMPY_FLOAT32: {
-        float *x = (float *)c->data[t];
-        for (int64_t i = begin; i < end; i++)
-            x[i] = x[i] * cf;
-        break;
-    }
-    case AMPY_FLOAT16: {
-        uint16_t *x = (uint16_t *)c->data[t];
-        for (int64_t i = begin; i < end; i++)
-            x[i] = ampy_f32_to_f16(ampy_f16_to_f32(x[i]) * cf);
-        break;
-    }
-    case AMPY_BFLOAT16: {
-        uint16_t *x = (uint16_t *)c->data[t];
-        for (int64_t i = begin; i < end; i++)
-            x[i] = ampy_f32_to_bf16(ampy_bits_f32((uint32_t)x[i] << 16) * cf);
-        break;
-    }
-    default: {
-        double *x = (double *)c->data[t];
-        for (int64_t i = begin; i < end; i++)
-            x[i] = x[i] * c->coef;
-    }
-    }
+    c->scale(c->data[t], c->dtype[t], begin, end, c->coef);
 }
 
 ampy_status ampy_clip_scale(int64_t ntensors, void *const *data, const int64_t *numel,
@@ -243,7 +201,9 @@ ampy_status ampy_clip_scale(int64_t ntensors, void *const *data, const int64_t *
         }
         off[i + 1] = off[i] + numel[i];
     }
-    scale_ctx c = {data, dtype, coef};
+    block_fn unused;
+    scale_ctx c = {data, dtype, coef, NULL};
+    pick_kernels(&unused, &c.scale);
     ampy_mt_parallel(ntensors, off, CLIP_SCALE_GRAIN, scale_chunk, &c);
     free(off);
     return AMPY_OK;

@@ -26,6 +26,9 @@ TEMPLATES = {
 # cnn_norm.inc: the batch/group norm loops, instantiated three times by cnn_norm.c
 # (float portable, float AVX2+FMA, double)
 TEMPLATES["cnn_norm.inc"] = {"cnn_norm.c"}
+# clip_kernels.inc: clip_grad_norm_'s norm and scale loops, instantiated three times by
+# clip.c (portable, AVX2, AVX-512)
+TEMPLATES["clip_kernels.inc"] = {"clip.c"}
 
 
 def includes():

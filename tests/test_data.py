@@ -4,6 +4,7 @@ dataset without shuffling, per-epoch permutations from ampy's generator
 tuples/dicts/numbers/numpy/tensors, and worker processes giving the same
 batches as the main process."""
 import collections
+import os
 
 import numpy as np
 import pytest
@@ -255,3 +256,65 @@ def test_module_paths():
     import ampy.utils.data as m
     assert m.DataLoader is AD.DataLoader and ampy.utils.data.default_collate is \
         AD.default_collate
+
+
+class _Pids(AD.Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return i, os.getpid()
+
+
+def _count_init(wid):
+    ampy.manual_seed(500 + wid)
+
+
+def test_persistent_workers_keep_their_processes_and_draw_as_torch():
+    """Three epochs on the same two worker processes. As in torch, the
+    loader's generator gives the workers' base seed once, when they start,
+    and then one permutation per epoch: the batches are the sampler's draws
+    after that single seed draw."""
+    gen = ampy.Generator().manual_seed(3)
+    dl = AD.DataLoader(_Pids(), batch_size=3, shuffle=True, num_workers=2, generator=gen,
+                       persistent_workers=True)
+    pids, epochs = set(), []
+    for _ in range(3):
+        ep = []
+        for idx, pid in dl:
+            ep.append(idx.numpy().tolist())
+            pids.update(pid.numpy().tolist())
+        epochs.append(ep)
+    assert len(pids) == 2
+    ref_gen = ampy.Generator().manual_seed(3)
+    ampy.randint(0, 2 ** 62, (1,), generator=ref_gen)  # the workers' base seed
+    sampler = AD.BatchSampler(AD.RandomSampler(range(8), generator=ref_gen), 3, False)
+    assert epochs == [[list(b) for b in sampler] for _ in range(3)]
+    assert len({str(e) for e in epochs}) == 3
+
+
+def test_persistent_workers_after_an_epoch_left_early():
+    dl = AD.DataLoader(_Pids(), batch_size=1, num_workers=2, persistent_workers=True)
+    for k, (idx, _) in enumerate(dl):
+        if k == 2:
+            break
+    assert [int(i) for i, _ in dl] == list(range(8))
+    assert [int(i) for i, _ in dl] == list(range(8))
+
+
+def test_persistent_workers_seed_and_init_once_as_torch():
+    """worker_init_fn runs once per worker: a second epoch continues each
+    worker's stream instead of restarting it."""
+    dl = AD.DataLoader(_Random(), batch_size=1, num_workers=2, worker_init_fn=_count_init,
+                       persistent_workers=True)
+    first = [b.numpy().tolist() for b in dl]
+    second = [b.numpy().tolist() for b in dl]
+    assert first != second
+    fresh = AD.DataLoader(_Random(), batch_size=1, num_workers=2, worker_init_fn=_count_init)
+    assert [b.numpy().tolist() for b in fresh] == first == [b.numpy().tolist() for b in fresh]
+
+
+def test_persistent_workers_need_workers_as_torch():
+    for M in (AD, torch.utils.data):
+        with pytest.raises(ValueError, match="persistent_workers option needs num_workers > 0"):
+            M.DataLoader(list(range(4)), persistent_workers=True)

@@ -29,6 +29,16 @@ PATTERNS = [
     ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]),
     ("bij,j->bi", [(2, 3, 4), (4,)]),
     ("b i d, b j d -> b i j", [(2, 3, 4), (2, 5, 4)]),
+    # repeated subscripts within one operand: its diagonal
+    ("ii->i", [(4, 4)]),
+    ("ii", [(4, 4)]),
+    ("bii->bi", [(2, 3, 3)]),
+    ("iji->ij", [(3, 2, 3)]),
+    ("ij,jj->i", [(3, 4), (4, 4)]),
+    ("bii,bij->bj", [(2, 3, 3), (2, 3, 5)]),
+    # a letter that only one operand has, summed away before the contraction
+    ("ij,jk->i", [(2, 3), (3, 4)]),
+    ("bij,bjk->bk", [(2, 3, 4), (2, 4, 5)]),
 ]
 IDS = [p[0] for p in PATTERNS]
 
@@ -55,14 +65,20 @@ def test_einsum_halves_within_one_rounding_of_float64(eq, shapes, name):
     accumulator) and rounded once per contraction: |got - exact| <= u_half |exact|
     + (k - 1) u_half M + k n u_f32 M, with M the sum of |products|, k the
     contractions (one fewer than the operands; each intermediate is rounded to
-    the half dtype, as in torch) and n the longest sum (at most 8 here; 16 used)."""
+    the half dtype, as in torch; a letter that only one of several operands
+    has is summed away first, one more rounded intermediate) and n the
+    longest sum (at most 8 here; 16 used)."""
     arrs = [a.astype(NP_DTYPE[name]).astype(np.float64) for a in _arrays(shapes)]
     got = host_f64(ampy.einsum(eq, *[ampy.tensor(a, dtype=AMPY_DTYPE[name]) for a in arrs]))
     np_eq = eq.replace(" ", "")
     exact = np.einsum(np_eq, *arrs)
     mag = np.einsum(np_eq, *[np.abs(a) for a in arrs])
     k = max(len(arrs) - 1, 1)
-    bound = (UNIT_ROUNDOFF[name] * (np.abs(exact) + (k - 1) * mag)
+    terms, _, out = np_eq.partition("->")
+    ops = terms.split(",")
+    pre = "->" in np_eq and len(ops) > 1 and any(sum(c in t for t in ops) == 1 and c not in out
+                               for c in set(terms) - {","})
+    bound = (UNIT_ROUNDOFF[name] * (np.abs(exact) + (k - 1 + pre) * mag)
              + k * 16 * UNIT_ROUNDOFF["float32"] * mag)
     assert np.all(np.abs(got - exact) <= bound + 1e-30)
 
@@ -108,6 +124,10 @@ def test_einsum_strided_operands_and_list_form():
     ("ij,jk->ik", [(3, 4)], RuntimeError, "fewer operands were provided"),
     ("ij->ij", [(3, 4), (3, 4)], RuntimeError, "more operands were provided"),
     ("ijk->i", [(3, 4)], RuntimeError, "number of subscripts in the equation"),
+    ("ii->i", [(3, 4)], RuntimeError,
+     "subscript i is repeated for operand 0 but the sizes don't match, 4 != 3"),
+    ("ij,jjk->ik", [(2, 3), (3, 2, 4)], RuntimeError,
+     "subscript j is repeated for operand 1 but the sizes don't match, 2 != 3"),
 ])
 def test_einsum_bad_equations_raise_as_torch(eq, shapes, err, match):
     for M in (ampy, torch):
@@ -115,6 +135,23 @@ def test_einsum_bad_equations_raise_as_torch(eq, shapes, err, match):
             M.einsum(eq, *[M.ones(*s) for s in shapes])
 
 
-def test_einsum_diagonals_are_refused_clearly():
-    with pytest.raises(NotImplementedError, match="diagonal"):
-        ampy.einsum("ii->i", ampy.ones(3, 3))
+def test_einsum_diagonal_of_a_strided_operand_and_its_grad():
+    """The diagonal is taken on the operand's own strides (a transposed,
+    sliced view here) and its gradient lands on the diagonal only."""
+    a = np.random.default_rng(3).standard_normal((5, 6, 6))
+    x = ampy.tensor(a, requires_grad=True)
+    t = torch.tensor(a, requires_grad=True)
+    got = ampy.einsum("bii->bi", x.transpose(1, 2)[1:, ::2, ::2])
+    want = torch.einsum("bii->bi", t.transpose(1, 2)[1:, ::2, ::2])
+    np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+    g = np.random.default_rng(4).standard_normal(tuple(want.shape))
+    got.backward(ampy.tensor(g))
+    want.backward(torch.tensor(g))
+    np.testing.assert_array_equal(x.grad.numpy(), t.grad.numpy())
+
+
+def test_einsum_bad_diagonal_leaves_the_operand_unchanged():
+    x = ampy.ones(3, 4)
+    with pytest.raises(RuntimeError, match="repeated for operand 0"):
+        ampy.einsum("ii->i", x)
+    np.testing.assert_array_equal(x.numpy(), np.ones((3, 4)))

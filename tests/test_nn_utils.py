@@ -187,6 +187,23 @@ def test_same_total_for_any_thread_count():
     assert totals[0] == totals[1] == totals[2]
 
 
+@pytest.mark.parametrize("mix", ("f32", "bf16", "f16", "f64"))
+def test_every_cpu_level_gives_the_portable_bits(mix, cpu_path):
+    """The norm and scale loops are compiled per ISA (csrc/clip_kernels.inc)
+    with the same operation order: every level's total and scaled grads are
+    the portable level's bits."""
+    results = []
+    for level in ("portable", cpu_path):
+        ampy._C._set_cpu_level(level)
+        _, ap = _params(MIXES[mix], 11, none_at=())
+        totals = [clip_grad_norm_(ap, 0.3, norm_type=q).item() for q in (2.0, 1.0, 3.0)]
+        results.append((totals, [a.grad.float().numpy() for a in ap]))
+    ampy._C._set_cpu_level(cpu_path)
+    assert results[0][0] == results[1][0]
+    for x, y in zip(results[0][1], results[1][1]):
+        assert same_bits_or_both_nan(x, y)
+
+
 def test_non_contiguous_grads():
     tp, ap = _params(MIXES["f32"], 13)
     tp[0].grad = tp[0].grad.T.contiguous().T

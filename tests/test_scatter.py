@@ -286,6 +286,29 @@ def test_where_matches_torch():
         str(torch.where(torch.tensor(c), 1.0, 0).dtype).split(".")[1]
 
 
+@pytest.mark.parametrize("name", ["int64", "int32", "float32", "float64", "float16", "bfloat16"])
+def test_where_with_a_non_bool_condition_raises_as_torch(name):
+    c = np.array([1, 0, 2])
+    x = ampy.ones(3)
+    msgs = []
+    for M, cond, a in ((ampy, ampy.tensor(c).to(AMPY_DTYPE[name]), x),
+                       (torch, torch.tensor(c).to(getattr(torch, name)), torch.ones(3))):
+        with pytest.raises(RuntimeError) as e:
+            M.where(cond, a, M.zeros(3))
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1]
+    np.testing.assert_array_equal(x.numpy(), np.ones(3))
+
+
+def test_where_with_a_uint8_condition_warns_and_selects_as_torch():
+    c = np.array([1, 0, 2], np.uint8)
+    with pytest.warns(UserWarning, match="uint8 condition tensor"):
+        got = ampy.where(ampy.tensor(c), ampy.ones(3), ampy.zeros(3))
+    with pytest.warns(UserWarning, match="uint8 condition tensor"):
+        want = torch.where(torch.tensor(c), torch.ones(3), torch.zeros(3))
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
 # ---------------------------------------------------------------- index_select, masked_select
 @pytest.mark.parametrize("name", DTYPE_NAMES)
 def test_index_select_matches_torch(name):

@@ -3,7 +3,10 @@ goes to worker k % num_workers through that worker's index queue, results
 come back on one queue and are yielded in batch order. Worker w seeds
 ampy's default generator and Python's `random` with base_seed + w (base_seed
 drawn from the loader's generator per iteration, as torch draws it) before
-worker_init_fn(w) runs; get_worker_info() describes the worker inside it."""
+worker_init_fn(w) runs; get_worker_info() describes the worker inside it.
+Persistent workers outlive an epoch: the next epoch first reads and drops
+the results still in flight from a loop left early, then sends its own
+batches, numbered from 0 again."""
 import multiprocessing
 import queue
 import random
@@ -58,9 +61,11 @@ def _worker_loop(wid, nw, seed, dataset, fetch, init_fn, index_q, result_q):
 
 class _MultiProcessIter:
     """Batches of `batches` (lists of indices) fetched by worker processes,
-    in order; at most 2 * num_workers batches in flight."""
+    in order; at most 2 * num_workers batches in flight. persistent: the
+    workers stay up at the end of the batches, for reset()."""
 
-    def __init__(self, loader, batches, fetch, seed):
+    def __init__(self, loader, batches, fetch, seed, persistent=False):
+        self._persistent = persistent
         ctx = loader.multiprocessing_context or multiprocessing.get_context("fork")
         if isinstance(ctx, str):
             ctx = multiprocessing.get_context(ctx)
@@ -74,12 +79,31 @@ class _MultiProcessIter:
                                   loader.worker_init_fn, self._index_qs[w], self._result_q))
             p.start()
             self._workers.append(p)
+        self._timeout = loader.timeout if loader.timeout > 0 else None
+        self._start(batches)
+
+    def _start(self, batches):
         self._batches = iter(enumerate(batches))
         self._sent = self._next = 0
         self._done = {}
-        self._timeout = loader.timeout if loader.timeout > 0 else None
-        for _ in range(2 * nw):
+        for _ in range(2 * len(self._workers)):
             self._send()
+
+    def alive(self):
+        return bool(self._workers)
+
+    def reset(self, batches):
+        """A new epoch on the same workers."""
+        for _ in range(self._sent - self._next - len(self._done)):
+            self._get()
+        self._start(batches)
+
+    def _get(self):
+        try:
+            return self._result_q.get(timeout=self._timeout)
+        except queue.Empty:
+            self.close()
+            raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds")
 
     def _send(self):
         item = next(self._batches, None)
@@ -92,14 +116,11 @@ class _MultiProcessIter:
 
     def __next__(self):
         if self._next >= self._sent:
-            self.close()
+            if not self._persistent:
+                self.close()
             raise StopIteration
         while self._next not in self._done:
-            try:
-                k, data, err = self._result_q.get(timeout=self._timeout)
-            except queue.Empty:
-                self.close()
-                raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds")
+            k, data, err = self._get()
             self._done[k] = (data, err)
         data, err = self._done.pop(self._next)
         self._next += 1

@@ -59,8 +59,10 @@ class DataLoader:
     persistent_workers=False, pin_memory_device=""). shuffle draws a new
     permutation per epoch from `generator` (ampy's default generator when
     None). pin_memory is accepted and does nothing (CPU memory is what the
-    batches are in). Workers are started per iteration (persistent_workers
-    is accepted, not honoured)."""
+    batches are in). Workers are started per iteration, or once for all
+    epochs with persistent_workers=True (worker_init_fn and the workers'
+    seeding then happen once, and the base seed is drawn from `generator`
+    only when they start, as torch does)."""
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
                  num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
@@ -71,6 +73,10 @@ class DataLoader:
                     num_workers)
         if timeout < 0:
             raise ValueError("timeout option should be non-negative")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("persistent_workers option needs num_workers > 0")
+        self.persistent_workers = bool(persistent_workers)
+        self._workers_iter = None
         self.dataset = dataset
         self.num_workers = int(num_workers)
         self.pin_memory = pin_memory
@@ -132,9 +138,16 @@ class DataLoader:
             return self._iter_batches()
         fetch = _MapFetch(self.dataset, self.collate_fn, self._auto_collation)
         order = self.batch_sampler if self._auto_collation else self.sampler
+        if self.persistent_workers and self._workers_iter is not None and \
+                self._workers_iter.alive():
+            self._workers_iter.reset(order)
+            return self._workers_iter
         # drawn in both modes (as torch does), so a seeded generator gives the
         # same shuffled batches with and without workers
         seed = int(_creation.randint(0, 2 ** 62, (1,), generator=self.generator).item())
         if self.num_workers == 0:
             return (fetch(b) for b in order)
-        return _MultiProcessIter(self, order, fetch, seed)
+        it = _MultiProcessIter(self, order, fetch, seed, self.persistent_workers)
+        if self.persistent_workers:
+            self._workers_iter = it
+        return it

@@ -404,8 +404,71 @@ static void adaptive_range(int64_t p0, int64_t p1, void *vc, int backward)
     }
 }
 
-static void adaptive_fwd_range(int64_t p0, int64_t p1, void *vc) { adaptive_range(p0, p1, vc, 0); }
-static void adaptive_bwd_range(int64_t p0, int64_t p1, void *vc) { adaptive_range(p0, p1, vc, 1); }
+/* float32 and half planes: the window sums over float32 rows (half data
+ * widened once per plane), forward; the float32 backward's adds in place. */
+static void adaptive_plane_f(const pool_ctx *k, const float *x, int64_t ob)
+{
+    for (int64_t oh = 0; oh < k->OH; oh++) {
+        const int64_t h0 = ampy_cnn_adaptive_start(oh, k->OH, k->H);
+        const int64_t h1 = ampy_cnn_adaptive_end(oh, k->OH, k->H);
+        for (int64_t ow = 0; ow < k->OW; ow++) {
+            const int64_t w0 = ampy_cnn_adaptive_start(ow, k->OW, k->W);
+            const int64_t w1 = ampy_cnn_adaptive_end(ow, k->OW, k->W);
+            float sum = 0.0f;
+            for (int64_t ih = h0; ih < h1; ih++)
+                for (int64_t iw = w0; iw < w1; iw++)
+                    sum += x[ih * k->W + iw];
+            ampy_cnn_stf(k->dst, k->dt, ob + oh * k->OW + ow,
+                         sum / (float)(h1 - h0) / (float)(w1 - w0));
+        }
+    }
+}
+
+static void adaptive_bwd_plane_f(const pool_ctx *k, float *dx, const float *dy)
+{
+    for (int64_t oh = 0; oh < k->OH; oh++) {
+        const int64_t h0 = ampy_cnn_adaptive_start(oh, k->OH, k->H);
+        const int64_t h1 = ampy_cnn_adaptive_end(oh, k->OH, k->H);
+        for (int64_t ow = 0; ow < k->OW; ow++) {
+            const int64_t w0 = ampy_cnn_adaptive_start(ow, k->OW, k->W);
+            const int64_t w1 = ampy_cnn_adaptive_end(ow, k->OW, k->W);
+            const float d = dy[oh * k->OW + ow] / (float)(h1 - h0) / (float)(w1 - w0);
+            for (int64_t ih = h0; ih < h1; ih++)
+                for (int64_t iw = w0; iw < w1; iw++)
+                    dx[ih * k->W + iw] += d;
+        }
+    }
+}
+
+static void adaptive_fwd_range(int64_t p0, int64_t p1, void *vc)
+{
+    const pool_ctx *k = (const pool_ctx *)vc;
+    const int64_t HW = k->H * k->W;
+    if (k->dt == AMPY_FLOAT64 || k->OH * k->OW == 0) {
+        adaptive_range(p0, p1, vc, 0);
+        return;
+    }
+    for (int64_t p = p0; p < p1; p++) {
+        const float *x = (const float *)k->src + p * HW;
+        if (k->dt != AMPY_FLOAT32) {
+            pool_widen(k->dt, (const uint16_t *)k->src + p * HW, k->wide + p * HW, HW);
+            x = k->wide + p * HW;
+        }
+        adaptive_plane_f(k, x, p * k->OH * k->OW);
+    }
+}
+
+static void adaptive_bwd_range(int64_t p0, int64_t p1, void *vc)
+{
+    const pool_ctx *k = (const pool_ctx *)vc;
+    if (k->dt != AMPY_FLOAT32) {
+        adaptive_range(p0, p1, vc, 1);
+        return;
+    }
+    for (int64_t p = p0; p < p1; p++)
+        adaptive_bwd_plane_f(k, (float *)k->dst + p * k->H * k->W,
+                             (const float *)k->src + p * k->OH * k->OW);
+}
 
 static ampy_status adaptive_check(int64_t P, int64_t H, int64_t W, int64_t OH, int64_t OW, int dt,
                                   const void *out, const char *fn)
@@ -422,8 +485,14 @@ ampy_status ampy_cnn_adaptive_avg_pool2d_fwd(int64_t P, int64_t H, int64_t W, in
     ampy_status s = adaptive_check(P, H, W, OH, OW, dtype, y, "adaptive_avg_pool2d");
     if (s != AMPY_OK)
         return s;
-    pool_ctx k = {H, W, OH, OW, {1, 1, 1, 1, 0, 0, 1, 1}, 0, 0, x, y, NULL, NULL, dtype};
+    pool_ctx k = {H, W, OH, OW, {1, 1, 1, 1, 0, 0, 1, 1}, 0, 0, x, y, NULL, NULL, dtype, NULL};
+    if (ampy_dtype_is_half(dtype) && P * OH * OW > 0) {
+        k.wide = (float *)malloc((size_t)(P * H * W) * sizeof(float));
+        if (!k.wide)
+            return ampy_error(AMPY_ERR_NOMEM, "adaptive_avg_pool2d: out of memory");
+    }
     ampy_parallel_for(P, grain_for(H * W + OH * OW), adaptive_fwd_range, &k);
+    free(k.wide);
     return AMPY_OK;
 }
 

@@ -75,11 +75,14 @@ static void cn_flush_f(void *p, int dt, int64_t off, int64_t n, const float *buf
 #undef CN_SFX
 #undef CN_ATTR
 #if defined(AMPY_X86_SIMD)
+#include "cnn_norm_vec4.h"
+#define CN_VEC4 1
 #define CN_SFX f_avx2
 #define CN_ATTR AMPY_TARGET_AVX2
 #include "cnn_norm.inc"
 #undef CN_SFX
 #undef CN_ATTR
+#undef CN_VEC4
 #define CN_HAVE_AVX2 1
 #endif
 #undef CN_T
@@ -173,17 +176,71 @@ typedef struct {
     double *smean, *sinv;
 } bn_fwd_ctx;
 
+/* Half data of at most this many elements per channel is widened once per
+ * channel into a float32 buffer that the statistics and the affine pass
+ * both read (the same float32 values as widening tile by tile). */
+#define CN_WIDE_MAX ((int64_t)1 << 20)
+
+/* The N planes of channel c widened into wb (N*S floats), the planes two
+ * ahead prefetched: each plane is a short run far from the next, which
+ * the hardware prefetchers do not follow in time. */
+static void cn_widen_channel(const void *x, int dt, int64_t N, int64_t C, int64_t S, int64_t c,
+                            float *wb)
+{
+    const char *base = (const char *)x;
+    const int64_t bytes = S * 2;
+    for (int64_t n = 0; n < N; n++) {
+        if (n + 2 < N)
+            for (int64_t b = 0; b < bytes; b += 64)
+                __builtin_prefetch(base + ((n + 2) * C + c) * bytes + b);
+        cn_in_f(x, dt, (n * C + c) * S, S, wb + n * S);
+    }
+}
+
+/* y of channel c = x * alpha + beta; wb: the channel's planes widened
+ * (N*S floats) followed by N*S floats for the results, or NULL. */
+static void bn_fwd_affine(const bn_fwd_ctx *k, int64_t c, double mean, double invstd, float *wb)
+{
+    const int dt = k->dt;
+    const int64_t NS = k->N * k->S;
+    double w = k->w ? ampy_nn_load1(k->w, k->pdt, c) : 1.0;
+    double b = k->b ? ampy_nn_load1(k->b, k->pdt, c) : 0.0;
+    double ad, bd; /* the shared coefficients (cnn_math.h; the CUDA twin uses them too) */
+    ampy_cnn_norm_affine(invstd, w, mean, b, dt == AMPY_FLOAT64, &ad, &bd);
+    for (int64_t n = 0; n < k->N; n++) {
+        int64_t off = (n * k->C + c) * k->S;
+        if (dt == AMPY_FLOAT64) {
+            block_affine_d(k->x, dt, off, k->S, ad, bd, k->y);
+            continue;
+        }
+        float a = (float)ad, beta = (float)bd;
+        if (wb) {
+            loops_f()->block_affine(wb, AMPY_FLOAT32, n * k->S, k->S, a, beta, wb + NS);
+            cn_flush_f(k->y, dt, off, k->S, wb + NS + n * k->S);
+        } else {
+            loops_f()->block_affine(k->x, dt, off, k->S, a, beta, k->y);
+        }
+    }
+}
+
 static void bn_fwd_range(int64_t c0, int64_t c1, void *vc)
 {
     bn_fwd_ctx *k = (bn_fwd_ctx *)vc;
     const int dt = k->dt;
     const int f64 = dt == AMPY_FLOAT64;
+    float *wb = NULL;
+    if (ampy_dtype_is_half(dt) && k->N * k->S <= CN_WIDE_MAX)
+        wb = (float *)malloc((size_t)(2 * k->N * k->S) * sizeof(float));
     for (int64_t c = c0; c < c1; c++) {
         double mean, invstd;
+        if (wb)
+            cn_widen_channel(k->x, dt, k->N, k->C, k->S, c, wb);
         if (k->training) {
             double vs;
             if (f64)
                 bn_stats_d(k->x, dt, k->N, k->C, k->S, c, &mean, &vs);
+            else if (wb)
+                loops_f()->bn_stats(wb, AMPY_FLOAT32, k->N, 1, k->S, 0, &mean, &vs);
             else
                 loops_f()->bn_stats(k->x, dt, k->N, k->C, k->S, c, &mean, &vs);
             double unbiased;
@@ -197,18 +254,9 @@ static void bn_fwd_range(int64_t c0, int64_t c1, void *vc)
         }
         k->smean[c] = mean;
         k->sinv[c] = invstd;
-        double w = k->w ? ampy_nn_load1(k->w, k->pdt, c) : 1.0;
-        double b = k->b ? ampy_nn_load1(k->b, k->pdt, c) : 0.0;
-        double a, beta;
-        ampy_cnn_norm_affine(invstd, w, mean, b, f64, &a, &beta);
-        for (int64_t n = 0; n < k->N; n++) {
-            int64_t off = (n * k->C + c) * k->S;
-            if (f64)
-                block_affine_d(k->x, dt, off, k->S, a, beta, k->y);
-            else
-                loops_f()->block_affine(k->x, dt, off, k->S, (float)a, (float)beta, k->y);
-        }
+        bn_fwd_affine(k, c, mean, invstd, wb);
     }
+    free(wb);
 }
 
 ampy_status ampy_cnn_batch_norm_fwd(int64_t N, int64_t C, int64_t S, const void *x, int x_dtype,

@@ -10,8 +10,11 @@
  * the thread pool; each plane is one thread's.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "ampy/cast.h"
+#include "ampy/cpu.h"
 #include "ampy/cnn.h"
 #include "ampy/cnn_math.h"
 #include "ampy/dtype.h"
@@ -30,6 +33,7 @@ typedef struct {
     int64_t *idx;
     const int64_t *cidx;
     int dt;
+    float *wide; /* half data: the input widened to float32, plane by plane */
 } pool_ctx;
 
 static int64_t grain_for(int64_t per_plane)
@@ -41,6 +45,19 @@ static int64_t grain_for(int64_t per_plane)
 static size_t elem_size(int dt)
 {
     return dt == AMPY_FLOAT64 ? 8 : (dt == AMPY_FLOAT32 ? 4 : 2);
+}
+
+/* Half values to float32: the vector cast of this CPU level, or the scalar
+ * one (the same bits). */
+static void pool_widen(int dt, const uint16_t *h, float *f, int64_t n)
+{
+    ampy_cast_kernel k = ampy_cast_simd_kernel(ampy_cpu_level_get(), (ampy_dtype)dt,
+                                               AMPY_FLOAT32);
+    if (k)
+        k(h, f, n);
+    else
+        for (int64_t i = 0; i < n; i++)
+            f[i] = ampy_cnn_ldf(h, dt, i);
 }
 
 /* dx[i] += v, rounded to dt as torch's `grad_input[i] += delta` does. */
@@ -74,20 +91,69 @@ static ampy_status check_window(const ampy_cnn_window *w, const char *fn)
 }
 
 /* ---- max_pool2d ----------------------------------------------------------- */
+/* One plane's outputs from x, its H*W elements as float32 (the largest
+ * element, NaN wins, first maximum on ties; compared in float32, which
+ * orders float32 and half values as the float64 comparison does). */
+static void max_fwd_plane(const pool_ctx *k, const float *x, int64_t ob)
+{
+    const ampy_cnn_window *w = &k->win;
+    const int64_t H = k->H, W = k->W;
+    for (int64_t oh = 0; oh < k->OH; oh++) {
+        int64_t h0 = oh * w->sh - w->ph, h1 = h0 + (w->kh - 1) * w->dh + 1;
+        h1 = h1 < H ? h1 : H;
+        while (h0 < 0)
+            h0 += w->dh;
+        for (int64_t ow = 0; ow < k->OW; ow++) {
+            int64_t w0 = ow * w->sw - w->pw, w1 = w0 + (w->kw - 1) * w->dw + 1;
+            w1 = w1 < W ? w1 : W;
+            while (w0 < 0)
+                w0 += w->dw;
+            int64_t best = h0 * W + w0;
+            float m = -INFINITY;
+            for (int64_t ih = h0; ih < h1; ih += w->dh) {
+                const float *r = x + ih * W;
+                for (int64_t iw = w0; iw < w1; iw += w->dw) {
+                    const float v = r[iw];
+                    if (v > m || v != v) {
+                        m = v;
+                        best = ih * W + iw;
+                    }
+                }
+            }
+            ampy_nn_store1(k->dst, k->dt, ob + oh * k->OW + ow, (double)m);
+            k->idx[ob + oh * k->OW + ow] = best;
+        }
+    }
+}
+
+/* float64 planes, compared in float64: the shared window (cnn_math.h), as the
+ * CUDA twin computes it */
+static void max_fwd_plane_d(const pool_ctx *k, int64_t ib, int64_t ob)
+{
+    for (int64_t oh = 0; oh < k->OH; oh++)
+        for (int64_t ow = 0; ow < k->OW; ow++) {
+            double m;
+            int64_t best =
+                ampy_cnn_max_window(k->src, k->dt, ib, k->H, k->W, oh, ow, &k->win, &m);
+            ((double *)k->dst)[ob + oh * k->OW + ow] = m;
+            k->idx[ob + oh * k->OW + ow] = best;
+        }
+}
+
 static void max_fwd_range(int64_t p0, int64_t p1, void *vc)
 {
     const pool_ctx *k = (const pool_ctx *)vc;
-    const ampy_cnn_window *w = &k->win;
-    const int64_t H = k->H, W = k->W;
+    const int64_t HW = k->H * k->W;
     for (int64_t p = p0; p < p1; p++) {
-        int64_t ib = p * H * W, ob = p * k->OH * k->OW;
-        for (int64_t oh = 0; oh < k->OH; oh++)
-            for (int64_t ow = 0; ow < k->OW; ow++) {
-                double m;
-                int64_t best = ampy_cnn_max_window(k->src, k->dt, ib, H, W, oh, ow, w, &m);
-                ampy_nn_store1(k->dst, k->dt, ob + oh * k->OW + ow, m);
-                k->idx[ob + oh * k->OW + ow] = best;
-            }
+        const int64_t ib = p * HW, ob = p * k->OH * k->OW;
+        if (k->dt == AMPY_FLOAT64) {
+            max_fwd_plane_d(k, ib, ob);
+        } else if (k->dt == AMPY_FLOAT32) {
+            max_fwd_plane(k, (const float *)k->src + ib, ob);
+        } else {
+            pool_widen(k->dt, (const uint16_t *)k->src + ib, k->wide + ib, HW);
+            max_fwd_plane(k, k->wide + ib, ob);
+        }
     }
 }
 
@@ -104,8 +170,14 @@ ampy_status ampy_cnn_max_pool2d_fwd(int64_t P, int64_t H, int64_t W, int64_t OH,
         return AMPY_OK;
     if (!y || !idx || H * W == 0)
         return ampy_error(AMPY_ERR_VALUE, "max_pool2d: empty input plane or NULL output");
-    pool_ctx k = {H, W, OH, OW, *win, 0, 0, x, y, idx, NULL, dtype};
+    pool_ctx k = {H, W, OH, OW, *win, 0, 0, x, y, idx, NULL, dtype, NULL};
+    if (ampy_dtype_is_half(dtype)) {
+        k.wide = (float *)malloc((size_t)(P * H * W) * sizeof(float));
+        if (!k.wide)
+            return ampy_error(AMPY_ERR_NOMEM, "max_pool2d: out of memory");
+    }
     ampy_parallel_for(P, grain_for(OH * OW * win->kh * win->kw), max_fwd_range, &k);
+    free(k.wide);
     return AMPY_OK;
 }
 
@@ -113,10 +185,26 @@ static void max_bwd_range(int64_t p0, int64_t p1, void *vc)
 {
     const pool_ctx *k = (const pool_ctx *)vc;
     const int64_t HW = k->H * k->W, O = k->OH * k->OW;
-    for (int64_t p = p0; p < p1; p++)
-        for (int64_t o = 0; o < O; o++)
-            add_at(k->dst, k->dt, p * HW + k->cidx[p * O + o],
-                   ampy_nn_load1(k->src, k->dt, p * O + o));
+    for (int64_t p = p0; p < p1; p++) {
+        const int64_t *ix = k->cidx + p * O;
+        if (k->dt == AMPY_FLOAT32) {
+            float *dx = (float *)k->dst + p * HW;
+            const float *dy = (const float *)k->src + p * O;
+            for (int64_t o = 0; o < O; o++)
+                dx[ix[o]] += dy[o];
+        } else if (k->dt == AMPY_FLOAT64) {
+            double *dx = (double *)k->dst + p * HW;
+            const double *dy = (const double *)k->src + p * O;
+            for (int64_t o = 0; o < O; o++)
+                dx[ix[o]] += dy[o];
+        } else {
+            uint16_t *dx = (uint16_t *)k->dst + p * HW;
+            const uint16_t *dy = (const uint16_t *)k->src + p * O;
+            for (int64_t o = 0; o < O; o++)
+                ampy_cnn_stf(dx, k->dt, ix[o],
+                             ampy_cnn_ldf(dx, k->dt, ix[o]) + ampy_cnn_ldf(dy, k->dt, o));
+        }
+    }
 }
 
 ampy_status ampy_cnn_max_pool2d_bwd(int64_t P, int64_t H, int64_t W, int64_t OH, int64_t OW,
@@ -132,7 +220,7 @@ ampy_status ampy_cnn_max_pool2d_bwd(int64_t P, int64_t H, int64_t W, int64_t OH,
             return ampy_error(AMPY_ERR_INDEX, "max_pool2d_backward: index %lld out of range",
                               (long long)idx[i]);
     memset(dx, 0, (size_t)(P * H * W) * elem_size(dtype));
-    pool_ctx k = {H, W, OH, OW, {1, 1, 1, 1, 0, 0, 1, 1}, 0, 0, dy, dx, NULL, idx, dtype};
+    pool_ctx k = {H, W, OH, OW, {1, 1, 1, 1, 0, 0, 1, 1}, 0, 0, dy, dx, NULL, idx, dtype, NULL};
     ampy_parallel_for(P, grain_for(OH * OW), max_bwd_range, &k);
     return AMPY_OK;
 }
@@ -216,7 +304,7 @@ ampy_status ampy_cnn_avg_pool2d_fwd(int64_t P, int64_t H, int64_t W, int64_t OH,
     if (s != AMPY_OK)
         return s;
     pool_ctx k = {H, W, OH, OW, *win, count_include_pad, divisor_override, x, y, NULL, NULL,
-                  dtype};
+                  dtype, NULL};
     ampy_parallel_for(P, grain_for(OH * OW * win->kh * win->kw), avg_fwd_range, &k);
     return AMPY_OK;
 }
@@ -231,7 +319,7 @@ ampy_status ampy_cnn_avg_pool2d_bwd(int64_t P, int64_t H, int64_t W, int64_t OH,
         return s;
     memset(dx, 0, (size_t)(P * H * W) * elem_size(dtype));
     pool_ctx k = {H, W, OH, OW, *win, count_include_pad, divisor_override, dy, dx, NULL, NULL,
-                  dtype};
+                  dtype, NULL};
     ampy_parallel_for(P, grain_for(OH * OW * win->kh * win->kw), avg_bwd_range, &k);
     return AMPY_OK;
 }
@@ -278,8 +366,71 @@ static void adaptive_range(int64_t p0, int64_t p1, void *vc, int backward)
     }
 }
 
-static void adaptive_fwd_range(int64_t p0, int64_t p1, void *vc) { adaptive_range(p0, p1, vc, 0); }
-static void adaptive_bwd_range(int64_t p0, int64_t p1, void *vc) { adaptive_range(p0, p1, vc, 1); }
+/* float32 and half planes: the window sums over float32 rows (half data
+ * widened once per plane), forward; the float32 backward's adds in place. */
+static void adaptive_plane_f(const pool_ctx *k, const float *x, int64_t ob)
+{
+    for (int64_t oh = 0; oh < k->OH; oh++) {
+        const int64_t h0 = ampy_cnn_adaptive_start(oh, k->OH, k->H);
+        const int64_t h1 = ampy_cnn_adaptive_end(oh, k->OH, k->H);
+        for (int64_t ow = 0; ow < k->OW; ow++) {
+            const int64_t w0 = ampy_cnn_adaptive_start(ow, k->OW, k->W);
+            const int64_t w1 = ampy_cnn_adaptive_end(ow, k->OW, k->W);
+            float sum = 0.0f;
+            for (int64_t ih = h0; ih < h1; ih++)
+                for (int64_t iw = w0; iw < w1; iw++)
+                    sum += x[ih * k->W + iw];
+            ampy_cnn_stf(k->dst, k->dt, ob + oh * k->OW + ow,
+                         sum / (float)(h1 - h0) / (float)(w1 - w0));
+        }
+    }
+}
+
+static void adaptive_bwd_plane_f(const pool_ctx *k, float *dx, const float *dy)
+{
+    for (int64_t oh = 0; oh < k->OH; oh++) {
+        const int64_t h0 = ampy_cnn_adaptive_start(oh, k->OH, k->H);
+        const int64_t h1 = ampy_cnn_adaptive_end(oh, k->OH, k->H);
+        for (int64_t ow = 0; ow < k->OW; ow++) {
+            const int64_t w0 = ampy_cnn_adaptive_start(ow, k->OW, k->W);
+            const int64_t w1 = ampy_cnn_adaptive_end(ow, k->OW, k->W);
+            const float d = dy[oh * k->OW + ow] / (float)(h1 - h0) / (float)(w1 - w0);
+            for (int64_t ih = h0; ih < h1; ih++)
+                for (int64_t iw = w0; iw < w1; iw++)
+                    dx[ih * k->W + iw] += d;
+        }
+    }
+}
+
+static void adaptive_fwd_range(int64_t p0, int64_t p1, void *vc)
+{
+    const pool_ctx *k = (const pool_ctx *)vc;
+    const int64_t HW = k->H * k->W;
+    if (k->dt == AMPY_FLOAT64 || k->OH * k->OW == 0) {
+        adaptive_range(p0, p1, vc, 0);
+        return;
+    }
+    for (int64_t p = p0; p < p1; p++) {
+        const float *x = (const float *)k->src + p * HW;
+        if (k->dt != AMPY_FLOAT32) {
+            pool_widen(k->dt, (const uint16_t *)k->src + p * HW, k->wide + p * HW, HW);
+            x = k->wide + p * HW;
+        }
+        adaptive_plane_f(k, x, p * k->OH * k->OW);
+    }
+}
+
+static void adaptive_bwd_range(int64_t p0, int64_t p1, void *vc)
+{
+    const pool_ctx *k = (const pool_ctx *)vc;
+    if (k->dt != AMPY_FLOAT32) {
+        adaptive_range(p0, p1, vc, 1);
+        return;
+    }
+    for (int64_t p = p0; p < p1; p++)
+        adaptive_bwd_plane_f(k, (float *)k->dst + p * k->H * k->W,
+                             (const float *)k->src + p * k->OH * k->OW);
+}
 
 static ampy_status adaptive_check(int64_t P, int64_t H, int64_t W, int64_t OH, int64_t OW, int dt,
                                   const void *out, const char *fn)
@@ -296,8 +447,14 @@ ampy_status ampy_cnn_adaptive_avg_pool2d_fwd(int64_t P, int64_t H, int64_t W, in
     ampy_status s = adaptive_check(P, H, W, OH, OW, dtype, y, "adaptive_avg_pool2d");
     if (s != AMPY_OK)
         return s;
-    pool_ctx k = {H, W, OH, OW, {1, 1, 1, 1, 0, 0, 1, 1}, 0, 0, x, y, NULL, NULL, dtype};
+    pool_ctx k = {H, W, OH, OW, {1, 1, 1, 1, 0, 0, 1, 1}, 0, 0, x, y, NULL, NULL, dtype, NULL};
+    if (ampy_dtype_is_half(dtype) && P * OH * OW > 0) {
+        k.wide = (float *)malloc((size_t)(P * H * W) * sizeof(float));
+        if (!k.wide)
+            return ampy_error(AMPY_ERR_NOMEM, "adaptive_avg_pool2d: out of memory");
+    }
     ampy_parallel_for(P, grain_for(H * W + OH * OW), adaptive_fwd_range, &k);
+    free(k.wide);
     return AMPY_OK;
 }
 
@@ -308,7 +465,7 @@ ampy_status ampy_cnn_adaptive_avg_pool2d_bwd(int64_t P, int64_t H, int64_t W, in
     if (s != AMPY_OK)
         return s;
     memset(dx, 0, (size_t)(P * H * W) * elem_size(dtype));
-    pool_ctx k = {H, W, OH, OW, {1, 1, 1, 1, 0, 0, 1, 1}, 0, 0, dy, dx, NULL, NULL, dtype};
+    pool_ctx k = {H, W, OH, OW, {1, 1, 1, 1, 0, 0, 1, 1}, 0, 0, dy, dx, NULL, NULL, dtype, NULL};
     ampy_parallel_for(P, grain_for(H * W + OH * OW), adaptive_bwd_range, &k);
     return AMPY_OK;
 }

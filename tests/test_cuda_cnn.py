@@ -205,7 +205,7 @@ def test_cuda_twin_math_c_unit_test(tmp_path):
     exe = str(tmp_path / "test_cuda_twin_math")
     src = [os.path.join(HERE, "tests", "c", "test_cuda_twin_math.c")]
     src += [os.path.join(HERE, "csrc", f) for f in ("cnn_pool.c", "sort.c", "parallel.c",
-                                                    "status.c")]
+                                                    "status.c", "cpu.c", "cast_x86.c")]
     r = subprocess.run([cc, "-std=c11", "-O1", "-fno-math-errno", "-Wall", "-Wextra",
                         "-Wno-unused-parameter", "-Werror",
                         "-I" + os.path.join(HERE, "csrc", "include")] + src

@@ -7,10 +7,13 @@
  * is rounded exactly once. Contiguous runs of the four AMP conversions go to
  * the SIMD kernels of cast_x86.c when the CPU level allows.
  */
+#include <string.h>
+
 #include "ampy/cast.h"
 #include "ampy/cpu.h"
 #include "ampy/elem.h"
 #include "ampy/iter.h"
+#include "ampy/parallel.h"
 
 /* ---- loads ------------------------------------------------------------- */
 static inline float ld_f32(const char *p) { return *(const float *)p; }
@@ -145,6 +148,64 @@ static void cast_inner(char **p, const int64_t *s, int64_t n, void *arg)
  * worker costs more than it saves. */
 #define CAST_GRAIN ((int64_t)1 << 18)
 
+/* ---- fill: one source element broadcast over a dense destination --------
+ * (zeros, ones, full, fill_: a 0-d value copied everywhere). The value is
+ * converted once by the same loop as any cast, so the bits are the cast's,
+ * then stored as a pattern: memset when its bytes are all equal, else a
+ * typed store loop the compiler widens. */
+typedef struct {
+    char *dst;
+    unsigned char v[8];
+    int size;
+} fill_ctx;
+
+#define DEF_FILL(bytes, type)                                               \
+    static void fill_##bytes(type *d, int64_t n, const unsigned char *v)   \
+    {                                                                       \
+        type x;                                                             \
+        memcpy(&x, v, sizeof x);                                            \
+        for (int64_t i = 0; i < n; i++)                                     \
+            d[i] = x;                                                       \
+    }
+DEF_FILL(2, uint16_t)
+DEF_FILL(4, uint32_t)
+DEF_FILL(8, uint64_t)
+
+static void fill_range(int64_t i0, int64_t i1, void *arg)
+{
+    const fill_ctx *f = (const fill_ctx *)arg;
+    char *d = f->dst + i0 * f->size;
+    int same = 1;
+    for (int b = 1; b < f->size; b++)
+        same &= f->v[b] == f->v[0];
+    if (same)
+        memset(d, f->v[0], (size_t)((i1 - i0) * f->size));
+    else if (f->size == 2)
+        fill_2((uint16_t *)d, i1 - i0, f->v);
+    else if (f->size == 4)
+        fill_4((uint32_t *)d, i1 - i0, f->v);
+    else
+        fill_8((uint64_t *)d, i1 - i0, f->v);
+}
+
+/* Dense C-order destination (size-1 dims ignored) and a source whose every
+ * stride is 0: the number of elements, else 0. */
+static int64_t fill_count(int ndim, const int64_t *shape, const int64_t *src_strides,
+                          const int64_t *dst_strides)
+{
+    int64_t n = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        if (shape[d] == 1)
+            continue;
+        if (src_strides[d] != 0 || dst_strides[d] != n)
+            return 0;
+        n *= shape[d];
+    }
+    return n;
+}
+
+#define FILL_GRAIN ((int64_t)1 << 20)
+
 ampy_status ampy_cast(int ndim, const int64_t *shape, const void *src,
                       const int64_t *src_strides, ampy_dtype src_dtype, void *dst,
                       const int64_t *dst_strides, ampy_dtype dst_dtype)
@@ -161,6 +222,15 @@ ampy_status ampy_cast(int ndim, const int64_t *shape, const void *src,
     for (int d = 0; d < ndim; d++) {
         strides[d] = src_strides[d] * ss;
         strides[ndim + d] = dst_strides[d] * ds;
+    }
+    int64_t nfill = fill_count(ndim, shape, src_strides, dst_strides);
+    if (nfill > 1) {
+        fill_ctx f = {(char *)dst, {0}, (int)ds};
+        char *one[2] = {(char *)src, (char *)f.v};
+        const int64_t zero[2] = {0, 0};
+        c.portable(one, zero, 1, NULL);
+        ampy_parallel_for(nfill, FILL_GRAIN, fill_range, &f);
+        return AMPY_OK;
     }
     char *ptrs[2] = {(char *)src, (char *)dst};
     const int elsize[2] = {(int)ss, (int)ds};

@@ -476,3 +476,54 @@ def test_cuda_strided_and_broadcast_copies():
     h = ampy.zeros(8, 6)
     h.copy_(g.t())  # device -> strided host
     np.testing.assert_array_equal(h.numpy(), x.t().numpy())
+
+
+FILL_VALUES = [0, 1, 0.5, -3, 1e30, -0.0, float("nan"), float("inf"), 65504.0, 3.0e-8, True]
+FILL_DTYPES = ["float32", "bfloat16", "float16", "float64", "int64", "int32", "uint8", "bool"]
+
+
+def _torch_bits(t):
+    return (t.view(torch.int16) if t.dtype in (torch.float16, torch.bfloat16) else t).numpy()
+
+
+@pytest.mark.parametrize("name", FILL_DTYPES)
+@pytest.mark.parametrize("shape", [(3, 5), (1, 7, 1), (4097,), ((1 << 20) + 3,)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_full_gives_torchs_bits(name, shape, threads):
+    """full/zeros/ones write one converted value over a dense output (the fill
+    path of ampy_cast); the bits are torch's for every dtype, value and size,
+    at 1 and 2 threads (the large shape is split between the threads)."""
+    old = ampy.get_num_threads()
+    ampy.set_num_threads(threads)
+    try:
+        _check_full(name, shape)
+    finally:
+        ampy.set_num_threads(old)
+
+
+def _check_full(name, shape):
+    for v in FILL_VALUES:
+        try:
+            ref = torch.full(shape, v, dtype=getattr(torch, name))
+        except (RuntimeError, OverflowError):
+            continue
+        got = ampy.full(shape, v, dtype=getattr(ampy, name))
+        assert got.numpy().tobytes() == _torch_bits(ref).tobytes(), (name, v)
+    assert ampy.zeros(shape, dtype=getattr(ampy, name)).numpy().tobytes() == \
+        _torch_bits(torch.zeros(shape, dtype=getattr(torch, name))).tobytes()
+
+
+@pytest.mark.parametrize("src", ["float64", "float32", "bfloat16"])
+@pytest.mark.parametrize("dst", ["float32", "bfloat16", "float16"])
+def test_broadcast_copy_of_one_value_converts_once(src, dst):
+    """copy_ of a one-element tensor into dense and strided outputs: the value
+    is rounded once from the source dtype (torch's bits), and a strided
+    destination keeps its other elements."""
+    val = torch.tensor([1.0 + 2.0 ** -9 + 2.0 ** -20], dtype=torch.float64).to(getattr(torch, src))
+    a_val = ampy.tensor(val.to(torch.float64).numpy()).to(getattr(ampy, src))
+    for sl in ((slice(None), slice(None)), (slice(None), slice(None, None, 2))):
+        ref = torch.full((6, 9), -2.0, dtype=getattr(torch, dst))
+        got = ampy.full((6, 9), -2.0, dtype=getattr(ampy, dst))
+        ref[sl].copy_(val.reshape(1, 1).expand(ref[sl].shape))
+        got[sl].copy_(a_val.reshape(1, 1))
+        assert got.numpy().tobytes() == _torch_bits(ref).tobytes()

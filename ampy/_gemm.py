@@ -44,8 +44,8 @@ def _check(a, b, fn):
     for name, t in (("input", a), ("other", b)):
         if not isinstance(t, Tensor):
             raise TypeError(f"{fn}(): argument '{name}' must be Tensor, not {type(t).__name__}")
-    if a.dtype is not b.dtype:
-        raise TypeError(f"{fn}: expected both operands to have the same dtype, but got "
+    if a.dtype is not b.dtype:  # torch raises RuntimeError here (a TypeError before)
+        raise RuntimeError(f"{fn}: expected both operands to have the same dtype, but got "
                         f"{a.dtype} and {b.dtype}")
     if a.dtype not in _FLOAT_OK:
         raise TypeError(f"{fn}: dtype {a.dtype} is not supported: ampy GEMM takes float32, float16, bfloat16 and float64")

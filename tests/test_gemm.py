@@ -142,10 +142,14 @@ def test_beta_zero_ignores_nan_and_k_zero(impl):
 
 def test_errors():
     a32, a16 = ampy.ones(2, 3), ampy.ones(3, 2, dtype=ampy.float16)
-    with pytest.raises(TypeError, match="same dtype.*float32.*float16"):
+    # torch's exception type: RuntimeError (expected m1 and m2 to have the same dtype)
+    with pytest.raises(RuntimeError, match="same dtype.*float32.*float16"):
         G.mm(a32, a16)
-    with pytest.raises(TypeError, match="same dtype"):
+    with pytest.raises(RuntimeError, match="same dtype"):
         G.matmul(a16, ampy.ones(2, 2))
+    for f in (ampy.mm, ampy.matmul, ampy.nn.functional.linear):
+        with pytest.raises(RuntimeError, match="same dtype"):
+            f(a32, ampy.ones(2, 3, dtype=ampy.float64))
     with pytest.raises(TypeError, match="float32, float16"):
         G.mm(ampy.ones(2, 2, dtype=ampy.int64), ampy.ones(2, 2, dtype=ampy.int64))
     with pytest.raises(RuntimeError, match=r"cannot be multiplied \(2x3 and 2x3\)"):

@@ -195,8 +195,11 @@ def test_cpu_fallback_wraps_only_cpu_only_ops():
     np.testing.assert_array_equal(wrapped(x).numpy(), np.full(3, 2.0, np.float32))
 
 
-# ops that run CUDA tensors through the CPU fallback, and why: none left
-CPU_ONLY = {}
+# ops declared host-only, and why
+CPU_ONLY = {
+    # nn.LSTM/GRU/RNN send CUDA tensors to the per-step cells (cuda/rnn.cu), never here
+    "rnn_layer": "the whole-layer time loop is host C; CUDA layers run the fused cells",
+}
 
 # ops whose CUDA kernels are reached through the _C bindings of csrc/py/
 # (cuda/cnn_*.cu, cuda/sort.cu): their _C functions accept CUDA tensors

@@ -69,3 +69,15 @@ def test_batch_norm_four_plane_sums_match_torch_bits(cpu_path, n):
     ya = ampy.nn.functional.batch_norm(ampy.tensor(x), None, None, training=True)
     yt = torch.nn.functional.batch_norm(torch.from_numpy(x), None, None, training=True)
     assert np.array_equal(ya.numpy().view(np.uint32), yt.numpy().view(np.uint32))
+
+
+@pytest.mark.parametrize("sizes", [(9, 11, 4, 5), (56, 56, 7, 7), (13, 3, 13, 2), (1, 1, 3, 3),
+                                   (40, 37, 3, 30)], ids=str)
+@pytest.mark.parametrize("dt", [ampy.bfloat16, ampy.float16], ids=str)
+def test_adaptive_pool_half_backward_bits(cpu_path, dt, sizes):
+    """The half backward rounds every add to the half type as torch does
+    (its overlapping windows add in torch's order), through float32 planes:
+    bits equal torch's."""
+    H, W, OH, OW = sizes
+    fn = lambda M: lambda x: M.nn.functional.adaptive_avg_pool2d(x, (OH, OW))  # noqa: E731
+    _check(fn(ampy), fn(torch), [_np((2, 3, H, W), 35)], dt, True, True)

@@ -12,7 +12,10 @@
  * lambdas of every output column and row are computed once per call, the
  * two source rows of an output row are widened to float32 once, and the
  * row is computed 16 outputs at a time with gathers on AVX-512 (the same
- * fused multiply-adds, so the same bits as the per-element loop). Its
+ * fused multiply-adds, so the same bits as the per-element loop). The
+ * forward follows the form of torch's CPU kernel that the call takes
+ * (cl_form): its generic form (rows, then columns) or its channels-last
+ * form (lambda products, channel-dependent order). Its
  * backward keeps the two source columns an output column touches in
  * registers, adding in the per-element loop's order.
  */

@@ -20,6 +20,10 @@
 #include "ampy/dtype.h"
 #include "ampy/nn_math.h"
 #include "ampy/parallel.h"
+#include "simd.h"
+#if defined(AMPY_X86_SIMD)
+#include <immintrin.h>
+#endif
 
 #define POOL_GRAIN_ELEMS 16384
 
@@ -402,6 +406,100 @@ static void adaptive_bwd_plane_f(const pool_ctx *k, float *dx, const float *dy)
     }
 }
 
+/* x rounded to bfloat16 (bf) or float16 and read back. */
+static inline float half_round(int bf, float x)
+{
+    return bf ? ampy_bf16_to_f32(ampy_f32_to_bf16(x)) : ampy_f16_to_f32(ampy_f32_to_f16(x));
+}
+
+/* row[i] = round(row[i] + d) for i in [w0, w1): torch's `grad_input[i] +=
+ * delta` in a half type (a float32 sum rounded once). */
+static inline void half_add_run(int bf, float *row, int64_t w0, int64_t w1, float d)
+{
+    if (bf)
+        for (int64_t iw = w0; iw < w1; iw++)
+            row[iw] = ampy_bf16_to_f32(ampy_f32_to_bf16(row[iw] + d));
+    else
+        for (int64_t iw = w0; iw < w1; iw++)
+            row[iw] = ampy_f16_to_f32(ampy_f32_to_f16(row[iw] + d));
+}
+
+#if defined(AMPY_X86_SIMD)
+/* half_add_run for float16, 16 lanes at a time (the hardware conversion
+ * rounds to nearest even, as the scalar one). */
+AMPY_TARGET_AVX512 static void f16_add_run_avx512(float *row, int64_t n, float d)
+{
+    const __m512 vd = _mm512_set1_ps(d);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+        const __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, row + i), vd);
+        const __m256i h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm512_mask_storeu_ps(row + i, m, _mm512_cvtph_ps(h));
+    }
+}
+#endif
+
+/* The half backward of one plane into acc (H*W float32 values, each a half
+ * value; zero on entry), from dy widened to g: every add rounded as torch
+ * rounds it, and every input element takes its adds in torch's order
+ * (outputs row by row, then by column), though the loop walks the input
+ * rows of an output row's windows one at a time. d: OW floats of scratch. */
+static void adaptive_bwd_plane_h(const pool_ctx *k, float *acc, const float *g, float *d)
+{
+    const int bf = k->dt == AMPY_BFLOAT16;
+#if defined(AMPY_X86_SIMD)
+    const int vec = !bf && ampy_cpu_level_get() >= AMPY_CPU_AVX512;
+#endif
+    for (int64_t oh = 0; oh < k->OH; oh++) {
+        const int64_t h0 = ampy_cnn_adaptive_start(oh, k->OH, k->H);
+        const int64_t h1 = ampy_cnn_adaptive_end(oh, k->OH, k->H);
+        for (int64_t ow = 0; ow < k->OW; ow++) {
+            const int64_t w0 = ampy_cnn_adaptive_start(ow, k->OW, k->W);
+            const int64_t w1 = ampy_cnn_adaptive_end(ow, k->OW, k->W);
+            d[ow] = half_round(bf, half_round(bf, g[oh * k->OW + ow] / (float)(h1 - h0)) /
+                                       (float)(w1 - w0));
+        }
+        for (int64_t ih = h0; ih < h1; ih++)
+            for (int64_t ow = 0; ow < k->OW; ow++) {
+                const int64_t w0 = ampy_cnn_adaptive_start(ow, k->OW, k->W);
+                const int64_t w1 = ampy_cnn_adaptive_end(ow, k->OW, k->W);
+#if defined(AMPY_X86_SIMD)
+                if (vec) {
+                    f16_add_run_avx512(acc + ih * k->W + w0, w1 - w0, d[ow]);
+                    continue;
+                }
+#endif
+                half_add_run(bf, acc + ih * k->W, w0, w1, d[ow]);
+            }
+    }
+}
+
+/* Half planes [p0, p1) backward through float32 scratch; false when out of
+ * memory. */
+static int adaptive_bwd_half(const pool_ctx *k, int64_t p0, int64_t p1)
+{
+    const int64_t HW = k->H * k->W, OHW = k->OH * k->OW;
+    float *buf = (float *)malloc((size_t)(HW + OHW + k->OW + 1) * sizeof(float));
+    if (!buf)
+        return 0;
+    float *g = buf + HW, *d = g + OHW;
+    ampy_cast_kernel narrow = ampy_cast_simd_kernel(ampy_cpu_level_get(), AMPY_FLOAT32,
+                                                    (ampy_dtype)k->dt);
+    for (int64_t p = p0; p < p1; p++) {
+        memset(buf, 0, (size_t)HW * sizeof(float));
+        pool_widen(k->dt, (const uint16_t *)k->src + p * OHW, g, OHW);
+        adaptive_bwd_plane_h(k, buf, g, d);
+        uint16_t *dx = (uint16_t *)k->dst + p * HW;
+        if (narrow)
+            narrow(buf, dx, HW);
+        else
+            for (int64_t i = 0; i < HW; i++)
+                ampy_cnn_stf(dx, k->dt, i, buf[i]);
+    }
+    free(buf);
+    return 1;
+}
+
 static void adaptive_fwd_range(int64_t p0, int64_t p1, void *vc)
 {
     const pool_ctx *k = (const pool_ctx *)vc;
@@ -423,10 +521,12 @@ static void adaptive_fwd_range(int64_t p0, int64_t p1, void *vc)
 static void adaptive_bwd_range(int64_t p0, int64_t p1, void *vc)
 {
     const pool_ctx *k = (const pool_ctx *)vc;
-    if (k->dt != AMPY_FLOAT32) {
+    if (k->dt == AMPY_FLOAT64 || (k->dt != AMPY_FLOAT32 && !adaptive_bwd_half(k, p0, p1))) {
         adaptive_range(p0, p1, vc, 1);
         return;
     }
+    if (k->dt != AMPY_FLOAT32)
+        return;
     for (int64_t p = p0; p < p1; p++)
         adaptive_bwd_plane_f(k, (float *)k->dst + p * k->H * k->W,
                              (const float *)k->src + p * k->OH * k->OW);

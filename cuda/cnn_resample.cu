@@ -102,6 +102,7 @@ ampy_status interp_geom(InterpGeom *g, int64_t P, int64_t H, int64_t W, int64_t 
 {
     if (!ampy_nn_is_float(dt))
         return ampy_error(AMPY_ERR_DTYPE, "%s: expected a floating-point tensor", fn);
+    mode = AMPY_CNN_INTERP_MODE(mode); /* the channel count is for the CPU's form only */
     if (P < 0 || H < 1 || W < 1 || OH < 1 || OW < 1 ||
         (mode != AMPY_CNN_INTERP_NEAREST && mode != AMPY_CNN_INTERP_BILINEAR) || sh < 0 || sw < 0)
         return ampy_error(AMPY_ERR_VALUE, "%s: bad sizes, mode or scale", fn);

@@ -4,10 +4,9 @@ csrc/cnn_pool.c) on the shapes that exercise their edges, against torch
 more than one (downsampling), one-column and one-row planes and outputs,
 outputs wider than one 16-lane block, identity sizes, and pools over
 half planes widened once. Tolerances as in test_cnn_ops.py: bits for
-the pools, the float64-refereed bound for bilinear (torch's align_corners
-forward differs from ampy's in the last bit when downsampling and for
-one-column inputs; the upsampling case whose bits agree is in
-test_cnn_ops.py).
+the pools and the bilinear forward (float16's forward and every bilinear
+backward within the float64-refereed bound; the grid of forward bits is
+in test_cnn_interp_bits.py).
 """
 import numpy as np
 import pytest
@@ -36,7 +35,7 @@ def test_bilinear_edges_against_torch(cpu_path, case, dt, align):
     shape, kw = BILINEAR[case]
     kw = dict(dict(align_corners=align, mode="bilinear"), **kw)
     mk = lambda M: lambda x: M.nn.functional.interpolate(x, **kw)  # noqa: E731
-    _check(mk(ampy), mk(torch), [_np(shape, 31)], dt, False, False)
+    _check(mk(ampy), mk(torch), [_np(shape, 31)], dt, dt is not ampy.float16, False)
 
 
 POOLS = {
@@ -70,3 +69,15 @@ def test_batch_norm_four_plane_sums_match_torch_bits(cpu_path, n):
     ya = ampy.nn.functional.batch_norm(ampy.tensor(x), None, None, training=True)
     yt = torch.nn.functional.batch_norm(torch.from_numpy(x), None, None, training=True)
     assert np.array_equal(ya.numpy().view(np.uint32), yt.numpy().view(np.uint32))
+
+
+@pytest.mark.parametrize("sizes", [(9, 11, 4, 5), (56, 56, 7, 7), (13, 3, 13, 2), (1, 1, 3, 3),
+                                   (40, 37, 3, 30)], ids=str)
+@pytest.mark.parametrize("dt", [ampy.bfloat16, ampy.float16], ids=str)
+def test_adaptive_pool_half_backward_bits(cpu_path, dt, sizes):
+    """The half backward rounds every add to the half type as torch does
+    (its overlapping windows add in torch's order), through float32 planes:
+    bits equal torch's."""
+    H, W, OH, OW = sizes
+    fn = lambda M: lambda x: M.nn.functional.adaptive_avg_pool2d(x, (OH, OW))  # noqa: E731
+    _check(fn(ampy), fn(torch), [_np((2, 3, H, W), 35)], dt, True, True)

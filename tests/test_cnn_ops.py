@@ -7,12 +7,13 @@ on every CPU path (the `cpu_path` fixture), with strided inputs.
 Tolerances. Bits where ampy's loop is torch's: the pools (a max, or a
 window sum in the same order, divided once), padding and nearest
 interpolation (copies; their backward adds in the same order), batch
-norm's forward (per-channel sums in double, torch's fused x * alpha + beta)
-and, for half data, every op (one rounding of a float32 result). Where
+norm's forward (per-channel sums in double, torch's fused x * alpha + beta),
+the bilinear forward except float16 (torch's two kernel forms) and, for
+half data, every other op (one rounding of a float32 result). Where
 torch's kernel sums in an order ampy does not reproduce (its vectorised
 reductions in the norm backwards and group norm statistics, the order in
-which autograd adds circular padding's wrapped gradients, the contraction
-of bilinear weights in its compiled kernel), the bound is float64 math on
+which autograd adds circular padding's wrapped gradients, its float16
+bilinear forward and the bilinear backward), the bound is float64 math on
 the same values: ampy's error against the float64 result is at most twice
 torch's plus 4 epsilons of the result's largest magnitude.
 """
@@ -169,11 +170,11 @@ INTERP_CASES = {
     "nearest x2": (dict(scale_factor=2), True, True),
     "nearest size": (dict(size=(5, 17)), True, True),
     "nearest 0.6": (dict(scale_factor=0.6), True, True),
-    "bilinear x1.7": (dict(scale_factor=1.7, mode="bilinear"), False, False),
-    "bilinear size": (dict(size=(13, 4), mode="bilinear"), False, False),
+    "bilinear x1.7": (dict(scale_factor=1.7, mode="bilinear"), True, False),
+    "bilinear size": (dict(size=(13, 4), mode="bilinear"), True, False),
     "bilinear align size": (dict(size=(5, 17), mode="bilinear", align_corners=True), True, False),
     "bilinear recompute": (dict(scale_factor=1.3, mode="bilinear",
-                                recompute_scale_factor=True), False, False),
+                                recompute_scale_factor=True), True, False),
 }
 
 
@@ -181,6 +182,7 @@ INTERP_CASES = {
 @pytest.mark.parametrize("dt", DTYPES, ids=str)
 def test_interpolate_against_torch(cpu_path, case, dt):
     kw, exact_fwd, exact_bwd = INTERP_CASES[case]
+    exact_fwd = exact_fwd and not (kw.get("mode") == "bilinear" and dt is ampy.float16)
     mk = lambda M: lambda x: M.nn.functional.interpolate(x, **kw)  # noqa: E731
     _check(mk(ampy), mk(torch), [_np(X, 5)], dt, exact_fwd, exact_bwd)
 

@@ -317,7 +317,10 @@ static PyObject *f_interp(PyObject *args, int backward)
         RUN(t->numel, PL_CALL(cnn_interp2d_bwd, blocks(t, 2), A, B, H_OF(t), W_OF(t), mode,
                               align, sh, sw, t->data, t->dtype, r->data));
     else
-        RUN(t->numel, PL_CALL(cnn_interp2d_fwd, blocks(t, 2), H_OF(t), W_OF(t), A, B, mode,
+        RUN(t->numel, PL_CALL(cnn_interp2d_fwd, blocks(t, 2), H_OF(t), W_OF(t), A, B,
+                              AMPY_CNN_INTERP_WITH_CHANNELS(mode, t->ndim > 2
+                                                                      ? t->shape[t->ndim - 3]
+                                                                      : 1),
                               align, sh, sw, t->data, t->dtype, r->data));
     return done(s, r);
 }

@@ -174,6 +174,17 @@ typedef enum ampy_cnn_interp_mode {
     AMPY_CNN_INTERP_BILINEAR = 1,
 } ampy_cnn_interp_mode;
 
+/* mode may also carry the channel count C of (N, C, H, W) planes above its
+ * low byte (0: not known, or too large to carry; then C = 1). The CPU
+ * bilinear forward needs it to follow torch's channels-last kernel, which
+ * torch takes for small outputs (OH + OW <= 128) and, on one thread, for
+ * three channels: it weights the four neighbours with lambda products and
+ * sums channels in vector blocks and a scalar tail in different orders. */
+#define AMPY_CNN_INTERP_MODE(m) ((m) & 0xff)
+#define AMPY_CNN_INTERP_CHANNELS(m) (((unsigned)(m)) >> 8)
+#define AMPY_CNN_INTERP_WITH_CHANNELS(m, c) \
+    ((int)((unsigned)(m) | ((c) > 0 && (c) < (1 << 23) ? (unsigned)(c) << 8 : 0u)))
+
 ampy_status ampy_cnn_interp2d_fwd(int64_t P, int64_t H, int64_t W, int64_t OH, int64_t OW,
                                   int mode, int align_corners, double scale_h, double scale_w,
                                   const void *x, int dtype, void *y);

@@ -114,7 +114,9 @@ AMPY_ELEM int64_t ampy_cnn_nearest_src(int64_t o, int64_t n, int64_t n_out, doub
 /* Bilinear neighbours i0, i1 and lambdas l0, l1 of destination index o
  * (torch's compute_source_index_and_lambda with the ratio above; the
  * half-pixel source index is one fused multiply-add, as torch's compiled
- * kernel computes it). f64 selects float64 arithmetic, else float32. */
+ * kernel computes it; on the host its floor is taken in float32 for
+ * float64 data too, as torch's CPU floorf). f64 selects float64
+ * arithmetic, else float32. */
 AMPY_ELEM void ampy_cnn_linear_src(int64_t o, int64_t n, int64_t n_out, double ratio,
                                    int align_corners, int f64, int64_t *i0, int64_t *i1,
                                    double *l0, double *l1)
@@ -134,7 +136,11 @@ AMPY_ELEM void ampy_cnn_linear_src(int64_t o, int64_t n, int64_t n_out, double r
     }
     if (!align_corners && real < 0.0)
         real = 0.0;
+#if defined(__CUDA_ARCH__)
     int64_t k = (int64_t)floor(real);
+#else
+    int64_t k = (int64_t)floorf((float)real); /* torch's CPU floors in float32 */
+#endif
     if (k > n - 1)
         k = n - 1;
     lam = f64 ? real - (double)k : (double)((float)real - (float)k);
@@ -259,6 +265,29 @@ AMPY_ELEM double ampy_cnn_bilinear_d(double v00, double v01, double v10, double 
 {
     double t0 = fma(v00, b0, v01 * b1), t1 = fma(v10, b0, v11 * b1);
     return fma(t0, a0, t1 * a1);
+}
+
+/* torch's channels-last bilinear value: the lambda products w00 = a0 b0,
+ * w01 = a0 b1, w10 = a1 b0, w11 = a1 b1 weight the four neighbours; a
+ * channel of the scalar tail adds them left to right, a vector-block lane
+ * right to left (lane != 0), each add one fused multiply-add as torch's
+ * compiled kernel. float32 arithmetic, and float64 below. */
+AMPY_ELEM float ampy_cnn_bilinear4_f(float v00, float v01, float v10, float v11, float a0,
+                                     float a1, float b0, float b1, int lane)
+{
+    const float w00 = a0 * b0, w01 = a0 * b1, w10 = a1 * b0, w11 = a1 * b1;
+    if (lane)
+        return fmaf(v00, w00, fmaf(v01, w01, fmaf(v11, w11, v10 * w10)));
+    return fmaf(v11, w11, fmaf(v10, w10, fmaf(v00, w00, v01 * w01)));
+}
+
+AMPY_ELEM double ampy_cnn_bilinear4_d(double v00, double v01, double v10, double v11, double a0,
+                                      double a1, double b0, double b1, int lane)
+{
+    const double w00 = a0 * b0, w01 = a0 * b1, w10 = a1 * b0, w11 = a1 * b1;
+    if (lane)
+        return fma(v00, w00, fma(v01, w01, fma(v11, w11, v10 * w10)));
+    return fma(v11, w11, fma(v10, w10, fma(v00, w00, v01 * w01)));
 }
 
 /* ---- batch_norm / group_norm ------------------------------------------------ */

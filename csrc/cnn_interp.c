@@ -30,6 +30,7 @@
 #include "ampy/dtype.h"
 #include "ampy/nn_math.h"
 #include "ampy/parallel.h"
+#include "cnn_half.h"
 #include "simd.h"
 #if defined(AMPY_X86_SIMD)
 #include <immintrin.h>
@@ -214,30 +215,6 @@ static void *lin_tables(interp_ctx *c)
     return m;
 }
 
-/* Half rows to float32 and back: the vector cast of this CPU level, or the
- * scalar one (the same bits). */
-static void ip_widen(int dt, const uint16_t *h, float *f, int64_t n)
-{
-    ampy_cast_kernel k = ampy_cast_simd_kernel(ampy_cpu_level_get(), (ampy_dtype)dt,
-                                               AMPY_FLOAT32);
-    if (k)
-        k(h, f, n);
-    else
-        for (int64_t i = 0; i < n; i++)
-            f[i] = ampy_cnn_ldf(h, dt, i);
-}
-
-static void ip_narrow(int dt, const float *f, uint16_t *h, int64_t n)
-{
-    ampy_cast_kernel k = ampy_cast_simd_kernel(ampy_cpu_level_get(), AMPY_FLOAT32,
-                                               (ampy_dtype)dt);
-    if (k)
-        k(f, h, n);
-    else
-        for (int64_t i = 0; i < n; i++)
-            ampy_cnn_stf(h, dt, i, f[i]);
-}
-
 typedef void (*bil_row_fn)(const float *s0, const float *s1, const lin_table *tw, float a0,
                            float a1, float *out, int64_t OW);
 typedef void (*bil_row4_fn)(const float *s0, const float *s1, const lin_table *tw, float a0,
@@ -355,7 +332,7 @@ static const float *bil_src_row(const interp_ctx *c, int64_t base, int64_t h, fl
             return slot[s];
         }
     int s = keep == 0 ? 1 : 0;
-    ip_widen(c->dt, (const uint16_t *)c->src + base + h * c->W, slot[s], c->W);
+    cnn_widen_half(c->dt, (const uint16_t *)c->src + base + h * c->W, slot[s], c->W);
     tag[s] = h;
     *used = s;
     return slot[s];
@@ -387,7 +364,7 @@ static void bil_fwd_range(int64_t p0, int64_t p1, void *vc)
             else
                 row(s0, s1, &c->tw, c->th.l0[oh], c->th.l1[oh], out, c->OW);
             if (half)
-                ip_narrow(c->dt, out, (uint16_t *)c->dst + o, c->OW);
+                cnn_narrow_half(c->dt, out, (uint16_t *)c->dst + o, c->OW);
         }
     }
     free(buf);
@@ -461,7 +438,7 @@ static void bil_bwd_range(int64_t p0, int64_t p1, void *vc)
             const int64_t o = (p * c->OH + oh) * c->OW;
             const float *g = (const float *)c->src + o;
             if (half) {
-                ip_widen(c->dt, (const uint16_t *)c->src + o, gbuf, c->OW);
+                cnn_widen_half(c->dt, (const uint16_t *)c->src + o, gbuf, c->OW);
                 g = gbuf;
             }
             const int64_t h0 = c->th.i0[oh], h1 = c->th.i1[oh];
@@ -474,7 +451,7 @@ static void bil_bwd_range(int64_t p0, int64_t p1, void *vc)
             }
         }
         if (half)
-            ip_narrow(c->dt, acc, (uint16_t *)c->dst + p * HW, HW);
+            cnn_narrow_half(c->dt, acc, (uint16_t *)c->dst + p * HW, HW);
     }
     free(gbuf);
 }

@@ -20,6 +20,7 @@
 #include "ampy/dtype.h"
 #include "ampy/nn_math.h"
 #include "ampy/parallel.h"
+#include "cnn_half.h"
 #include "simd.h"
 #if defined(AMPY_X86_SIMD)
 #include <immintrin.h>
@@ -49,19 +50,6 @@ static int64_t grain_for(int64_t per_plane)
 static size_t elem_size(int dt)
 {
     return dt == AMPY_FLOAT64 ? 8 : (dt == AMPY_FLOAT32 ? 4 : 2);
-}
-
-/* Half values to float32: the vector cast of this CPU level, or the scalar
- * one (the same bits). */
-static void pool_widen(int dt, const uint16_t *h, float *f, int64_t n)
-{
-    ampy_cast_kernel k = ampy_cast_simd_kernel(ampy_cpu_level_get(), (ampy_dtype)dt,
-                                               AMPY_FLOAT32);
-    if (k)
-        k(h, f, n);
-    else
-        for (int64_t i = 0; i < n; i++)
-            f[i] = ampy_cnn_ldf(h, dt, i);
 }
 
 /* dx[i] += v, rounded to dt as torch's `grad_input[i] += delta` does. */
@@ -155,7 +143,7 @@ static void max_fwd_range(int64_t p0, int64_t p1, void *vc)
         } else if (k->dt == AMPY_FLOAT32) {
             max_fwd_plane(k, (const float *)k->src + ib, ob);
         } else {
-            pool_widen(k->dt, (const uint16_t *)k->src + ib, k->wide + ib, HW);
+            cnn_widen_half(k->dt, (const uint16_t *)k->src + ib, k->wide + ib, HW);
             max_fwd_plane(k, k->wide + ib, ob);
         }
     }
@@ -487,7 +475,7 @@ static int adaptive_bwd_half(const pool_ctx *k, int64_t p0, int64_t p1)
                                                     (ampy_dtype)k->dt);
     for (int64_t p = p0; p < p1; p++) {
         memset(buf, 0, (size_t)HW * sizeof(float));
-        pool_widen(k->dt, (const uint16_t *)k->src + p * OHW, g, OHW);
+        cnn_widen_half(k->dt, (const uint16_t *)k->src + p * OHW, g, OHW);
         adaptive_bwd_plane_h(k, buf, g, d);
         uint16_t *dx = (uint16_t *)k->dst + p * HW;
         if (narrow)
@@ -511,7 +499,7 @@ static void adaptive_fwd_range(int64_t p0, int64_t p1, void *vc)
     for (int64_t p = p0; p < p1; p++) {
         const float *x = (const float *)k->src + p * HW;
         if (k->dt != AMPY_FLOAT32) {
-            pool_widen(k->dt, (const uint16_t *)k->src + p * HW, k->wide + p * HW, HW);
+            cnn_widen_half(k->dt, (const uint16_t *)k->src + p * HW, k->wide + p * HW, HW);
             x = k->wide + p * HW;
         }
         adaptive_plane_f(k, x, p * k->OH * k->OW);

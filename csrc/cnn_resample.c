@@ -16,6 +16,7 @@
 #include "ampy/dtype.h"
 #include "ampy/nn_math.h"
 #include "ampy/parallel.h"
+#include "cnn_half.h"
 
 #define RS_GRAIN_ELEMS 16384
 
@@ -113,30 +114,6 @@ static inline void pad_add1(const pad_ctx *c, int64_t s, int64_t o)
                      ampy_cnn_ldf(c->dst, c->dt, s) + ampy_cnn_ldf(c->src, c->dt, o));
 }
 
-/* Widen n half values to float32 (the vector cast of this CPU level, or
- * the scalar one: the same bits), and round n float32 values back. */
-static void pad_widen(int dt, const uint16_t *h, float *f, int64_t n)
-{
-    ampy_cast_kernel k = ampy_cast_simd_kernel(ampy_cpu_level_get(), (ampy_dtype)dt,
-                                               AMPY_FLOAT32);
-    if (k)
-        k(h, f, n);
-    else
-        for (int64_t i = 0; i < n; i++)
-            f[i] = ampy_cnn_ldf(h, dt, i);
-}
-
-static void pad_narrow(int dt, const float *f, uint16_t *h, int64_t n)
-{
-    ampy_cast_kernel k = ampy_cast_simd_kernel(ampy_cpu_level_get(), AMPY_FLOAT32,
-                                               (ampy_dtype)dt);
-    if (k)
-        k(f, h, n);
-    else
-        for (int64_t i = 0; i < n; i++)
-            ampy_cnn_stf(h, dt, i, f[i]);
-}
-
 /* d[i] = round(d[i] + g[i]) for half d and g, in tiles of PAD_TILE */
 #define PAD_TILE 256
 static void pad_add_half(int dt, uint16_t *d, const uint16_t *g, int64_t n)
@@ -144,11 +121,11 @@ static void pad_add_half(int dt, uint16_t *d, const uint16_t *g, int64_t n)
     float a[PAD_TILE], b[PAD_TILE];
     for (int64_t t = 0; t < n; t += PAD_TILE) {
         const int64_t m = n - t < PAD_TILE ? n - t : PAD_TILE;
-        pad_widen(dt, d + t, a, m);
-        pad_widen(dt, g + t, b, m);
+        cnn_widen_half(dt, d + t, a, m);
+        cnn_widen_half(dt, g + t, b, m);
         for (int64_t i = 0; i < m; i++)
             a[i] += b[i];
-        pad_narrow(dt, a, d + t, m);
+        cnn_narrow_half(dt, a, d + t, m);
     }
 }
 

@@ -6,6 +6,9 @@ operations (torch/nn/functional.py), composed of ampy ops:
 - masks made additive floats (bool True = masked out, as torch's MHA reads
   it, the opposite of scaled_dot_product_attention's bool mask), the key
   padding mask merged into the attention mask per head;
+- add_bias_kv's bias_k / bias_v rows, static_k / static_v and add_zero_attn's
+  zero row appended to the keys and values, each padding the masks with an
+  unmasked column, before the key padding mask is merged;
 - need_weights=True: the explicit softmax(q k^T / sqrt(d) + mask) weights
   (returned, averaged over heads by default), need_weights=False: the fused
   scaled_dot_product_attention kernel;

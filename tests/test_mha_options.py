@@ -2,10 +2,11 @@
 same weights: kdim / vdim different from embed_dim (separate q/k/v projection
 weights, in_proj_weight None), add_bias_kv (bias_k / bias_v appended to the
 key and value sequences, the masks padded with an unmasked column),
-add_zero_attn (a zero key/value row per head), and F.multi_head_attention_forward's
-static_k / static_v. Outputs, attention weights, gradients of the inputs and of
-every parameter, batch_first both ways, key_padding_mask and attn_mask,
-need_weights both ways; state_dicts loaded both ways.
+add_zero_attn (a zero key/value row per head), and static_k / static_v of the
+functional form (ampy.nn._mha against torch.nn.functional's). Outputs,
+attention weights, gradients of the inputs and of every parameter,
+batch_first both ways, key_padding_mask and attn_mask, need_weights both
+ways; state_dicts loaded both ways.
 
 Tolerance (float32): compositions of four GEMMs (K <= 16), a softmax and the
 concatenations; each GEMM output carries <= K u sum|a b| of rounding
@@ -20,7 +21,7 @@ import pytest
 
 import ampy
 from ampy import nn
-from ampy.nn import functional as F
+from ampy.nn import _mha
 
 torch = pytest.importorskip("torch")
 
@@ -198,7 +199,7 @@ def test_static_keys_and_values_match_torch():
     tout, tw = torch.nn.functional.multi_head_attention_forward(
         q, q, q, E, H, *args, None, None, True, 0.0, *out_args, key_padding_mask=kpm,
         static_k=sk, static_v=sv)
-    out, w = F.multi_head_attention_forward(
+    out, w = _mha.multi_head_attention_forward(
         _a(q), _a(q), _a(q), E, H, *map(_a, args), None, None, True, 0.0, *map(_a, out_args),
         key_padding_mask=_a(kpm), static_k=_a(sk), static_v=_a(sv))
     _close(out, tout)
@@ -242,13 +243,13 @@ def test_bad_inputs_raise_as_torch_and_leave_inputs_unchanged():
         akw = {k_: _a(t) for k_, t in tkw.items()}
         aextra = [None if t is None else _a(t) for t in extra]
         _raises_like_torch(
-            lambda: F.multi_head_attention_forward(_a(x), _a(x), _a(x), E, H, *map(_a, w),
+            lambda: _mha.multi_head_attention_forward(_a(x), _a(x), _a(x), E, H, *map(_a, w),
                                                    *aextra, False, 0.0, *map(_a, o), **akw),
             lambda: torch.nn.functional.multi_head_attention_forward(
                 x, x, x, E, H, *w, *extra, False, 0.0, *o, **tkw), msg)
     bad_sk = _rand(N * H + 1, S, E // H)
     _raises_like_torch(
-        lambda: F.multi_head_attention_forward(_a(x), _a(x), _a(x), E, H, *map(_a, w), None,
+        lambda: _mha.multi_head_attention_forward(_a(x), _a(x), _a(x), E, H, *map(_a, w), None,
                                                None, False, 0.0, *map(_a, o),
                                                static_k=_a(bad_sk), static_v=_a(bad_sk)),
         lambda: torch.nn.functional.multi_head_attention_forward(

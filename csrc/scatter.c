@@ -99,8 +99,8 @@ static float combine_f32(int op, float a, float b)
  * order) and rounded once, as torch's CPU kernel accumulates reduced floats
  * in float. acc and seen[] (all 0 between lines) are indexed by the target's
  * position. */
-static void combine_line_half(const ampy_scatter_spec *s, const run_ctx *c, int64_t oi, int64_t os,
-                          int64_t oo, float *acc, unsigned char *seen)
+static void combine_line_half(const ampy_scatter_spec *s, const run_ctx *c, int64_t oi,
+                              int64_t os, int64_t oo, float *acc, unsigned char *seen)
 {
     const int64_t n = s->shape[s->dim], si = s->index_strides[s->dim];
     const int64_t ss = s->self_strides[s->dim], so = s->other_strides[s->dim];

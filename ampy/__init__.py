@@ -67,6 +67,8 @@ from ._scatter import *  # noqa: E402,F401,F403
 from ._tril import *  # noqa: E402,F401,F403
 from ._tiling import *  # noqa: E402,F401,F403
 from ._einsum import *  # noqa: E402,F401,F403
+from . import _scatter_reduce  # noqa: E402
+from ._scatter_reduce import *  # noqa: E402,F401,F403
 from . import autograd  # noqa: E402  (the backward rules and the recording hook)
 from .autograd import (enable_grad, inference_mode, is_grad_enabled, no_grad,  # noqa: E402
                        set_grad_enabled)
@@ -126,6 +128,7 @@ from .nn._ops_rnn import gru_cell, lstm_cell, rnn_relu_cell, rnn_tanh_cell  # no
 __all__ += ["lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"]
 __all__ += _sorting.__all__ + _scatter.__all__ + _tril.__all__ + _tiling.__all__ + \
     _einsum.__all__
+__all__ += _scatter_reduce.__all__
 
 
 # ---- the names torch users type: constants, the old amp spellings, backends ----

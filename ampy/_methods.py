@@ -432,3 +432,7 @@ Tensor.type_as = _tiling.type_as
 from . import _tensor_format  # noqa: E402
 Tensor.__format__ = _tensor_format.tensor_format
 Tensor.is_floating_point = _tensor_format.is_floating_point
+# ---- scatter_reduce (ampy/_scatter_reduce.py) -----------------------------------
+from . import _scatter_reduce  # noqa: E402
+Tensor.scatter_reduce = _scatter_reduce.scatter_reduce
+Tensor.scatter_reduce_ = _scatter_reduce.scatter_reduce_

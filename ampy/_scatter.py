@@ -8,11 +8,15 @@ is written, so a failing call leaves its inputs unchanged, and scatter_add
 adds each element's contributions in index order, torch's CPU result bit for
 bit. CUDA tensors take advanced indexing's device kernels instead
 (`_C.index_gather` / `_C.index_scatter` with the key that addresses each
-index position's target), the same elements in the same order. masked_fill
+index position's target), the same elements in the same order.
+scatter(reduce="add") is scatter_add's loop, reduce="multiply" the product
+of the scatter_reduce kernel (on host copies for CUDA tensors). masked_fill
 is the element-wise `where` kernel with the value cast to
 the input's dtype (in place: written into the input itself). The checks and
 their messages are torch's.
 """
+import warnings
+
 from . import _C
 from . import _dtype as D
 from ._convert import as_tensor_like
@@ -25,6 +29,8 @@ from ._tensor import Tensor
 __all__ = ["gather", "scatter", "scatter_add", "masked_fill", "index_select", "masked_select"]
 
 _INDEX_DTYPES = (D.int64, D.int32)
+_MULTIPLY = 1  # ampy_scatter_reduce_op AMPY_SCATTER_PROD
+_warned_reduce = []  # torch warns once per process
 # torch's C++ type names in its dtype messages
 _CPP_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half",
               "bfloat16": "c10::BFloat16", "int64": "long int", "int32": "int",
@@ -152,24 +158,45 @@ def _value_src(x, ix, value):
     return v.expand(*ix.shape) if ix.ndim else v
 
 
-def _scatter_into(out, dim, index, src, add):
+def _multiply_on_host(out, d, index, src):
+    """reduce="multiply" of a CUDA tensor: the CPU kernel on host copies (no
+    device kernel multiplies), the result copied back into out."""
+    host = []
+    for t in (out, index, src):
+        h = _C.empty(tuple(t.shape), t.dtype)
+        _C.copy_(h, t)
+        host.append(h)
+    _C.scatter_reduce_(host[0], d, _index64(host[1]), host[2], _MULTIPLY)
+    _C.copy_(out, host[0])
+    out._bump_version()
+    return out
+
+
+def _scatter_into(out, dim, index, src, add, reduce=None):
+    """add: scatter_add; reduce: scatter's "add" / "multiply" (None: overwrite)."""
     if out.numel() == 0:  # torch writes nothing and checks no index then
         return out
     d = wrap_dim(dim, out.ndim)
+    add = add or reduce == "add"
     if out._device_index >= 0:
+        if reduce == "multiply":
+            return _multiply_on_host(out, d, index, src)
         return _scatter_by_index(out, d, index, src, add)
-    _C.scatter_(out, d, _index64(index), src, add)
+    if reduce == "multiply":
+        _C.scatter_reduce_(out, d, _index64(index), src, _MULTIPLY)
+    else:
+        _C.scatter_(out, d, _index64(index), src, add)
     return out
 
 
 @defop("scatter", devices=CPU_CUDA, names=("ampy.scatter", "Tensor.scatter"))
-def _scatter_fwd(input, dim, index, src):
-    return _scatter_into(_C.cast(input, input.dtype), dim, index, src, False)
+def _scatter_fwd(input, dim, index, src, reduce=None):
+    return _scatter_into(_C.cast(input, input.dtype), dim, index, src, False, reduce)
 
 
 @defop("scatter_", devices=CPU_CUDA, names=("Tensor.scatter_",))
-def _scatter_inplace_fwd(self, dim, index, src):
-    return _scatter_into(self, dim, index, src, False)
+def _scatter_inplace_fwd(self, dim, index, src, reduce=None):
+    return _scatter_into(self, dim, index, src, False, reduce)
 
 
 @defop("scatter_add", devices=CPU_CUDA, names=("ampy.scatter_add", "Tensor.scatter_add"))
@@ -186,11 +213,21 @@ _SCATTER, _SCATTER_, _SCATTER_ADD, _SCATTER_ADD_ = (
     get_op(n) for n in ("scatter", "scatter_", "scatter_add", "scatter_add_"))
 
 
+def _check_reduce(reduce, tensor_src):
+    if reduce is None:
+        return
+    if reduce not in ("add", "multiply"):
+        raise RuntimeError("reduce argument must be either add or multiply.")
+    if tensor_src and not _warned_reduce:
+        _warned_reduce.append(True)
+        warnings.warn("The reduce argument of torch.scatter with Tensor src is deprecated and "
+                      "will be removed in a future PyTorch release. Use torch.scatter_reduce "
+                      "instead for more reduction options.", UserWarning, stacklevel=4)
+
+
 def _scatter_args(fn, input, dim, index, src, value, reduce):
     x = _tensor_arg(input, fn, "input", 1)
     ix = _tensor_arg(index, fn, "index", 3)
-    if reduce is not None:
-        raise NotImplementedError(f"{fn}(): reduce={reduce!r} is not supported by ampy")
     if src is not None and value is not None:
         raise TypeError(f"{fn}() got both 'src' and 'value'")
     if src is None and value is None:
@@ -199,19 +236,25 @@ def _scatter_args(fn, input, dim, index, src, value, reduce):
     if src is not None and not isinstance(src, Tensor):
         value, src = src, None
     _check_scatter(x, d, ix, src)
+    _check_reduce(reduce, src is not None)
     return x, ix, src if src is not None else _value_src(x, ix, value)
 
 
 def scatter(input, dim, index, src=None, value=None, *, reduce=None):
     """input with input[c with c[dim] = index[c]] = src[c] (or the number
-    `value`): torch.scatter. reduce= is not supported."""
+    `value`): torch.scatter; reduce="add" / "multiply" combine instead, in
+    index order (no gradient, as torch's: backward raises)."""
     x, ix, s = _scatter_args("scatter", input, dim, index, src, value, reduce)
-    return dispatch(_SCATTER, x, dim, ix, s)
+    if reduce is None:
+        return dispatch(_SCATTER, x, dim, ix, s)
+    return dispatch(_SCATTER, x, dim, ix, s, reduce)
 
 
 def scatter_(self, dim, index, src=None, value=None, *, reduce=None):
     x, ix, s = _scatter_args("scatter_", self, dim, index, src, value, reduce)
-    return dispatch(_SCATTER_, x, dim, ix, s)
+    if reduce is None:
+        return dispatch(_SCATTER_, x, dim, ix, s)
+    return dispatch(_SCATTER_, x, dim, ix, s, reduce)
 
 
 def scatter_add(input, dim, index, src):

@@ -1,4 +1,5 @@
-/* scatter.c — gather, scatter and scatter_add along a dim (scatter.h). */
+/* scatter.c — gather, scatter, scatter_add and scatter_reduce along a dim
+ * (scatter.h). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,7 +13,7 @@
 #include "ampy/scatter.h"
 #include "simd.h"
 
-enum { GATHER, SCATTER, SCATTER_ADD };
+enum { GATHER, SCATTER, SCATTER_ADD, SCATTER_REDUCE };
 enum { BAD_INDEX = 1, NO_MEMORY = 2 }; /* run_ctx.failed */
 enum { STREAM_BYTES = 1 << 19 };
 
@@ -25,6 +26,7 @@ typedef struct {
     int failed;
     int stream; /* gather: out is large enough to be stored past the cache */
     int avx512; /* gather: the CPU level runs AVX-512 */
+    int op;     /* scatter_reduce: an ampy_scatter_reduce_op */
 } run_ctx;
 
 /* Byte offsets of line `l` (the index positions with c[dim] = 0, row-major
@@ -76,12 +78,29 @@ static void add_elem(ampy_dtype dt, char *d, const char *a)
     }
 }
 
-/* float16/bfloat16 scatter_add: each target element of a line is summed in
- * float (its value first, then each addition in index order) and rounded
- * once, as torch's CPU kernel accumulates reduced floats in float. acc and
- * seen[] (all 0 between lines) are indexed by the target's position. */
-static void add_line_half(const ampy_scatter_spec *s, const run_ctx *c, int64_t oi, int64_t os,
-                          int64_t oo, float *acc, unsigned char *seen)
+/* a combined with b: a sum (op 0) or an ampy_scatter_reduce_op; a NaN b
+ * replaces a in amax/amin and a NaN a stays */
+static float combine_f32(int op, float a, float b)
+{
+    switch (op) {
+    case AMPY_SCATTER_PROD:
+        return a * b;
+    case AMPY_SCATTER_AMAX:
+        return (b != b || b > a) ? b : a;
+    case AMPY_SCATTER_AMIN:
+        return (b != b || b < a) ? b : a;
+    default:
+        return a + b;
+    }
+}
+
+/* float16/bfloat16 scatter_add / scatter_reduce: each target element of a
+ * line is combined in float (its value first, then each src value in index
+ * order) and rounded once, as torch's CPU kernel accumulates reduced floats
+ * in float. acc and seen[] (all 0 between lines) are indexed by the target's
+ * position. */
+static void combine_line_half(const ampy_scatter_spec *s, const run_ctx *c, int64_t oi,
+                              int64_t os, int64_t oo, float *acc, unsigned char *seen)
 {
     const int64_t n = s->shape[s->dim], si = s->index_strides[s->dim];
     const int64_t ss = s->self_strides[s->dim], so = s->other_strides[s->dim];
@@ -96,7 +115,8 @@ static void add_line_half(const ampy_scatter_spec *s, const run_ctx *c, int64_t 
             acc[v] = f16 ? ampy_f16_to_f32(h) : ampy_bf16_to_f32(h);
         }
         memcpy(&h, c->other + oo + j * so, 2);
-        acc[v] += f16 ? ampy_f16_to_f32(h) : ampy_bf16_to_f32(h);
+        const float b = f16 ? ampy_f16_to_f32(h) : ampy_bf16_to_f32(h);
+        acc[v] = combine_f32(c->mode == SCATTER_ADD ? 0 : c->op, acc[v], b);
     }
     for (int64_t j = 0; j < n; j++) {
         int64_t v;
@@ -272,6 +292,51 @@ static void add_line(const run_ctx *c, ampy_dtype dt, const int64_t *ix, int64_t
     }
 }
 
+#define REDUCE_LINE(T, EXPR)                                                            \
+    do {                                                                                \
+        T *sp = (T *)(c->self + os);                                                    \
+        const T *op = (const T *)(c->other + oo);                                       \
+        for (int64_t j = 0; j < n; j++) {                                               \
+            T *d = sp + ix[j * ie] * se;                                                \
+            const T a = *d, b = op[j * oe];                                             \
+            *d = (EXPR);                                                                \
+        }                                                                               \
+    } while (0)
+
+#define REDUCE_TYPED(T, UT)                                                             \
+    do {                                                                                \
+        if (c->op == AMPY_SCATTER_PROD)                                                 \
+            REDUCE_LINE(UT, (UT)(a * b));                                               \
+        else if (c->op == AMPY_SCATTER_AMAX)                                            \
+            REDUCE_LINE(T, (b != b || b > a) ? b : a);                                  \
+        else                                                                            \
+            REDUCE_LINE(T, (b != b || b < a) ? b : a);                                  \
+    } while (0)
+
+/* scatter_reduce of one line in a full-width type (bool: uint8 0/1 values,
+ * whose product / max / min are and / or / and) */
+static void reduce_line(const run_ctx *c, ampy_dtype dt, const int64_t *ix, int64_t n,
+                        int64_t ie, int64_t os, int64_t se, int64_t oo, int64_t oe)
+{
+    switch (dt) {
+    case AMPY_FLOAT32:
+        REDUCE_TYPED(float, float);
+        break;
+    case AMPY_FLOAT64:
+        REDUCE_TYPED(double, double);
+        break;
+    case AMPY_INT64:
+        REDUCE_TYPED(int64_t, uint64_t);
+        break;
+    case AMPY_INT32:
+        REDUCE_TYPED(int32_t, uint32_t);
+        break;
+    default:
+        REDUCE_TYPED(uint8_t, uint8_t);
+        break;
+    }
+}
+
 static void copy_line(const run_ctx *c, size_t isz, const int64_t *ix, int64_t n, int64_t ie,
                       int64_t os, int64_t se, int64_t oo, int64_t oe)
 {
@@ -302,7 +367,7 @@ static void run_lines(int64_t begin, int64_t end, void *arg)
     const int64_t oe = s->other_strides[s->dim] / (int64_t)isz;
     float *acc = NULL;
     unsigned char *seen = NULL;
-    if (c->mode == SCATTER_ADD && ampy_dtype_is_half(s->dtype)) {
+    if ((c->mode == SCATTER_ADD || c->mode == SCATTER_REDUCE) && ampy_dtype_is_half(s->dtype)) {
         acc = malloc((size_t)s->self_size * sizeof(float) + 1);
         seen = calloc((size_t)s->self_size + 1, 1);
         if (!acc || !seen) {
@@ -338,9 +403,11 @@ static void run_lines(int64_t begin, int64_t end, void *arg)
             break;
         }
         if (acc)
-            add_line_half(s, c, oi, os, oo, acc, seen);
+            combine_line_half(s, c, oi, os, oo, acc, seen);
         else if (c->mode == SCATTER_ADD)
             add_line(c, s->dtype, ix, n, ie, os, se, oo, oe);
+        else if (c->mode == SCATTER_REDUCE)
+            reduce_line(c, s->dtype, ix, n, ie, os, se, oo, oe);
         else
             copy_line(c, isz, ix, n, ie, os, se, oo, oe);
     }
@@ -365,8 +432,8 @@ static void check_lines(int64_t begin, int64_t end, void *arg)
     }
 }
 
-static ampy_status run(const ampy_scatter_spec *s, int mode, char *self, const char *index,
-                       const char *other)
+static ampy_status run(const ampy_scatter_spec *s, int mode, int op, char *self,
+                       const char *index, const char *other)
 {
     if (s->ndim < 1 || s->dim < 0 || s->dim >= s->ndim || !ampy_dtype_valid(s->dtype))
         return ampy_error(AMPY_ERR_VALUE, "gather/scatter: bad spec (ndim %d, dim %d)", s->ndim,
@@ -378,7 +445,7 @@ static ampy_status run(const ampy_scatter_spec *s, int mode, char *self, const c
         if (d != s->dim)
             lines *= s->shape[d];
     }
-    run_ctx c = {s, mode, self, index, other, 0, 0, 0, 0};
+    run_ctx c = {s, mode, self, index, other, 0, 0, 0, 0, op};
 #if defined(AMPY_X86_SIMD)
     c.avx512 = ampy_cpu_level_get() >= AMPY_CPU_AVX512;
 #endif
@@ -398,24 +465,32 @@ static ampy_status run(const ampy_scatter_spec *s, int mode, char *self, const c
         return ampy_error(AMPY_ERR_RUNTIME, "index %lld is out of bounds for dimension %d with "
                           "size %lld", (long long)c.bad, s->dim, (long long)s->self_size);
     if (c.failed)
-        return ampy_error(AMPY_ERR_NOMEM, "scatter_add: out of memory");
+        return ampy_error(AMPY_ERR_NOMEM, "scatter_add/scatter_reduce: out of memory");
     return AMPY_OK;
 }
 
 ampy_status ampy_gather(const ampy_scatter_spec *s, const char *self, const char *index,
                         char *out)
 {
-    return run(s, GATHER, (char *)self, index, out);
+    return run(s, GATHER, 0, (char *)self, index, out);
 }
 
 ampy_status ampy_scatter(const ampy_scatter_spec *s, char *self, const char *index,
                          const char *src)
 {
-    return run(s, SCATTER, self, index, src);
+    return run(s, SCATTER, 0, self, index, src);
 }
 
 ampy_status ampy_scatter_add(const ampy_scatter_spec *s, char *self, const char *index,
                              const char *src)
 {
-    return run(s, SCATTER_ADD, self, index, src);
+    return run(s, SCATTER_ADD, 0, self, index, src);
+}
+
+ampy_status ampy_scatter_reduce(const ampy_scatter_spec *s, ampy_scatter_reduce_op op,
+                                char *self, const char *index, const char *src)
+{
+    if (op != AMPY_SCATTER_PROD && op != AMPY_SCATTER_AMAX && op != AMPY_SCATTER_AMIN)
+        return ampy_error(AMPY_ERR_VALUE, "scatter_reduce: bad reduction %d", (int)op);
+    return run(s, SCATTER_REDUCE, (int)op, self, index, src);
 }

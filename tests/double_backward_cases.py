@@ -556,3 +556,17 @@ _LOSS_VARIANTS = {
 }
 for _n, _more in _LOSS_VARIANTS.items():
     CASES[_n] = [CASES[_n]] + _more
+
+# ------------------------------------------------------------------- scatter_reduce
+def _scatter_reduce_case(reduce, include_self):
+    return Case(lambda m, x, s, i: m.scatter_reduce(x * x, 1, i, s * s, reduce,
+                                                    include_self=include_self),
+                r(3, 4), r(3, 5, key=1), imat(3, 5, high=4))
+
+
+CASES.update({
+    "scatter_reduce": [_scatter_reduce_case(red, inc) for red in
+                       ("sum", "prod", "mean", "amax", "amin") for inc in (True, False)],
+    "scatter_reduce_": Case(lambda m, x, s, i: (x * 1).scatter_reduce_(0, i, s * s, "amin"),
+                            r(3, 4), r(2, 4, key=1), imat(2, 4, high=3)),
+})

@@ -215,6 +215,15 @@ CASES = [
     Case("masked_fill", lambda L, a: L.masked_fill(a, a.detach() > 0, 0.5), (3, 4), ops={"gt"}),
     Case("tril", lambda L, a: L.tril(a, -1), (2, 3, 4)),
     Case("triu", lambda L, a: L.triu(a, 1), (3, 4)),
+    # scatter_reduce (ampy/_scatter_reduce.py)
+    Case("scatter_reduce", lambda L, a, b: L.scatter_reduce(
+        a, 0, L.tensor([[0, 2, 0, 1], [2, 2, 1, 0]]), b, "prod"), (3, 4), (2, 4), ops={"tensor"}),
+    Case("scatter_reduce", lambda L, a, b: L.scatter_reduce(
+        a, 1, L.tensor([[0, 2, 0], [1, 1, 3], [3, 0, 0]]), b, "mean", include_self=False),
+         (3, 4), (3, 3), ops={"tensor"}),
+    Case("scatter_reduce", lambda L, a, b: L.scatter_reduce(
+        a, 0, L.tensor([[0, 2, 0, 1], [2, 2, 1, 0]]), b, "amax"), (3, 4), (2, 4), data="ties",
+         ops={"tensor"}),
 ]
 
 

@@ -195,10 +195,12 @@ def test_cpu_fallback_wraps_only_cpu_only_ops():
     np.testing.assert_array_equal(wrapped(x).numpy(), np.full(3, 2.0, np.float32))
 
 
-# ops declared host-only, and why
+# ops declared host-only, and why (CUDA tensors of the scatter_reduce ops take the CPU fallback)
 CPU_ONLY = {
     # nn.LSTM/GRU/RNN send CUDA tensors to the per-step cells (cuda/rnn.cu), never here
     "rnn_layer": "the whole-layer time loop is host C; CUDA layers run the fused cells",
+    "scatter_reduce": "no device kernel combines products / maxima / minima in index order yet",
+    "scatter_reduce_": "no device kernel combines products / maxima / minima in index order yet",
 }
 
 # ops whose CUDA kernels are reached through the _C bindings of csrc/py/

@@ -763,3 +763,11 @@ def test_version_check_like_torch(name, target):
 CASES["scaled_dot_product_attention"] = Case(
     lambda M, q, k, v: M.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
     [("f", (2, 3, 4)), ("f", (2, 5, 4)), ("f", (2, 5, 3))])
+
+CASES.update({
+    "scatter_reduce": Case(lambda M, x, s, i: M.scatter_reduce(x, 1, i, s, "amax",
+                                                               include_self=False),
+                           [("f", S), ("f", (3, 6)), ("i4", (3, 6))], zero=True),
+    "scatter_reduce_": Case(lambda M, x, s, i: x.scatter_reduce_(1, i, s, "mean"),
+                            [("f", S), ("f", (3, 6)), ("i4", (3, 6))], write=True, zero=True),
+})

@@ -136,7 +136,7 @@ def test_mha_dropout_trains_and_bad_masks():
     assert not np.array_equal(a.detach().numpy(), b.detach().numpy())
     with pytest.raises(RuntimeError, match="2D attn_mask"):
         m(x, x, x, attn_mask=ampy.zeros(3, 4))
-    with pytest.raises(AssertionError, match="key_padding_mask shape"):
+    with pytest.raises(AssertionError, match="key_padded_mask.shape"):
         m(x, x, x, key_padding_mask=ampy.zeros(3, 4, dtype=ampy.bool))
     with pytest.raises(AssertionError, match="only bool and floating"):
         m(x, x, x, attn_mask=ampy.zeros(4, 4, dtype=ampy.int64))

@@ -6,6 +6,9 @@ operations (torch/nn/functional.py), composed of ampy ops:
 - masks made additive floats (bool True = masked out, as torch's MHA reads
   it, the opposite of scaled_dot_product_attention's bool mask), the key
   padding mask merged into the attention mask per head;
+- add_bias_kv's bias_k / bias_v rows, static_k / static_v and add_zero_attn's
+  zero row appended to the keys and values, each padding the masks with an
+  unmasked column, before the key padding mask is merged;
 - need_weights=True: the explicit softmax(q k^T / sqrt(d) + mask) weights
   (returned, averaged over heads by default), need_weights=False: the fused
   scaled_dot_product_attention kernel;
@@ -17,7 +20,8 @@ inputs as torch does.
 import math
 
 from .. import _dtype as D
-from .. import _gemm, _math
+from .. import _creation as C
+from .. import _gemm, _math, _math_reduce
 from .._tensor import Tensor
 from . import functional as F
 
@@ -72,6 +76,15 @@ def _check_shapes(query, key, value, key_padding_mask, attn_mask, num_heads):
     return batched
 
 
+def _check_key_value(key, value, separate):
+    if separate and tuple(key.shape[:2]) != tuple(value.shape[:2]):
+        raise AssertionError(f"key's sequence and batch dims {tuple(key.shape[:2])} do not "
+                             f"match value's {tuple(value.shape[:2])}")
+    if not separate and tuple(key.shape) != tuple(value.shape):
+        raise AssertionError(f"key shape {tuple(key.shape)} does not match value shape "
+                             f"{tuple(value.shape)}")
+
+
 def _attn_mask_3d(attn_mask, tgt_len, src_len, bsz, num_heads):
     if attn_mask.ndim == 2:
         if tuple(attn_mask.shape) != (tgt_len, src_len):
@@ -84,9 +97,10 @@ def _attn_mask_3d(attn_mask, tgt_len, src_len, bsz, num_heads):
     return attn_mask
 
 
-def _merged_mask(attn_mask, key_padding_mask, q, tgt_len, src_len, bsz, num_heads, is_causal,
-                 need_weights):
-    """(attn_mask (1 or N*H, L, S) float or None, is_causal) as torch merges them."""
+def _prepared_mask(attn_mask, key_padding_mask, q, tgt_len, src_len, bsz, num_heads,
+                   is_causal, need_weights):
+    """(attn_mask (1 or N*H, L, S) float or None, is_causal), before the bias_k /
+    zero-attention columns are appended, as torch prepares it."""
     if is_causal and attn_mask is None:
         raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use the "
                            "Transformer module method `generate_square_subsequent_mask` to "
@@ -98,14 +112,67 @@ def _merged_mask(attn_mask, key_padding_mask, q, tgt_len, src_len, bsz, num_head
         is_causal = False
     if attn_mask is not None:
         attn_mask = _attn_mask_3d(attn_mask, tgt_len, src_len, bsz, num_heads)
-    if key_padding_mask is not None:
-        if tuple(key_padding_mask.shape) != (bsz, src_len):
-            raise AssertionError(f"expecting key_padding_mask shape of {(bsz, src_len)}, but got "
-                                 f"{key_padding_mask.shape}")
-        kpm = key_padding_mask.view(bsz, 1, 1, src_len).expand(-1, num_heads, -1, -1)
-        kpm = kpm.reshape(bsz * num_heads, 1, src_len)
-        attn_mask = kpm if attn_mask is None else attn_mask + kpm
     return attn_mask, is_causal
+
+
+def _pad_masks(attn_mask, key_padding_mask):
+    """One more unmasked (0) key column in each mask, as torch's pad(mask, (0, 1))."""
+    if attn_mask is not None:
+        attn_mask = F.pad(attn_mask, (0, 1))
+    if key_padding_mask is not None:
+        key_padding_mask = F.pad(key_padding_mask, (0, 1))
+    return attn_mask, key_padding_mask
+
+
+def _merge_key_padding(attn_mask, key_padding_mask, bsz, num_heads, src_len):
+    if key_padding_mask is None:
+        return attn_mask
+    for d, want in enumerate((bsz, src_len)):
+        if key_padding_mask.shape[d] != want:
+            raise AssertionError(f"Expected key_padded_mask.shape[{d}] to be {want}, but got "
+                                 f"{key_padding_mask.shape[d]}")
+    kpm = key_padding_mask.view(bsz, 1, 1, src_len).expand(-1, num_heads, -1, -1)
+    kpm = kpm.reshape(bsz * num_heads, 1, src_len)
+    return kpm if attn_mask is None else attn_mask + kpm
+
+
+def _heads(x, static, name, bsz, num_heads, head_dim):
+    """(N*H, S, head_dim) keys or values, or the caller's static ones."""
+    if static is None:
+        return x.reshape(x.shape[0], bsz * num_heads, head_dim).transpose(0, 1)
+    if static.shape[0] != bsz * num_heads:
+        raise AssertionError(f"expecting {name}.size(0) of {bsz * num_heads}, but got "
+                             f"{static.shape[0]}")
+    if static.shape[2] != head_dim:
+        raise AssertionError(f"expecting {name}.size(2) of {head_dim}, but got "
+                             f"{static.shape[2]}")
+    return static
+
+
+def _extend_keys(k, v, attn_mask, key_padding_mask, bias_k, bias_v, add_zero_attn, static_k,
+                 static_v, bsz, num_heads, head_dim):
+    """bias_k / bias_v rows appended along the sequence (L, N, E layout), the
+    heads split, then the zero-attention row, each padding the masks."""
+    if bias_k is not None and bias_v is not None:
+        if static_k is not None:
+            raise AssertionError("bias cannot be added to static key.")
+        if static_v is not None:
+            raise AssertionError("bias cannot be added to static value.")
+        k = _math_reduce.cat([k, bias_k.repeat(1, bsz, 1)])
+        v = _math_reduce.cat([v, bias_v.repeat(1, bsz, 1)])
+        attn_mask, key_padding_mask = _pad_masks(attn_mask, key_padding_mask)
+    elif bias_k is not None:
+        raise AssertionError("bias_k is set but bias_v is None")
+    elif bias_v is not None:
+        raise AssertionError("bias_v is set but bias_k is None")
+    k = _heads(k, static_k, "static_k", bsz, num_heads, head_dim)
+    v = _heads(v, static_v, "static_v", bsz, num_heads, head_dim)
+    if add_zero_attn:
+        zeros = C.zeros((bsz * num_heads, 1, head_dim), dtype=k.dtype, device=k.device)
+        k = _math_reduce.cat([k, zeros], dim=1)
+        v = _math_reduce.cat([v, zeros], dim=1)
+        attn_mask, key_padding_mask = _pad_masks(attn_mask, key_padding_mask)
+    return k, v, attn_mask, key_padding_mask
 
 
 def _weights_path(q, k, v, attn_mask, dropout_p, bsz, num_heads, tgt_len, src_len, average):
@@ -135,10 +202,6 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, Tensor):
             raise TypeError(f"multi_head_attention_forward(): argument '{name}' must be Tensor")
-    if bias_k is not None or bias_v is not None or add_zero_attn or static_k is not None or \
-            static_v is not None:
-        raise NotImplementedError("multi_head_attention_forward: add_bias_kv, add_zero_attn and "
-                                  "static_k/static_v are not supported by ampy")
     batched = _check_shapes(query, key, value, key_padding_mask, attn_mask, num_heads)
     if not batched:
         query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
@@ -152,16 +215,20 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     head_dim = embed_dim // num_heads
     if head_dim * num_heads != embed_dim:
         raise AssertionError(f"embed_dim {embed_dim} not divisible by num_heads {num_heads}")
+    _check_key_value(key, value, use_separate_proj_weight)
     key_padding_mask = canonical_mask(key_padding_mask, "key_padding_mask", None, "attn_mask",
                                       query.dtype)
     q, k, v = _in_projection(query, key, value, embed_dim,
                              None if use_separate_proj_weight else in_proj_weight, in_proj_bias,
                              q_proj_weight, k_proj_weight, v_proj_weight)
-    attn_mask, is_causal = _merged_mask(attn_mask, key_padding_mask, q, tgt_len, src_len, bsz,
-                                        num_heads, is_causal, need_weights)
+    attn_mask, is_causal = _prepared_mask(attn_mask, key_padding_mask, q, tgt_len, src_len,
+                                          bsz, num_heads, is_causal, need_weights)
     q = q.reshape(tgt_len, bsz * num_heads, head_dim).transpose(0, 1)
-    k = k.reshape(src_len, bsz * num_heads, head_dim).transpose(0, 1)
-    v = v.reshape(src_len, bsz * num_heads, head_dim).transpose(0, 1)
+    k, v, attn_mask, key_padding_mask = _extend_keys(
+        k, v, attn_mask, key_padding_mask, bias_k, bias_v, add_zero_attn, static_k, static_v,
+        bsz, num_heads, head_dim)
+    src_len = k.shape[1]
+    attn_mask = _merge_key_padding(attn_mask, key_padding_mask, bsz, num_heads, src_len)
     if not training:
         dropout_p = 0.0
     weights = None

@@ -1,6 +1,6 @@
 /* tensorops_py.c — binding of the row sorts (sort.h), gather/scatter along a
  * dim (scatter.h), triangles (tril.h) and categorical sampling
- * (multinomial.h) as ampy._C.sort / topk / gather / scatter_ / tril /
+ * (multinomial.h) as ampy._C.sort / topk / gather / scatter_ / scatter_reduce_ / tril /
  * multinomial.
  *
  * Internal API for ampy/_sorting.py, ampy/_scatter.py and ampy/_tril.py,
@@ -235,6 +235,34 @@ static PyObject *f_scatter_(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* scatter_reduce_(self, dim, index, src, op): self[...index...] combined with
+ * src by op (1 prod, 2 amax, 3 amin), in place */
+static PyObject *f_scatter_reduce_(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *ox, *oi, *osrc;
+    int dim, op;
+    if (!PyArg_ParseTuple(args, "OiOOi:scatter_reduce_", &ox, &dim, &oi, &osrc, &op))
+        return NULL;
+    const char *fn = "scatter_reduce_";
+    AmpyTensor *x = cpu_tensor(ox, fn, "self", 0);
+    AmpyTensor *ix = x ? cpu_tensor(oi, fn, "index", 0) : NULL;
+    AmpyTensor *src = ix ? cpu_tensor(osrc, fn, "src", 0) : NULL;
+    if (!src)
+        return NULL;
+    spec_buf b;
+    if (make_spec(&b, x, dim, ix, src, fn) < 0 ||
+        ampy_py_check_write(x, fn, "self", AMPY_PY_WRITE_OVERLAP) < 0)
+        return NULL;
+    ampy_status s;
+    RUN(ix->numel, ampy_scatter_reduce(&b.s, (ampy_scatter_reduce_op)op, x->data, ix->data,
+                                       src->data));
+    if (s != AMPY_OK)
+        return ampy_py_raise(s);
+    ampy_py_bump_version(x);
+    Py_RETURN_NONE;
+}
+
 /* tril(x, diagonal, upper, inplace) -> a new contiguous tensor, or x itself */
 static PyObject *f_tril(PyObject *self, PyObject *args)
 {
@@ -323,6 +351,9 @@ PyMethodDef ampy_py_tensorops_methods[] = {
      "gather(input, dim, index) -> Tensor\n--\n\ntorch.gather on CPU tensors (dim wrapped)."},
     {"scatter_", f_scatter_, METH_VARARGS,
      "scatter_(self, dim, index, src, add) -> None\n--\n\nIn-place scatter / scatter_add."},
+    {"scatter_reduce_", f_scatter_reduce_, METH_VARARGS,
+     "scatter_reduce_(self, dim, index, src, op) -> None\n--\n\nIn-place scatter_reduce "
+     "(op 1 prod, 2 amax, 3 amin)."},
     {"tril", f_tril, METH_VARARGS,
      "tril(x, diagonal, upper, inplace) -> Tensor\n--\n\nLower (upper) triangle of the last two "
      "dims."},

@@ -44,6 +44,17 @@ ampy_status ampy_scatter(const ampy_scatter_spec *s, char *self, const char *ind
 ampy_status ampy_scatter_add(const ampy_scatter_spec *s, char *self, const char *index,
                              const char *src);
 
+/* scatter_reduce_ with "prod", "amax" or "amin" (the sum is scatter_add;
+ * "mean" and include_self=False are compositions over these): each element
+ * of self combined with its src values in index order (prod: products;
+ * amax/amin: a NaN wins, as torch's). float16/bfloat16 combine in float and
+ * round once per element, as torch's CPU kernel does; integers multiply
+ * wrapping; bool: and / or / and. */
+typedef enum { AMPY_SCATTER_PROD = 1, AMPY_SCATTER_AMAX = 2, AMPY_SCATTER_AMIN = 3 }
+    ampy_scatter_reduce_op;
+ampy_status ampy_scatter_reduce(const ampy_scatter_spec *s, ampy_scatter_reduce_op op,
+                                char *self, const char *index, const char *src);
+
 #ifdef __cplusplus
 }
 #endif

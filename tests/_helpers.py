@@ -10,6 +10,7 @@ import contextlib
 import os
 import sys
 import warnings
+import zlib
 
 import ml_dtypes
 import numpy as np
@@ -250,3 +251,10 @@ def grads_cpu_gpu(fn, *inputs, need=None):
         (out.float().sum() if out.dim() else out.float()).backward()
         res.append((out, [t.grad for t in ts if t.dtype.is_floating_point]))
     return res
+
+
+def stable_seed(*parts):
+    """A 32-bit seed from parts (strings, numbers, tuples), the same in every
+    process: Python's hash() of a string changes per run (PYTHONHASHSEED), so
+    seeding with it draws other data each run and a failure cannot be replayed."""
+    return zlib.crc32(repr(parts).encode())

@@ -12,7 +12,8 @@ from hypothesis.extra import numpy as hnp
 import ampy
 from ampy import _C
 from _helpers import (FLOAT_DTYPES, NP_DTYPE as NP, SHORT, TORCH_DTYPE as TORCH, assert_close_ulps,
-                      assert_same_bits, bits, requires_cuda, sample, sync_checks, ulp_distance)
+                      assert_same_bits, bits, requires_cuda, sample, stable_seed, sync_checks,
+                      ulp_distance)
 
 FLOATS = ["float32", "float16", "bfloat16", "float64"]
 ALL = FLOATS + ["int64", "int32", "uint8", "bool"]
@@ -73,11 +74,18 @@ UNARY = {
 }
 
 
+# float64 ops computed by glibc's libm, whose documented error exceeds the table's budget
+# against a NumPy oracle that has its own error: tanh is glibc's (up to 2 ulp from the
+# exact value, checked with mpmath over 2M points in [-10, 10]) while NumPy's SIMD tanh
+# is within 1 ulp on the other side, so the two may be 3 ulp apart.
+F64_ORACLE_ULPS = {"tanh": 1}
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("name", sorted(UNARY))
 def test_unary_vs_float64(name, dtype, cpu_path):
     fn, ref, (lo, hi), extra, *atol = UNARY[name]
-    rng = np.random.default_rng(abs(hash((name, dtype))) % 2**32)
+    rng = np.random.default_rng(stable_seed(name, dtype))
     n = 200 if SHORT else 2000
     x = rng.uniform(lo, hi, size=(n // 40, 40)).astype(NP[dtype])
     if name in ("floor", "ceil", "round", "trunc"):
@@ -86,6 +94,8 @@ def test_unary_vs_float64(name, dtype, cpu_path):
     got = fn(t)
     r = ref(x.astype(np.float64).T)
     ulps = (1 if dtype in ("float16", "bfloat16") else 1 + extra)
+    if dtype == "float64":  # libm's float64 functions and the NumPy oracle each carry error
+        ulps += F64_ORACLE_ULPS.get(name, 0)
     check_close(got, r, dtype, 0 if extra == 0 and name != "rsqrt" else ulps,
                 (atol[0] * (1e-7 if dtype == "float64" else 1.0)) if atol else 0.0)
 

@@ -52,10 +52,15 @@ static size_t elem_size(int dt)
     return dt == AMPY_FLOAT64 ? 8 : (dt == AMPY_FLOAT32 ? 4 : 2);
 }
 
-/* dx[i] += v, rounded to dt as torch's `grad_input[i] += delta` does. */
+/* dx[i] += v, rounded to dt as torch's `grad_input[i] += delta` does: the
+ * value of ampy_cnn_add_to (cnn_math.h, the CUDA twin's), with the float sum
+ * stored straight into dt instead of through a double round trip. */
 static inline void add_at(void *p, int dt, int64_t i, double v)
 {
-    ampy_nn_store1(p, dt, i, ampy_cnn_add_to(dt, ampy_nn_load1(p, dt, i), v));
+    if (dt == AMPY_FLOAT64)
+        ((double *)p)[i] += v;
+    else
+        ampy_cnn_stf(p, dt, i, ampy_cnn_ldf(p, dt, i) + (float)v);
 }
 
 /* v rounded to dt and read back (the per-output share of a backward). */

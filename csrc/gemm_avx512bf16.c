@@ -186,26 +186,74 @@ static void epilogue_tile_bf16(const float *t, float alpha, float beta, const fl
     }
 }
 
+/* B row-major (column stride 1), one packing item (a group of panels):
+ * the AMX packers' layout (see the top), k pair by k pair across the whole
+ * group, with the rows B_PFD ahead prefetched. Each k row of a group is a run
+ * of at most 512 bytes, a row length apart: a new page every row or two,
+ * which the hardware prefetchers hardly follow, so without the prefetches
+ * the copy waited on memory for most of its time (a weight gradient, K =
+ * 4096: the copy was a sixth of the product). Other layouts: the AMX packer. */
+#ifndef B_PFD
+#define B_PFD 16
+#endif
+static void pack_b(const gemm_operand *b, int64_t k0, int64_t kc, int64_t kcp, int64_t j0,
+                   int64_t cols, void *vdst)
+{
+    if (b->cs != 1) {
+        ampy_gemm_amx_pack_b(b, k0, kc, kcp, j0, cols, vdst);
+        return;
+    }
+    const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9,
+                                        40, 8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1,
+                                        32, 0);
+    const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+    const char *row = b->p + (k0 * b->rs + j0) * 2;
+    int64_t rb = b->rs * 2, run = cols * 2;
+    uint16_t *dst = vdst;
+    for (int64_t k = 0; k < kcp; k += 2, row += 2 * rb) {
+        for (int64_t d = k + B_PFD; d < k + B_PFD + 2 && d < kc; d++) {
+            const char *r = row + (d - k) * rb;
+            for (int64_t o = 0; o < run + 63; o += 64)
+                _mm_prefetch(r + (o < run ? o : run - 1), _MM_HINT_T0);
+        }
+        uint16_t *dk = dst + (k / B_KB) * (B_KB * B_NR) + (k % B_KB) / 2 * B_KB;
+        for (int64_t q0 = 0; q0 < cols; q0 += B_NR, dk += B_NR * kcp) {
+            __mmask32 m = cols - q0 >= B_NR ? 0xFFFFFFFFu : (__mmask32)((1u << (cols - q0)) - 1u);
+            __m512i r0 = k < kc ? _mm512_maskz_loadu_epi16(m, row + q0 * 2)
+                                : _mm512_setzero_si512();
+            __m512i r1 = k + 1 < kc ? _mm512_maskz_loadu_epi16(m, row + rb + q0 * 2)
+                                    : _mm512_setzero_si512();
+            _mm512_storeu_si512(dk, _mm512_permutex2var_epi16(r0, lo, r1));
+            _mm512_storeu_si512(dk + 16 * B_KB, _mm512_permutex2var_epi16(r0, hi, r1));
+        }
+    }
+}
+
 /* Single-K-block task (gemm_impl.macro): the driver's loop (pack the task's
  * A rows, then per B panel and A panel: kernel into an L1 tile, epilogue
- * into C), with only the row passes that hold real rows. Before each pass, a
- * share of the next batch item's operands is prefetched (t->pf, see
- * gemm_driver.c). */
+ * into C), with only the row passes that hold real rows. B panels are
+ * visited from t->rot on and, when the task packs B (t->need_b), each is
+ * packed before its first use. Before each pass, a share of the next batch
+ * item's operands is prefetched (t->pf, see gemm_driver.c). */
 static void macro(const gemm_task *t)
 {
     float tile[B_MR * B_NR] __attribute__((aligned(64)));
     int64_t csz = (int64_t)ampy_dtype_size(t->cdt), kcp = t->kcp, pb = B_MR * kcp * 2;
+    int64_t np = (t->cols + B_NR - 1) / B_NR;
     int fast = t->cdt == AMPY_BFLOAT16 && t->ccs == 1;
     ampy_gemm_amx_pack_a(t->a, t->i0, t->rows, 0, t->K, kcp, t->ap);
-    const char *bp = t->bp;
-    for (int64_t jq = 0; jq < t->cols; jq += B_NR, bp += pb) {
+    for (int64_t n = 0; n < np; n++) {
+        int64_t p = (n + t->rot) % np, jq = p * B_NR;
         int64_t tc = t->cols - jq < B_NR ? t->cols - jq : B_NR;
-        const char *ap = t->ap;
+        const char *bp = t->bp + p * pb, *ap = t->ap;
+        const char *after = n + 1 < np ? t->bp + (p + 1) % np * pb : NULL;
+        if (t->need_b)
+            t->need_b(t->need_b_ctx, t->q0 + p);
         for (int64_t ip = 0; ip < t->rows; ip += B_MR, ap += pb) {
             int64_t tr = t->rows - ip < B_MR ? t->rows - ip : B_MR;
             char *c = t->c + (ip * t->crs + jq * t->ccs) * csz;
             const float *bias = t->bias ? t->bias + jq : NULL;
-            const char *next_b = ip + B_MR < t->rows ? bp : jq + B_NR < t->cols ? bp + pb : NULL;
+            const char *next_b = ip + B_MR < t->rows ? bp : after;
             kernel_n(kcp, ap, bp, tile, B_NR, 0, (int)((tr + B_RP - 1) / B_RP), next_b, t->pf);
             if (fast && tr == B_MR && tc == B_NR)
                 epilogue_tile_bf16(tile, t->alpha, t->beta, bias, (uint16_t *)c, t->crs);
@@ -220,8 +268,8 @@ static void macro(const gemm_task *t)
 
 static const gemm_impl impl_bf16 = {
     "avx512bf16", B_MR, B_NR, B_KB, B_MC, B_KC, 2,
-    ampy_gemm_amx_pack_a, ampy_gemm_amx_pack_b, kernel, ampy_gemm_epilogue_avx512, 0, 0,
-    macro, B_MR / B_RP,
+    ampy_gemm_amx_pack_a, pack_b, kernel, ampy_gemm_epilogue_avx512, 0, 0,
+    macro, B_MR / B_RP, 1,
 };
 
 const gemm_impl *ampy_gemm_impl_avx512bf16(ampy_dtype dt)

@@ -18,6 +18,7 @@
  * lets W hold the complete fp32 sum before the single rounding.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +48,8 @@ typedef struct gemm_ctx {
     int failed;           /* a task could not get its workspace         */
     struct gemm_prefetch *pf; /* next batch item's operands (or NULL)   */
     int direct_a;         /* A read in place by gemm_direct.c's kernel  */
+    int nthreads;
+    int *bstate;          /* B packed in the tasks: per packing item, B_TODO.. */
 } gemm_ctx;
 
 /* gemm_direct.c */
@@ -63,7 +66,7 @@ static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
  * much time as a 1024^3 AMX product), so each thread keeps its packed-B,
  * packed-A and W buffers (WS_SLOTS) and grows them on demand; they are freed
  * when the thread exits. Requests above WS_CACHE_MAX are not kept. */
-enum { WS_B = 0, WS_A = 1, WS_W = 2, WS_SLOTS = 3 };
+enum { WS_B = 0, WS_A = 1, WS_W = 2, WS_F = 3, WS_SLOTS = 4 };
 #define WS_CACHE_MAX ((size_t)64 << 20)
 
 typedef struct ws_cache {
@@ -148,6 +151,48 @@ static void pack_b_item(gemm_ctx *x, int64_t t)
  * finishes no later than one item after the rest. */
 static int64_t claim(gemm_ctx *x) { return __atomic_fetch_add(&x->next, 1, __ATOMIC_RELAXED); }
 
+/* ---- B packed in the tasks (gemm_impl.pack_b_in_task) ----------------------
+ * Instead of a packing pass before the tasks (and the barrier after it), the
+ * first task to reach a packing item packs it and the others reuse it: the
+ * group is still in the packing core's L2 when its first kernel reads it, and
+ * one thread packs while another computes. Concurrent tasks start at
+ * different groups (task_rot), so they pack disjoint ones; a task that reaches
+ * an item another thread is packing waits for it. Only the order in which
+ * panels are visited changes, never the K order of any output's sum. */
+enum { B_TODO = 0, B_BUSY = 1, B_DONE = 2 };
+
+static void need_b_item(gemm_ctx *x, int64_t t)
+{
+    int *st = &x->bstate[t], todo = B_TODO;
+    if (__atomic_load_n(st, __ATOMIC_ACQUIRE) == B_DONE)
+        return;
+    if (__atomic_compare_exchange_n(st, &todo, B_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+        pack_b_item(x, t);
+        __atomic_store_n(st, B_DONE, __ATOMIC_RELEASE);
+        return;
+    }
+    while (__atomic_load_n(st, __ATOMIC_ACQUIRE) != B_DONE)
+        sched_yield();
+}
+
+/* Panel q of the block is packed for K block kb (a no-op without bstate). */
+static void need_b(gemm_ctx *x, int64_t kb, int64_t q)
+{
+    if (x->bstate)
+        need_b_item(x, kb * b_groups(x) + q / B_GROUP);
+}
+
+static void need_b_panel(void *vx, int64_t q) { need_b(vx, 0, q); }
+
+/* First panel (of npan) that task t visits: concurrent tasks over the same
+ * columns start a group-aligned share apart. */
+static int64_t task_rot(const gemm_ctx *x, int64_t t, int64_t npan)
+{
+    if (!x->bstate || x->n_js > 1 || x->nthreads < 2)
+        return 0;
+    return (t % x->nthreads) * npan / x->nthreads / B_GROUP * B_GROUP;
+}
+
 static void pack_b_range(int64_t t0, int64_t t1, void *vctx)
 {
     (void)t0, (void)t1;
@@ -159,7 +204,7 @@ static void pack_b_range(int64_t t0, int64_t t1, void *vctx)
 
 /* One task: rows [i0, i0+rows) x block columns [j0, j0+cols). */
 static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
-                     char *ap, float *w, int64_t ldw)
+                     char *ap, float *w, int64_t ldw, int64_t t)
 {
     const gemm_impl *im = x->im;
     int64_t pe = (int64_t)im->pelem, q0 = j0 / im->nr, q1 = (j0 + cols + im->nr - 1) / im->nr;
@@ -172,12 +217,13 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
          * L2/L3 and evict the packed A block that every B panel reuses. */
         int64_t kcp = round_up(x->K, im->kunit);
         if (im->macro) {
-            gemm_task t = {&x->a, i0, rows, cols, x->K, kcp,
+            gemm_task tk = {&x->a, i0, rows, cols, x->K, kcp,
                            x->bp + bp_offset(x, 0, q0, kcp) * pe, ap, x->alpha, x->beta,
                            x->bias ? x->bias + x->jc + j0 : NULL,
                            x->c + (i0 * x->crs + (x->jc + j0) * x->ccs) * csz,
-                           x->cdt, x->crs, x->ccs, x->pf};
-            im->macro(&t);
+                           x->cdt, x->crs, x->ccs, x->pf,
+                           x->bstate ? need_b_panel : NULL, x, q0, task_rot(x, t, q1 - q0)};
+            im->macro(&tk);
             return;
         }
         float tile[GEMM_MAX_TILE] __attribute__((aligned(64)));
@@ -227,7 +273,9 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
         int64_t kc = x->K - k0 < im->kc ? x->K - k0 : im->kc;
         int64_t kcp = round_up(kc, im->kunit);
         im->pack_a(&x->a, i0, rows, k0, kc, kcp, ap);
-        for (int64_t q = q0; q < q1; q++) {
+        for (int64_t i = 0, rot = task_rot(x, t, q1 - q0); i < q1 - q0; i++) {
+            int64_t q = q0 + (i + rot) % (q1 - q0);
+            need_b(x, k0 / im->kc, q);
             const char *bq = x->bp + bp_offset(x, k0, q, kcp) * pe;
             float *wq = w + (q - q0) * im->nr;
             for (int64_t p = 0; p < npanels; p++)
@@ -262,7 +310,7 @@ static void task_range(int64_t t0, int64_t t1, void *vctx)
             int64_t rows = x->M - i0 < x->mc ? x->M - i0 : x->mc;
             int64_t cols = x->nc - j0 < x->js_cols ? x->nc - j0 : x->js_cols;
             if (cols > 0)
-                run_task(x, i0, rows, j0, cols, ap, w, ldw);
+                run_task(x, i0, rows, j0, cols, ap, w, ldw, t);
         }
         if (im->thread_end)
             im->thread_end();
@@ -317,12 +365,21 @@ static ampy_status run_one(gemm_ctx *x, int nthreads)
         return ampy_error(AMPY_ERR_NOMEM, "ampy_gemm: cannot allocate %lld bytes for packed B",
                           (long long)(x->kp * ncap * pe));
     x->failed = 0;
+    x->nthreads = nthreads;
+    int64_t nkb = (x->K + im->kc - 1) / im->kc;
+    int64_t nbs = (ncap / im->nr + B_GROUP - 1) / B_GROUP * nkb; /* packing items */
+    x->bstate = im->pack_b_in_task && (im->macro || nkb > 1)
+                    ? ws_get(WS_F, nbs * (int64_t)sizeof(int))
+                    : NULL;
     for (x->jc = 0; x->jc < x->N && !x->failed; x->jc += nc_max) {
         x->nc = x->N - x->jc < nc_max ? x->N - x->jc : nc_max;
         x->ncp = round_up(x->nc, im->nr);
-        int64_t nitems = b_groups(x) * ((x->K + im->kc - 1) / im->kc);
+        int64_t nitems = b_groups(x) * nkb;
         x->next = 0;
-        ampy_parallel_for(nitems < nthreads ? nitems : nthreads, 1, pack_b_range, x);
+        if (x->bstate)
+            memset(x->bstate, 0, (size_t)nitems * sizeof(int));
+        else
+            ampy_parallel_for(nitems < nthreads ? nitems : nthreads, 1, pack_b_range, x);
         plan_tasks(x, nthreads);
         int64_t ntasks = x->n_ic * x->n_js;
         x->next = 0;
@@ -330,6 +387,9 @@ static ampy_status run_one(gemm_ctx *x, int nthreads)
     }
     ws_put(WS_B, x->bp);
     x->bp = NULL;
+    if (x->bstate)
+        ws_put(WS_F, x->bstate);
+    x->bstate = NULL;
     if (x->failed)
         return ampy_error(AMPY_ERR_NOMEM, "ampy_gemm: cannot allocate the workspace");
     return AMPY_OK;

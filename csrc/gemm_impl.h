@@ -69,6 +69,13 @@ typedef struct gemm_task {
     ampy_dtype cdt;
     int64_t crs, ccs;
     struct gemm_prefetch *pf;
+    /* B packed in the task (gemm_impl.pack_b_in_task): panel p of the task
+     * (p = 0 at bp) is packed once need_b(need_b_ctx, q0 + p) returns, which
+     * the macro calls before the panel's first use; panels are visited from
+     * p = rot on, wrapping around. need_b NULL: B is packed already, rot 0. */
+    void (*need_b)(void *ctx, int64_t q);
+    void *need_b_ctx;
+    int64_t q0, rot;
 } gemm_task;
 typedef void (*gemm_macro_fn)(const gemm_task *t);
 
@@ -85,6 +92,8 @@ typedef struct gemm_impl {
     void (*thread_end)(void);   /* and teardown after them (or NULL)          */
     gemm_macro_fn macro;        /* single-K-block task (or NULL: the driver's) */
     int pf_steps;               /* prefetch steps per micro-tile of macro (0: 1) */
+    int pack_b_in_task;         /* B packed by the tasks on first use (1), not
+                                   in a pass of its own before them (0) */
 } gemm_impl;
 
 /* Portable pieces (gemm.c), also the fallbacks the SIMD files call for

@@ -121,9 +121,11 @@ static BF_INL void pass8(int64_t kcp, const char *a, const char *b, float *w, in
  * next call, or NULL): a B panel comes from L3 on its first use, and the
  * hardware prefetchers alone left ~10 % of the peak in stalls at K = 2048.
  * With ipf, a prefetch step for the next batch item runs before each pass of
- * the first chunk (B_MR / B_RP steps per tile: gemm_impl.pf_steps). */
+ * the first chunk (B_MR / B_RP steps per tile: gemm_impl.pf_steps); with
+ * bpf, a step for the next B packing item before every pass of every chunk. */
 static void kernel_n(int64_t kcp, const void *va, const void *vb, float *w, int64_t ldw,
-                     int accumulate, int npass, const char *next_b, struct gemm_prefetch *ipf)
+                     int accumulate, int npass, const char *next_b, struct gemm_prefetch *ipf,
+                     struct gemm_prefetch *bpf)
 {
     const char *a = va, *b = vb;
     const int64_t cb = B_KCH / B_KB * (B_NR * B_KB * 2); /* bytes of a B chunk */
@@ -134,6 +136,8 @@ static void kernel_n(int64_t kcp, const void *va, const void *vb, float *w, int6
             const char *pg = pf ? pf + g * (cb / 4) : NULL;
             if (ipf && k0 == 0)
                 ampy_gemm_prefetch_step(ipf);
+            if (bpf)
+                ampy_gemm_prefetch_step(bpf);
             if (accumulate || k0 > 0)
                 pass8(kn, a + off + g * B_RP * 64, b + off, w + g * B_RP * ldw, ldw, 1, pg);
             else
@@ -145,7 +149,13 @@ static void kernel_n(int64_t kcp, const void *va, const void *vb, float *w, int6
 static void kernel(int64_t kcp, const void *a, const void *b, float *w, int64_t ldw,
                    int accumulate)
 {
-    kernel_n(kcp, a, b, w, ldw, accumulate, B_MR / B_RP, NULL, NULL);
+    kernel_n(kcp, a, b, w, ldw, accumulate, B_MR / B_RP, NULL, NULL, NULL);
+}
+
+static void kernel_pf(int64_t kcp, const void *a, const void *b, float *w, int64_t ldw,
+                      int accumulate, struct gemm_prefetch *pf)
+{
+    kernel_n(kcp, a, b, w, ldw, accumulate, B_MR / B_RP, NULL, NULL, pf);
 }
 
 /* A full 32 x 32 tile into a bfloat16 C (column stride 1): per row
@@ -230,31 +240,29 @@ static void pack_b(const gemm_operand *b, int64_t k0, int64_t kc, int64_t kcp, i
 }
 
 /* Single-K-block task (gemm_impl.macro): the driver's loop (pack the task's
- * A rows, then per B panel and A panel: kernel into an L1 tile, epilogue
- * into C), with only the row passes that hold real rows. B panels are
- * visited from t->rot on and, when the task packs B (t->need_b), each is
- * packed before its first use. Before each pass, a share of the next batch
- * item's operands is prefetched (t->pf, see gemm_driver.c). */
+ * A rows unless t->a_packed, then per B panel and A panel: kernel into an L1
+ * tile, epilogue into C), with only the row passes that hold real rows.
+ * Before each pass, a share of the next batch item's operands (t->pf) and
+ * of the next B packing item's source (t->bpf) is prefetched (see
+ * gemm_driver.c). */
 static void macro(const gemm_task *t)
 {
     float tile[B_MR * B_NR] __attribute__((aligned(64)));
     int64_t csz = (int64_t)ampy_dtype_size(t->cdt), kcp = t->kcp, pb = B_MR * kcp * 2;
-    int64_t np = (t->cols + B_NR - 1) / B_NR;
     int fast = t->cdt == AMPY_BFLOAT16 && t->ccs == 1;
-    ampy_gemm_amx_pack_a(t->a, t->i0, t->rows, 0, t->K, kcp, t->ap);
-    for (int64_t n = 0; n < np; n++) {
-        int64_t p = (n + t->rot) % np, jq = p * B_NR;
+    if (!t->a_packed)
+        ampy_gemm_amx_pack_a(t->a, t->i0, t->rows, 0, t->K, kcp, t->ap);
+    const char *bp = t->bp;
+    for (int64_t jq = 0; jq < t->cols; jq += B_NR, bp += pb) {
         int64_t tc = t->cols - jq < B_NR ? t->cols - jq : B_NR;
-        const char *bp = t->bp + p * pb, *ap = t->ap;
-        const char *after = n + 1 < np ? t->bp + (p + 1) % np * pb : NULL;
-        if (t->need_b)
-            t->need_b(t->need_b_ctx, t->q0 + p);
+        const char *ap = t->ap;
         for (int64_t ip = 0; ip < t->rows; ip += B_MR, ap += pb) {
             int64_t tr = t->rows - ip < B_MR ? t->rows - ip : B_MR;
             char *c = t->c + (ip * t->crs + jq * t->ccs) * csz;
             const float *bias = t->bias ? t->bias + jq : NULL;
-            const char *next_b = ip + B_MR < t->rows ? bp : after;
-            kernel_n(kcp, ap, bp, tile, B_NR, 0, (int)((tr + B_RP - 1) / B_RP), next_b, t->pf);
+            const char *next_b = ip + B_MR < t->rows ? bp : jq + B_NR < t->cols ? bp + pb : NULL;
+            kernel_n(kcp, ap, bp, tile, B_NR, 0, (int)((tr + B_RP - 1) / B_RP), next_b, t->pf,
+                     t->bpf);
             if (fast && tr == B_MR && tc == B_NR)
                 epilogue_tile_bf16(tile, t->alpha, t->beta, bias, (uint16_t *)c, t->crs);
             else
@@ -269,7 +277,7 @@ static void macro(const gemm_task *t)
 static const gemm_impl impl_bf16 = {
     "avx512bf16", B_MR, B_NR, B_KB, B_MC, B_KC, 2,
     ampy_gemm_amx_pack_a, pack_b, kernel, ampy_gemm_epilogue_avx512, 0, 0,
-    macro, B_MR / B_RP, 1,
+    macro, B_MR / B_RP, 1, kernel_pf, B_KCH,
 };
 
 const gemm_impl *ampy_gemm_impl_avx512bf16(ampy_dtype dt)

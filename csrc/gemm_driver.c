@@ -49,6 +49,7 @@ typedef struct gemm_ctx {
     struct gemm_prefetch *pf; /* next batch item's operands (or NULL)   */
     int direct_a;         /* A read in place by gemm_direct.c's kernel  */
     int nthreads;
+    int64_t bgroup;       /* panels per packing item                    */
     int *bstate;          /* B packed in the tasks: per packing item, B_TODO.. */
 } gemm_ctx;
 
@@ -125,24 +126,34 @@ static int64_t bp_offset(const gemm_ctx *x, int64_t k0, int64_t q, int64_t kcp)
 }
 
 /* Packing item t of the block: K block t / ngrp, panel group t % ngrp (up to
- * B_GROUP panels). A group, not a single panel, per call: with B row-major a
- * panel alone reads only nr elements of each k row, i.e. a new line (and a
- * new page once the row is 4 KiB) per k; a group reads B_GROUP * nr. */
+ * x->bgroup panels, B_GROUP unless B is packed in the tasks). A group, not a
+ * single panel, per call: with B row-major a panel alone reads only nr
+ * elements of each k row, i.e. a new line (and a new page once the row is
+ * 4 KiB) per k; a group reads B_GROUP * nr. */
 #define B_GROUP 8
 static int64_t b_groups(const gemm_ctx *x)
 {
-    return (x->ncp / x->im->nr + B_GROUP - 1) / B_GROUP;
+    return (x->ncp / x->im->nr + x->bgroup - 1) / x->bgroup;
+}
+
+/* K offset, K size and first block column / column count of item t. */
+static void b_item(const gemm_ctx *x, int64_t t, int64_t *k0, int64_t *kc, int64_t *j0,
+                   int64_t *cols)
+{
+    const gemm_impl *im = x->im;
+    int64_t ngrp = b_groups(x), g = x->bgroup * im->nr;
+    *k0 = t / ngrp * im->kc, *kc = x->K - *k0 < im->kc ? x->K - *k0 : im->kc;
+    *j0 = t % ngrp * g, *cols = x->nc - *j0 < g ? x->nc - *j0 : g;
 }
 
 static void pack_b_item(gemm_ctx *x, int64_t t)
 {
     const gemm_impl *im = x->im;
-    int64_t ngrp = b_groups(x), q0 = t % ngrp * B_GROUP;
-    int64_t k0 = t / ngrp * im->kc, kc = x->K - k0 < im->kc ? x->K - k0 : im->kc;
+    int64_t k0, kc, j0, cols;
+    b_item(x, t, &k0, &kc, &j0, &cols);
     int64_t kcp = round_up(kc, im->kunit);
-    int64_t j0 = q0 * im->nr, cols = x->nc - j0 < B_GROUP * im->nr ? x->nc - j0 : B_GROUP * im->nr;
     im->pack_b(&x->b, k0, kc, kcp, x->jc + j0, cols,
-               x->bp + bp_offset(x, k0, q0, kcp) * (int64_t)im->pelem);
+               x->bp + bp_offset(x, k0, j0 / im->nr, kcp) * (int64_t)im->pelem);
 }
 
 /* Work items (B panels, then tasks) are claimed one at a time from a shared
@@ -153,44 +164,106 @@ static int64_t claim(gemm_ctx *x) { return __atomic_fetch_add(&x->next, 1, __ATO
 
 /* ---- B packed in the tasks (gemm_impl.pack_b_in_task) ----------------------
  * Instead of a packing pass before the tasks (and the barrier after it), the
- * first task to reach a packing item packs it and the others reuse it: the
- * group is still in the packing core's L2 when its first kernel reads it, and
- * one thread packs while another computes. Concurrent tasks start at
- * different groups (task_rot), so they pack disjoint ones; a task that reaches
- * an item another thread is packing waits for it. Only the order in which
+ * first task to reach a packing item packs it and the others reuse it, and
+ * while a task computes with one item it prefetches the source of the next
+ * one it will visit (if nobody has started on it) into L2, a share before
+ * each pass of the micro-kernel, so the copy reads from L2: the packing
+ * pass read B at memory speed with the cores idle (a sixth of a weight
+ * gradient's time, K = 4096). Items are sized so that a source fits in L2
+ * beside the packed A block (B_PF_BYTES). Concurrent tasks start at different
+ * groups, so they pack disjoint ones, and a task that reaches an item another
+ * thread is packing goes on with the others first. Only the order in which
  * panels are visited changes, never the K order of any output's sum. */
 enum { B_TODO = 0, B_BUSY = 1, B_DONE = 2 };
+#define B_PF_BYTES ((int64_t)256 << 10)
+#define B_DEFER 16 /* busy items a walk sets aside before it waits */
 
-static void need_b_item(gemm_ctx *x, int64_t t)
+/* Item t is packed when this returns 1: it was, or this thread packed it;
+ * 0: another thread is packing it (wait: 1 waits for it). */
+static int take_b_item(gemm_ctx *x, int64_t t, int wait)
 {
     int *st = &x->bstate[t], todo = B_TODO;
     if (__atomic_load_n(st, __ATOMIC_ACQUIRE) == B_DONE)
-        return;
+        return 1;
     if (__atomic_compare_exchange_n(st, &todo, B_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
         pack_b_item(x, t);
         __atomic_store_n(st, B_DONE, __ATOMIC_RELEASE);
+        return 1;
+    }
+    while (wait && __atomic_load_n(st, __ATOMIC_ACQUIRE) != B_DONE)
+        sched_yield();
+    return wait;
+}
+
+/* One task's walk over the packing items of its panels [q0, q1). */
+typedef struct task_b {
+    gemm_ctx *x;
+    int64_t q0, q1, start, steps; /* start: first group of the walk */
+    int64_t cols_end;             /* the task's column end in the block */
+    gemm_prefetch pf;
+} task_b;
+
+static void task_b_init(task_b *tb, gemm_ctx *x, int64_t t, int64_t q0, int64_t q1,
+                        int64_t rows)
+{
+    const gemm_impl *im = x->im;
+    int64_t kcp = round_up(x->K < im->kc ? x->K : im->kc, im->kunit);
+    int64_t g0 = q0 / x->bgroup, ng = (q1 - 1) / x->bgroup + 1 - g0;
+    tb->x = x, tb->q0 = q0, tb->q1 = q1;
+    /* concurrent tasks over the same columns start a share of them apart */
+    tb->start = x->n_js > 1 || x->nthreads < 2 ? 0 : t % x->nthreads * ng / x->nthreads;
+    /* prefetch steps while one item computes: passes per micro-tile call */
+    tb->steps = x->bgroup * ((rows + im->mr - 1) / im->mr) *
+                (im->pf_steps > 1 ? im->pf_steps : 1) *
+                (im->pf_kch > 0 ? (kcp + im->pf_kch - 1) / im->pf_kch : 1);
+    memset(&tb->pf, 0, sizeof tb->pf);
+}
+
+/* Points tb->pf at the source of item t when no thread has started on it. */
+static void task_b_plan(task_b *tb, int64_t t)
+{
+    gemm_ctx *x = tb->x;
+    memset(&tb->pf, 0, sizeof tb->pf);
+    if (t < 0 || __atomic_load_n(&x->bstate[t], __ATOMIC_RELAXED) != B_TODO)
+        return;
+    int64_t k0, kc, j0, cols, es = (int64_t)ampy_dtype_size(x->b.dt);
+    b_item(x, t, &k0, &kc, &j0, &cols);
+    const char *p = x->b.p + (k0 * x->b.rs + (x->jc + j0) * x->b.cs) * es;
+    int64_t bytes = ampy_gemm_pf_add(&tb->pf, p, kc, cols, x->b.rs, x->b.cs, es, 0, 1);
+    if (bytes <= 0)
+        memset(&tb->pf, 0, sizeof tb->pf);
+    else
+        tb->pf.per_step = (bytes / 64 + tb->steps - 1) / tb->steps + 1;
+}
+
+typedef void (*visit_fn)(void *ctx, int64_t qa, int64_t qb);
+
+/* Calls visit over the task's panels of K block kb, a packing item (panels
+ * [qa, qb)) at a time once it is packed, from group tb->start on: an item
+ * another thread is packing is set aside (up to B_DEFER) and visited after
+ * the rest. While one item computes, the next one's source is prefetched.
+ * Without bstate (B packed before the tasks): one visit of all panels. */
+static void walk_b(task_b *tb, int64_t kb, visit_fn visit, void *ctx)
+{
+    gemm_ctx *x = tb->x;
+    if (!x->bstate) {
+        visit(ctx, tb->q0, tb->q1);
         return;
     }
-    while (__atomic_load_n(st, __ATOMIC_ACQUIRE) != B_DONE)
-        sched_yield();
-}
-
-/* Panel q of the block is packed for K block kb (a no-op without bstate). */
-static void need_b(gemm_ctx *x, int64_t kb, int64_t q)
-{
-    if (x->bstate)
-        need_b_item(x, kb * b_groups(x) + q / B_GROUP);
-}
-
-static void need_b_panel(void *vx, int64_t q) { need_b(vx, 0, q); }
-
-/* First panel (of npan) that task t visits: concurrent tasks over the same
- * columns start a group-aligned share apart. */
-static int64_t task_rot(const gemm_ctx *x, int64_t t, int64_t npan)
-{
-    if (!x->bstate || x->n_js > 1 || x->nthreads < 2)
-        return 0;
-    return (t % x->nthreads) * npan / x->nthreads / B_GROUP * B_GROUP;
+    int64_t G = x->bgroup, ngrp = b_groups(x), g0 = tb->q0 / G;
+    int64_t ng = (tb->q1 - 1) / G + 1 - g0, defer[B_DEFER];
+    int nd = 0;
+    for (int64_t i = 0; i < ng + nd; i++) {
+        int64_t g = i < ng ? g0 + (i + tb->start) % ng : defer[i - ng];
+        if (!take_b_item(x, kb * ngrp + g, i >= ng || nd == B_DEFER)) {
+            defer[nd++] = g;
+            continue;
+        }
+        int64_t nx = i + 1 < ng ? kb * ngrp + g0 + (i + 1 + tb->start) % ng
+                     : (kb + 1) * x->im->kc < x->K ? (kb + 1) * ngrp + g0 + tb->start : -1;
+        task_b_plan(tb, nx);
+        visit(ctx, g * G > tb->q0 ? g * G : tb->q0, (g + 1) * G < tb->q1 ? (g + 1) * G : tb->q1);
+    }
 }
 
 static void pack_b_range(int64_t t0, int64_t t1, void *vctx)
@@ -202,7 +275,56 @@ static void pack_b_range(int64_t t0, int64_t t1, void *vctx)
         pack_b_item(x, t);
 }
 
-/* One task: rows [i0, i0+rows) x block columns [j0, j0+cols). */
+/* What a task's visits over its B panels (walk_b) need. */
+typedef struct visit_ctx {
+    gemm_ctx *x;
+    task_b *tb;
+    int64_t i0, rows, j0, kcp, k0;
+    char *ap;
+    float *w;
+    int64_t ldw;
+    int a_packed;
+} visit_ctx;
+
+/* One K block through the implementation's macro-kernel: panels [qa, qb). */
+static void visit_macro(void *vc, int64_t qa, int64_t qb)
+{
+    visit_ctx *v = vc;
+    gemm_ctx *x = v->x;
+    const gemm_impl *im = x->im;
+    int64_t csz = (int64_t)ampy_dtype_size(x->cdt), ja = qa * im->nr;
+    int64_t jb = qb * im->nr < v->tb->cols_end ? qb * im->nr : v->tb->cols_end;
+    gemm_task tk = {&x->a, v->i0, v->rows, jb - ja, x->K, v->kcp,
+                    x->bp + bp_offset(x, 0, qa, v->kcp) * (int64_t)im->pelem, v->ap, x->alpha,
+                    x->beta, x->bias ? x->bias + x->jc + ja : NULL,
+                    x->c + (v->i0 * x->crs + (x->jc + ja) * x->ccs) * csz, x->cdt, x->crs,
+                    x->ccs, x->pf, v->a_packed, x->bstate ? &v->tb->pf : NULL};
+    im->macro(&tk);
+    v->a_packed = 1;
+}
+
+/* K block v->k0 of a task with several: panels [qa, qb) into W. */
+static void visit_kblock(void *vc, int64_t qa, int64_t qb)
+{
+    visit_ctx *v = vc;
+    gemm_ctx *x = v->x;
+    const gemm_impl *im = x->im;
+    int64_t pe = (int64_t)im->pelem, npanels = (v->rows + im->mr - 1) / im->mr;
+    for (int64_t q = qa; q < qb; q++) {
+        const char *bq = x->bp + bp_offset(x, v->k0, q, v->kcp) * pe;
+        float *wq = v->w + (q * im->nr - v->j0);
+        for (int64_t p = 0; p < npanels; p++) {
+            const char *ar = v->ap + p * im->mr * v->kcp * pe;
+            float *wp = wq + p * im->mr * v->ldw;
+            if (x->bstate && im->kernel_pf)
+                im->kernel_pf(v->kcp, ar, bq, wp, v->ldw, v->k0 > 0, &v->tb->pf);
+            else
+                im->kernel(v->kcp, ar, bq, wp, v->ldw, v->k0 > 0);
+        }
+    }
+}
+
+/* One task (claim number t): rows [i0, i0+rows) x block columns [j0, j0+cols). */
 static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
                      char *ap, float *w, int64_t ldw, int64_t t)
 {
@@ -210,6 +332,10 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
     int64_t pe = (int64_t)im->pelem, q0 = j0 / im->nr, q1 = (j0 + cols + im->nr - 1) / im->nr;
     int64_t npanels = (rows + im->mr - 1) / im->mr;
     int64_t csz = (int64_t)ampy_dtype_size(x->cdt);
+    task_b tb;
+    task_b_init(&tb, x, t, q0, q1, rows);
+    tb.cols_end = j0 + cols;
+    visit_ctx v = {x, &tb, i0, rows, j0, 0, 0, ap, w, ldw, 0};
     if (x->K <= im->kc) {
         /* One K block: each micro-tile is complete after one kernel call, so
          * it goes through a tile-sized scratch that stays in L1 and is rounded
@@ -217,13 +343,8 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
          * L2/L3 and evict the packed A block that every B panel reuses. */
         int64_t kcp = round_up(x->K, im->kunit);
         if (im->macro) {
-            gemm_task tk = {&x->a, i0, rows, cols, x->K, kcp,
-                           x->bp + bp_offset(x, 0, q0, kcp) * pe, ap, x->alpha, x->beta,
-                           x->bias ? x->bias + x->jc + j0 : NULL,
-                           x->c + (i0 * x->crs + (x->jc + j0) * x->ccs) * csz,
-                           x->cdt, x->crs, x->ccs, x->pf,
-                           x->bstate ? need_b_panel : NULL, x, q0, task_rot(x, t, q1 - q0)};
-            im->macro(&tk);
+            v.kcp = kcp;
+            walk_b(&tb, 0, visit_macro, &v);
             return;
         }
         float tile[GEMM_MAX_TILE] __attribute__((aligned(64)));
@@ -271,17 +392,9 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
     }
     for (int64_t k0 = 0; k0 < x->K; k0 += im->kc) {
         int64_t kc = x->K - k0 < im->kc ? x->K - k0 : im->kc;
-        int64_t kcp = round_up(kc, im->kunit);
-        im->pack_a(&x->a, i0, rows, k0, kc, kcp, ap);
-        for (int64_t i = 0, rot = task_rot(x, t, q1 - q0); i < q1 - q0; i++) {
-            int64_t q = q0 + (i + rot) % (q1 - q0);
-            need_b(x, k0 / im->kc, q);
-            const char *bq = x->bp + bp_offset(x, k0, q, kcp) * pe;
-            float *wq = w + (q - q0) * im->nr;
-            for (int64_t p = 0; p < npanels; p++)
-                im->kernel(kcp, ap + p * im->mr * kcp * pe, bq, wq + p * im->mr * ldw, ldw,
-                           k0 > 0);
-        }
+        v.k0 = k0, v.kcp = round_up(kc, im->kunit);
+        im->pack_a(&x->a, i0, rows, k0, kc, v.kcp, ap);
+        walk_b(&tb, k0 / im->kc, visit_kblock, &v);
     }
     im->epilogue(w, ldw, rows, cols, x->alpha, x->beta, x->bias ? x->bias + x->jc + j0 : NULL,
                  x->c + (i0 * x->crs + (x->jc + j0) * x->ccs) * csz, x->cdt, x->crs, x->ccs);
@@ -367,10 +480,12 @@ static ampy_status run_one(gemm_ctx *x, int nthreads)
     x->failed = 0;
     x->nthreads = nthreads;
     int64_t nkb = (x->K + im->kc - 1) / im->kc;
-    int64_t nbs = (ncap / im->nr + B_GROUP - 1) / B_GROUP * nkb; /* packing items */
-    x->bstate = im->pack_b_in_task && (im->macro || nkb > 1)
-                    ? ws_get(WS_F, nbs * (int64_t)sizeof(int))
-                    : NULL;
+    int lazy = im->pack_b_in_task && (im->macro || nkb > 1);
+    int64_t kb0 = x->K < im->kc ? x->K : im->kc, src = kb0 * im->nr * (int64_t)ampy_dtype_size(x->b.dt);
+    x->bgroup = lazy && B_GROUP * src > B_PF_BYTES ? (B_PF_BYTES / src > 1 ? B_PF_BYTES / src : 1)
+                                                   : B_GROUP;
+    int64_t nbs = (ncap / im->nr + x->bgroup - 1) / x->bgroup * nkb; /* packing items */
+    x->bstate = lazy ? ws_get(WS_F, nbs * (int64_t)sizeof(int)) : NULL;
     for (x->jc = 0; x->jc < x->N && !x->failed; x->jc += nc_max) {
         x->nc = x->N - x->jc < nc_max ? x->N - x->jc : nc_max;
         x->ncp = round_up(x->nc, im->nr);
@@ -413,68 +528,7 @@ static ampy_status run_one(gemm_ctx *x, int nthreads)
  * the hardware prefetchers ramp up: a third of the item's time went to
  * packing, measured on Zen 4, and the attention products ran 15-20 % faster
  * with every operand prefetched). */
-typedef struct gemm_pf_region {
-    const char *p;
-    int64_t nruns, run_bytes, stride; /* bytes */
-} gemm_pf_region;
-
-typedef struct gemm_prefetch {
-    gemm_pf_region r[3];
-    int nr;
-    int write[3];           /* C is prefetched for writing */
-    int cur;                /* cursor: region, run, byte offset */
-    int64_t run, off, per_step;
-} gemm_prefetch;
-
 #define PF_MAX_BYTES ((int64_t)768 << 10) /* next item must fit in L2 */
-
-void ampy_gemm_prefetch_step(gemm_prefetch *pf)
-{
-    for (int64_t n = pf->per_step; n > 0 && pf->cur < pf->nr; n--) {
-        const gemm_pf_region *g = &pf->r[pf->cur];
-        const char *start = g->p + pf->run * g->stride;
-        const char *line = (const char *)((uintptr_t)start & ~(uintptr_t)63) + pf->off;
-        if (pf->write[pf->cur])
-            __builtin_prefetch(line, 1, 2);
-        else
-            __builtin_prefetch(line, 0, 2);
-        pf->off += 64;
-        if (line + 64 >= start + g->run_bytes) { /* that line ended the run */
-            pf->off = 0;
-            if (++pf->run >= g->nruns) {
-                pf->run = 0;
-                pf->cur++;
-            }
-        }
-    }
-}
-
-/* Adds the rows x cols item at p (strides rs, cs in elements of es bytes) to
- * pf as contiguous runs; returns its byte count, or -1 when it has no unit
- * stride (then it is not prefetched) or is one contiguous block and contig
- * is 0 (left to the hardware prefetchers). */
-static int64_t pf_add(gemm_prefetch *pf, const char *p, int64_t rows, int64_t cols,
-                      int64_t rs, int64_t cs, int64_t es, int write, int contig)
-{
-    gemm_pf_region g;
-    if (cs == 1 && rs != 0) {
-        g.nruns = rows, g.run_bytes = cols * es, g.stride = rs * es;
-        g.p = p;
-    } else if (rs == 1 && cs != 0) {
-        g.nruns = cols, g.run_bytes = rows * es, g.stride = cs * es;
-        g.p = p;
-    } else {
-        return -1;
-    }
-    if (g.stride == g.run_bytes) { /* contiguous */
-        if (!contig)
-            return -1;
-        g.run_bytes *= g.nruns, g.stride = g.run_bytes, g.nruns = 1;
-    }
-    pf->write[pf->nr] = write;
-    pf->r[pf->nr++] = g;
-    return g.nruns * (g.run_bytes + 63);
-}
 
 typedef struct batch_ctx {
     gemm_ctx base;
@@ -521,16 +575,16 @@ static int plan_prefetch(const batch_ctx *bc, const int64_t cur[3], const int64_
     int64_t bytes = 0, t;
     int contig = im->pelem == 2;
     if (nx[0] != cur[0]) { /* a broadcast operand is in cache already */
-        t = pf_add(pf, bc->a + nx[0] * asz, x->M, x->K, x->a.rs, x->a.cs, asz, 0, contig);
+        t = ampy_gemm_pf_add(pf, bc->a + nx[0] * asz, x->M, x->K, x->a.rs, x->a.cs, asz, 0, contig);
         if (t > 0)
             bytes += t;
     }
     if (nx[1] != cur[1]) {
-        t = pf_add(pf, bc->b + nx[1] * asz, x->K, x->N, x->b.rs, x->b.cs, asz, 0, contig);
+        t = ampy_gemm_pf_add(pf, bc->b + nx[1] * asz, x->K, x->N, x->b.rs, x->b.cs, asz, 0, contig);
         if (t > 0)
             bytes += t;
     }
-    if ((t = pf_add(pf, x->c + nx[2] * csz, x->M, x->N, x->crs, x->ccs, csz, 1, contig)) > 0)
+    if ((t = ampy_gemm_pf_add(pf, x->c + nx[2] * csz, x->M, x->N, x->crs, x->ccs, csz, 1, contig)) > 0)
         bytes += t;
     if (pf->nr == 0 || bytes > PF_MAX_BYTES)
         return 0;

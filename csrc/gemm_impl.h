@@ -56,8 +56,28 @@ typedef void (*gemm_epilogue_fn)(const float *w, int64_t ldw, int64_t rows, int6
  * rounded up to mr). pf: the next batch item's operands to prefetch a share
  * of before each micro-tile (ampy_gemm_prefetch_step), or NULL; only
  * implementations the driver plans it for receive one. */
-struct gemm_prefetch;
+/* A prefetch cursor (gemm_prefetch.c): up to GEMM_PF_REGIONS regions of
+ * nruns runs of run_bytes, stride bytes apart, walked per_step cache lines
+ * per ampy_gemm_prefetch_step (into L2; C's lines for writing). */
+#define GEMM_PF_REGIONS 3
+typedef struct gemm_pf_region {
+    const char *p;
+    int64_t nruns, run_bytes, stride; /* bytes */
+} gemm_pf_region;
+typedef struct gemm_prefetch {
+    gemm_pf_region r[GEMM_PF_REGIONS];
+    int nr;
+    int write[GEMM_PF_REGIONS];
+    int cur;                /* cursor: region, run, byte offset */
+    int64_t run, off, per_step;
+} gemm_prefetch;
 void ampy_gemm_prefetch_step(struct gemm_prefetch *pf);
+/* Adds the rows x cols matrix at p (strides rs, cs in elements of es bytes)
+ * to pf as contiguous runs; returns its byte count, or -1 when it has no
+ * unit stride (then it is not added) or is one contiguous block and contig
+ * is 0 (left to the hardware prefetchers). */
+int64_t ampy_gemm_pf_add(gemm_prefetch *pf, const char *p, int64_t rows, int64_t cols,
+                         int64_t rs, int64_t cs, int64_t es, int write, int contig);
 typedef struct gemm_task {
     const gemm_operand *a;
     int64_t i0, rows, cols, K, kcp;
@@ -69,13 +89,12 @@ typedef struct gemm_task {
     ampy_dtype cdt;
     int64_t crs, ccs;
     struct gemm_prefetch *pf;
-    /* B packed in the task (gemm_impl.pack_b_in_task): panel p of the task
-     * (p = 0 at bp) is packed once need_b(need_b_ctx, q0 + p) returns, which
-     * the macro calls before the panel's first use; panels are visited from
-     * p = rot on, wrapping around. need_b NULL: B is packed already, rot 0. */
-    void (*need_b)(void *ctx, int64_t q);
-    void *need_b_ctx;
-    int64_t q0, rot;
+    /* a_packed: ap holds the task's A rows already (an earlier call of the
+     * same task, B packed in the tasks: one call per packing item); bpf: the
+     * next packing item's source, a step of it before each pass of every K
+     * chunk of the kernel (gemm_impl.pf_kch), or NULL. */
+    int a_packed;
+    struct gemm_prefetch *bpf;
 } gemm_task;
 typedef void (*gemm_macro_fn)(const gemm_task *t);
 
@@ -94,6 +113,11 @@ typedef struct gemm_impl {
     int pf_steps;               /* prefetch steps per micro-tile of macro (0: 1) */
     int pack_b_in_task;         /* B packed by the tasks on first use (1), not
                                    in a pass of its own before them (0) */
+    /* kernel, plus a prefetch step of pf before each pass (pf_steps per
+     * micro-tile) of every pf_kch k; used while B is packed in the tasks. */
+    void (*kernel_pf)(int64_t kcp, const void *a, const void *b, float *w, int64_t ldw,
+                      int accumulate, struct gemm_prefetch *pf);
+    int pf_kch;
 } gemm_impl;
 
 /* Portable pieces (gemm.c), also the fallbacks the SIMD files call for

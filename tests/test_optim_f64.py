@@ -123,7 +123,7 @@ def test_group_mixing_float32_and_float64(name):
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
-@pytest.mark.filterwarnings("ignore:GradScaler: no float16")
+@pytest.mark.filterwarnings("ignore:GradScaler. no float16")
 def test_grad_scaler_skips_a_nonfinite_step(name):
     rng = np.random.default_rng(30)
     w0 = rng.standard_normal(8)

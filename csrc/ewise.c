@@ -366,34 +366,11 @@ static void ew_inner(char **ptrs, const int64_t *s, int64_t n, void *arg)
     }
 }
 
-ampy_status ampy_ewise(ampy_ewise_op op, int ndim, const int64_t *shape,
-                       const ampy_ewise_operand *in, const ampy_ewise_operand *out,
-                       ampy_dtype compute, const ampy_ewise_params *params)
+/* the AVX-512 paths ew_inner may take: relu, and the four float32 binary ops */
+static void ew_pick_fast(ew_ctx *cp, ampy_ewise_op op, int na, const ampy_ewise_operand *in,
+                         const ampy_ewise_operand *out)
 {
-    if (!ampy_ewise_row_get((int)op))
-        return ampy_error(AMPY_ERR_VALUE, "ewise: invalid op code %d", (int)op);
-    if (ndim < 0 || ndim > AMPY_MAX_DIMS)
-        return ampy_error(AMPY_ERR_VALUE, "%s: bad ndim %d", ampy_ewise_row_get(op)->name, ndim);
-    const int na = ampy_ewise_row_get(op)->arity;
-    if (!ampy_dtype_valid(compute) || !ampy_dtype_valid(out->dtype))
-        return ampy_error(AMPY_ERR_VALUE, "%s: invalid dtype code", ampy_ewise_row_get(op)->name);
-    for (int k = 0; k < na; k++)
-        if (!ampy_dtype_valid(in[k].dtype))
-            return ampy_error(AMPY_ERR_VALUE, "%s: invalid dtype code", ampy_ewise_row_get(op)->name);
-    if (op == AMPY_EW_BITWISE_NOT && compute == AMPY_BOOL)
-        op = AMPY_EW_LOGICAL_NOT; /* ~True is False, not -2 */
-    static const ampy_ewise_params zero_params;
-    ew_ctx c;
-    c.kind = ampy_kind_of(compute);
-    c.kernel = ampy_ewise_kernel_get(op, c.kind);
-    if (!c.kernel)
-        return ampy_error(AMPY_ERR_DTYPE, "%s: not implemented for dtype %s", ampy_ewise_row_get(op)->name,
-                          ampy_dtype_name(compute));
-    c.params = params ? params : &zero_params;
-    c.arity = na;
-    c.ksize = (int64_t)ampy_dtype_size(ampy_kind_dtype(c.kind));
-    c.out_dt = out->dtype;
-    c.div_by_zero = 0;
+    ew_ctx c = *cp;
     c.fast = 0;
     c.relu = 0;
     c.bf16ok = 0;
@@ -427,7 +404,41 @@ ampy_status ampy_ewise(ampy_ewise_op op, int ndim, const int64_t *shape,
             }
         }
     }
+#else
+    (void)op, (void)na, (void)in, (void)out;
 #endif
+    *cp = c;
+}
+
+ampy_status ampy_ewise(ampy_ewise_op op, int ndim, const int64_t *shape,
+                       const ampy_ewise_operand *in, const ampy_ewise_operand *out,
+                       ampy_dtype compute, const ampy_ewise_params *params)
+{
+    if (!ampy_ewise_row_get((int)op))
+        return ampy_error(AMPY_ERR_VALUE, "ewise: invalid op code %d", (int)op);
+    if (ndim < 0 || ndim > AMPY_MAX_DIMS)
+        return ampy_error(AMPY_ERR_VALUE, "%s: bad ndim %d", ampy_ewise_row_get(op)->name, ndim);
+    const int na = ampy_ewise_row_get(op)->arity;
+    if (!ampy_dtype_valid(compute) || !ampy_dtype_valid(out->dtype))
+        return ampy_error(AMPY_ERR_VALUE, "%s: invalid dtype code", ampy_ewise_row_get(op)->name);
+    for (int k = 0; k < na; k++)
+        if (!ampy_dtype_valid(in[k].dtype))
+            return ampy_error(AMPY_ERR_VALUE, "%s: invalid dtype code", ampy_ewise_row_get(op)->name);
+    if (op == AMPY_EW_BITWISE_NOT && compute == AMPY_BOOL)
+        op = AMPY_EW_LOGICAL_NOT; /* ~True is False, not -2 */
+    static const ampy_ewise_params zero_params;
+    ew_ctx c;
+    c.kind = ampy_kind_of(compute);
+    c.kernel = ampy_ewise_kernel_get(op, c.kind);
+    if (!c.kernel)
+        return ampy_error(AMPY_ERR_DTYPE, "%s: not implemented for dtype %s", ampy_ewise_row_get(op)->name,
+                          ampy_dtype_name(compute));
+    c.params = params ? params : &zero_params;
+    c.arity = na;
+    c.ksize = (int64_t)ampy_dtype_size(ampy_kind_dtype(c.kind));
+    c.out_dt = out->dtype;
+    c.div_by_zero = 0;
+    ew_pick_fast(&c, op, na, in, out);
     c.half = NULL;
     if (na == 1 && c.kind == AMPY_KIND_F32 && in[0].dtype == out->dtype &&
         (out->dtype == AMPY_FLOAT16 || out->dtype == AMPY_BFLOAT16))

@@ -21,6 +21,7 @@
 #include "ampy/nn_math.h"
 #include "ampy/parallel.h"
 #include "cnn_half.h"
+#include "cnn_pool_max.h"
 #include "simd.h"
 #if defined(AMPY_X86_SIMD)
 #include <immintrin.h>
@@ -39,6 +40,7 @@ typedef struct {
     const int64_t *cidx;
     int dt;
     float *wide; /* half data: the input widened to float32, plane by plane */
+    int *failed; /* set when a range cannot allocate its buffer */
 } pool_ctx;
 
 static int64_t grain_for(int64_t per_plane)
@@ -88,41 +90,6 @@ static ampy_status check_window(const ampy_cnn_window *w, const char *fn)
 }
 
 /* ---- max_pool2d ----------------------------------------------------------- */
-/* One plane's outputs from x, its H*W elements as float32 (the largest
- * element, NaN wins, first maximum on ties; compared in float32, which
- * orders float32 and half values as the float64 comparison does). */
-static void max_fwd_plane(const pool_ctx *k, const float *x, int64_t ob)
-{
-    const ampy_cnn_window *w = &k->win;
-    const int64_t H = k->H, W = k->W;
-    for (int64_t oh = 0; oh < k->OH; oh++) {
-        int64_t h0 = oh * w->sh - w->ph, h1 = h0 + (w->kh - 1) * w->dh + 1;
-        h1 = h1 < H ? h1 : H;
-        while (h0 < 0)
-            h0 += w->dh;
-        for (int64_t ow = 0; ow < k->OW; ow++) {
-            int64_t w0 = ow * w->sw - w->pw, w1 = w0 + (w->kw - 1) * w->dw + 1;
-            w1 = w1 < W ? w1 : W;
-            while (w0 < 0)
-                w0 += w->dw;
-            int64_t best = h0 * W + w0;
-            float m = -INFINITY;
-            for (int64_t ih = h0; ih < h1; ih += w->dh) {
-                const float *r = x + ih * W;
-                for (int64_t iw = w0; iw < w1; iw += w->dw) {
-                    const float v = r[iw];
-                    if (v > m || v != v) {
-                        m = v;
-                        best = ih * W + iw;
-                    }
-                }
-            }
-            ampy_nn_store1(k->dst, k->dt, ob + oh * k->OW + ow, (double)m);
-            k->idx[ob + oh * k->OW + ow] = best;
-        }
-    }
-}
-
 /* float64 planes, compared in float64: the shared window (cnn_math.h), as the
  * CUDA twin computes it */
 static void max_fwd_plane_d(const pool_ctx *k, int64_t ib, int64_t ob)
@@ -140,18 +107,31 @@ static void max_fwd_plane_d(const pool_ctx *k, int64_t ib, int64_t ob)
 static void max_fwd_range(int64_t p0, int64_t p1, void *vc)
 {
     const pool_ctx *k = (const pool_ctx *)vc;
-    const int64_t HW = k->H * k->W;
+    const int64_t HW = k->H * k->W, O = k->OH * k->OW;
+    float *wide = NULL;
+    if (ampy_dtype_is_half(k->dt)) {
+        wide = (float *)malloc((size_t)(HW + O) * sizeof(float));
+        if (!wide) {
+            *k->failed = 1;
+            return;
+        }
+    }
     for (int64_t p = p0; p < p1; p++) {
-        const int64_t ib = p * HW, ob = p * k->OH * k->OW;
+        const int64_t ib = p * HW, ob = p * O;
         if (k->dt == AMPY_FLOAT64) {
             max_fwd_plane_d(k, ib, ob);
         } else if (k->dt == AMPY_FLOAT32) {
-            max_fwd_plane(k, (const float *)k->src + ib, ob);
+            ampy_cnn_max_plane_f32((const float *)k->src + ib, k->H, k->W, k->OH, k->OW, &k->win,
+                                   (float *)k->dst + ob, k->idx + ob);
         } else {
-            cnn_widen_half(k->dt, (const uint16_t *)k->src + ib, k->wide + ib, HW);
-            max_fwd_plane(k, k->wide + ib, ob);
+            /* the maxima are input values, so rounding them back is exact */
+            cnn_widen_half(k->dt, (const uint16_t *)k->src + ib, wide, HW);
+            ampy_cnn_max_plane_f32(wide, k->H, k->W, k->OH, k->OW, &k->win, wide + HW,
+                                   k->idx + ob);
+            cnn_narrow_half(k->dt, wide + HW, (uint16_t *)k->dst + ob, O);
         }
     }
+    free(wide);
 }
 
 ampy_status ampy_cnn_max_pool2d_fwd(int64_t P, int64_t H, int64_t W, int64_t OH, int64_t OW,
@@ -167,14 +147,11 @@ ampy_status ampy_cnn_max_pool2d_fwd(int64_t P, int64_t H, int64_t W, int64_t OH,
         return AMPY_OK;
     if (!y || !idx || H * W == 0)
         return ampy_error(AMPY_ERR_VALUE, "max_pool2d: empty input plane or NULL output");
-    pool_ctx k = {H, W, OH, OW, *win, 0, 0, x, y, idx, NULL, dtype, NULL};
-    if (ampy_dtype_is_half(dtype)) {
-        k.wide = (float *)malloc((size_t)(P * H * W) * sizeof(float));
-        if (!k.wide)
-            return ampy_error(AMPY_ERR_NOMEM, "max_pool2d: out of memory");
-    }
+    int failed = 0;
+    pool_ctx k = {H, W, OH, OW, *win, 0, 0, x, y, idx, NULL, dtype, NULL, &failed};
     ampy_parallel_for(P, grain_for(OH * OW * win->kh * win->kw), max_fwd_range, &k);
-    free(k.wide);
+    if (failed)
+        return ampy_error(AMPY_ERR_NOMEM, "max_pool2d: out of memory");
     return AMPY_OK;
 }
 

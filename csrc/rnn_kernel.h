@@ -27,9 +27,10 @@ typedef struct rnn_pack {
     void *p;       /* panel q starts at element q * kp * 16            */
 } rnn_pack;
 
-/* The pack kind a layer of dtype dt can use at the current CPU level, or -1
- * (the layer then keeps the GEMM path). */
-int ampy_rnn_pack_kind(int dt);
+/* The pack kind for a K-term product of dtype dt: the one whose sums are
+ * those of the GEMM implementation that ampy_gemm would use for it now, or
+ * -1 (then the layer keeps the per-step GEMM). */
+int ampy_rnn_pack_kind(int dt, int64_t K);
 
 /* Bytes of a pack of `panels` panels over K. */
 int64_t ampy_rnn_pack_bytes(int kind, int64_t K, int64_t panels);

@@ -10,26 +10,30 @@
  * pair for bfloat16). A panel pair (K * 128 bytes) is read from memory once
  * per step and from L2 by the other row tiles.
  *
- * Only called when ampy_rnn_pack_kind said the CPU level has the ISA; the
+ * Only called when ampy_rnn_pack_kind said the GEMM itself would use that ISA; the
  * instructions are enabled per function with `#pragma GCC target`.
  */
 #include <string.h>
 
-#include "ampy/cpu.h"
 #include "ampy/dtype.h"
 #include "ampy/elem.h"
+#include "ampy/gemm.h"
 #include "rnn_kernel.h"
 
-int ampy_rnn_pack_kind(int dt)
+int ampy_rnn_pack_kind(int dt, int64_t K)
 {
 #if defined(__x86_64__) || defined(_M_X64)
-    const ampy_cpu_level lv = ampy_cpu_level_get();
-    if ((dt == AMPY_FLOAT32 || dt == AMPY_FLOAT16) && lv >= AMPY_CPU_AVX512)
+    /* The GEMM's own choice for this product, so the bits stay the GEMM's:
+     * its AVX-512 FMA kernel (float32; float16 widened) or vdpbf16ps
+     * (bfloat16). AMX (bfloat16, float16 on an AMX level) sums otherwise:
+     * those layers keep the per-step GEMM. */
+    const char *impl = ampy_gemm_impl_name_k((ampy_dtype)dt, K);
+    if ((dt == AMPY_FLOAT32 || dt == AMPY_FLOAT16) && strcmp(impl, "avx512") == 0)
         return RNN_PK_F32;
-    if (dt == AMPY_BFLOAT16 && lv >= AMPY_CPU_AVX512_BF16)
+    if (dt == AMPY_BFLOAT16 && strcmp(impl, "avx512bf16") == 0)
         return RNN_PK_BF16;
 #else
-    (void)dt;
+    (void)dt, (void)K;
 #endif
     return -1;
 }

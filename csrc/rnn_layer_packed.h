@@ -1,6 +1,6 @@
 /* rnn_layer_packed.h — the packed-weight, one-parallel-region time loops of
  * csrc/rnn_layer_packed.c, used by csrc/rnn_layer.c when
- * ampy_rnn_pack_kind(dtype) >= 0 (arguments already checked there). */
+ * ampy_rnn_pack_kind(dtype, K) >= 0 (arguments already checked there). */
 #ifndef AMPY_RNN_LAYER_PACKED_H
 #define AMPY_RNN_LAYER_PACKED_H
 

@@ -45,6 +45,33 @@ int64_t ampy_rnn_pack_bytes(int kind, int64_t K, int64_t panels)
     return k_padded(kind, K) * 16 * panels * (kind == RNN_PK_BF16 ? 2 : 4);
 }
 
+/* Column c of a float32-kind panel: d[k * 16] for every k, zero when dead. */
+static void pack_col_f32(float *d, int dt, const void *src, int64_t base, int64_t ks, int64_t K,
+                         int live)
+{
+    if (!live) {
+        for (int64_t k = 0; k < K; k++)
+            d[k * 16] = 0.0f;
+    } else if (dt == AMPY_FLOAT32) {
+        const float *s = (const float *)src + base;
+        for (int64_t k = 0; k < K; k++)
+            d[k * 16] = s[k * ks];
+    } else {
+        const uint16_t *s = (const uint16_t *)src + base;
+        for (int64_t k = 0; k < K; k++)
+            d[k * 16] = ampy_f16_to_f32(s[k * ks]);
+    }
+}
+
+/* Column c of a bfloat16-kind panel: pair row k / 2, lane k & 1. */
+static void pack_col_bf16(uint16_t *d, const void *src, int64_t base, int64_t ks, int64_t K,
+                          int64_t kp, int live)
+{
+    const uint16_t *s = (const uint16_t *)src + base;
+    for (int64_t k = 0; k < kp; k++)
+        d[k / 2 * 32 + (k & 1)] = live && k < K ? s[k * ks] : 0;
+}
+
 void ampy_rnn_pack(const rnn_pack *P, int dt, const void *src, int64_t gcols, int64_t goff,
                    int64_t cs, int64_t ks, int64_t q0, int64_t q1)
 {
@@ -54,22 +81,11 @@ void ampy_rnn_pack(const rnn_pack *P, int dt, const void *src, int64_t gcols, in
         for (int64_t c = 0; c < 16; c++) {
             const int64_t base = g * goff + (c0 + c) * cs;
             const int live = c0 + c < gcols;
-            if (P->kind == RNN_PK_F32) {
-                float *d = (float *)P->p + q * kp * 16 + c;
-                for (int64_t k = 0; k < K; k++) {
-                    float v = 0.0f;
-                    if (live && dt == AMPY_FLOAT32)
-                        v = ((const float *)src)[base + k * ks];
-                    else if (live)
-                        v = ampy_f16_to_f32(((const uint16_t *)src)[base + k * ks]);
-                    d[k * 16] = v;
-                }
-            } else {
-                uint16_t *d = (uint16_t *)P->p + q * kp * 16 + 2 * c;
-                for (int64_t k = 0; k < kp; k++)
-                    d[k / 2 * 32 + (k & 1)] =
-                        live && k < K ? ((const uint16_t *)src)[base + k * ks] : 0;
-            }
+            if (P->kind == RNN_PK_F32)
+                pack_col_f32((float *)P->p + q * kp * 16 + c, dt, src, base, ks, K, live);
+            else
+                pack_col_bf16((uint16_t *)P->p + q * kp * 16 + 2 * c, src, base, ks, K, kp,
+                              live);
         }
     }
 }

@@ -123,6 +123,30 @@ typedef struct fwd_ctx {
     slots sl;
 } fwd_ctx;
 
+/* gh of a part's columns = their sums + b_hh, rounded to dt: the GEMM
+ * path's bias epilogue. Gate k of unit u0 + u of row b at
+ * out[b * ldo + k * nw + u], u < n. */
+static void add_bias(const fwd_ctx *x, float *out, int64_t ldo, int64_t nw, int64_t u0,
+                     int64_t n)
+{
+    const int dt = x->dt;
+    if (dt == AMPY_FLOAT32 && !x->b_hh)
+        return;
+    for (int64_t b = 0; b < x->B; b++)
+        for (int64_t k = 0; k < x->G; k++) {
+            float *restrict o = out + b * ldo + k * nw;
+            const int64_t j = k * x->H + u0;
+            if (dt == AMPY_FLOAT32) {
+                const float *restrict bb = (const float *)x->b_hh + j;
+                for (int64_t u = 0; u < n; u++)
+                    o[u] += bb[u];
+            } else {
+                for (int64_t u = 0; u < n; u++)
+                    o[u] = through(dt, o[u] + (x->b_hh ? ld(x->b_hh, dt, j + u) : 0.0f));
+            }
+        }
+}
+
 static ampy_status fwd_part(void *vc, int64_t s, int p, int si)
 {
     const fwd_ctx *x = (const fwd_ctx *)vc;
@@ -140,12 +164,7 @@ static ampy_status fwd_part(void *vc, int64_t s, int p, int si)
     const void *a = kernel_rows(dt, hprev, B * H, wide);
     for (int64_t k = 0; k < G; k++)
         ampy_rnn_kernel(&x->pk, k * ppg + qa, k * ppg + qa + qn, B, a, H, out + k * nw, ldo);
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t k = 0; k < G; k++) {
-            float *o = out + b * ldo + k * nw;
-            for (int64_t u = 0; u < u1 - u0; u++)
-                o[u] = through(dt, o[u] + (x->b_hh ? ld(x->b_hh, dt, k * H + u0 + u) : 0.0f));
-        }
+    add_bias(x, out, ldo, nw, u0, u1 - u0);
     const int lstm = x->mode == AMPY_RNN_LSTM;
     const int64_t S = ampy_rnn_saved(x->mode);
     rnn_units_fwd f = {.mode = x->mode, .dtype = dt, .B = B, .H = H, .ldg = ldo, .gs = nw,

@@ -134,6 +134,13 @@ const char *ampy_gemm_impl_name(ampy_dtype dtype)
     return select_impl(dtype)->name;
 }
 
+const char *ampy_gemm_impl_name_k(ampy_dtype dtype, int64_t K)
+{
+    if (dtype == AMPY_FLOAT64)
+        return ampy_gemm_impl_name(dtype);
+    return select_impl_k(dtype, K)->name;
+}
+
 /* ---- validation ---------------------------------------------------------- */
 
 static int gemm_input_dtype(ampy_dtype dt)

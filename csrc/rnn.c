@@ -18,11 +18,13 @@
 #include "ampy/parallel.h"
 #include "ampy/rnn.h"
 #include "ampy/rnn_math.h"
+#include "rnn_units.h"
 #include "vmath.h"
 
 typedef struct cell_ctx {
     int mode;
     int64_t H;
+    int64_t j0, j1; /* the hidden units this call computes */
     const void *gx, *gh, *hx, *cx, *ws, *dhy, *dcy;
     void *hy, *cy, *wso, *dgx, *dgh, *dhx, *dcx;
 } cell_ctx;
@@ -49,7 +51,7 @@ static inline void st_f64(double *p, int64_t i, double v) { p[i] = v; }
         T *ws = (T *)c->wso;                                                                    \
         for (int64_t b = b0; b < b1; b++) {                                                     \
             const int64_t g0 = b * G * H, s0 = b * H, w0 = b * S * H;                           \
-            for (int64_t j = 0; j < H; j++) {                                                   \
+            for (int64_t j = c->j0; j < c->j1; j++) {                                           \
                 T act[5], x[4], h[4], cv, hv;                                                   \
                 for (int64_t k = 0; k < G; k++) {                                               \
                     x[k] = ld_##SFX(gx, g0 + k * H + j);                                        \
@@ -84,7 +86,7 @@ static inline void st_f64(double *p, int64_t i, double v) { p[i] = v; }
         ST *dgx = (ST *)c->dgx, *dgh = (ST *)c->dgh, *dhx = (ST *)c->dhx, *dcx = (ST *)c->dcx;  \
         for (int64_t b = b0; b < b1; b++) {                                                     \
             const int64_t g0 = b * G * H, s0 = b * H, w0 = b * S * H;                           \
-            for (int64_t j = 0; j < H; j++) {                                                   \
+            for (int64_t j = c->j0; j < c->j1; j++) {                                           \
                 T act[5], dx[4], dh = dhy ? ld_##SFX(dhy, s0 + j) : (T)0;                       \
                 for (int64_t k = 0; k < S; k++)                                                 \
                     act[k] = ws[w0 + k * H + j];                                                \
@@ -141,57 +143,62 @@ static void store_row(void *p, int dt, int64_t off, int64_t n, const float *in)
     }
 }
 
-/* One row: a = gx, t = gh on entry (G*H each), s, u scratch (H each). */
-static void fwd_row_vm(const cell_ctx *c, int dt, int64_t b, float *a, float *t, float *s,
-                       float *u)
+/* Units j0 .. j0+n of row b: a = gx, t = gh on entry, gate k of each at
+ * k * gs (gs >= n); s, u scratch (n each). */
+static void fwd_row_vm(const cell_ctx *c, int dt, int64_t b, int64_t gs, float *a,
+                       const float *t, float *s, float *u)
 {
     const ampy_vm_table *vm = ampy_vm();
-    const int64_t H = c->H, G = ampy_rnn_gates(c->mode), S = ampy_rnn_saved(c->mode);
-    float *ws = c->wso ? (float *)c->wso + b * S * H : NULL;
+    const int64_t H = c->H, S = ampy_rnn_saved(c->mode), j0 = c->j0, n = c->j1 - c->j0;
+    float *ws = c->wso ? (float *)c->wso + b * S * H + j0 : NULL;
     if (c->mode == AMPY_RNN_LSTM) {
-        for (int64_t j = 0; j < G * H; j++)
-            a[j] = t[j] + a[j];
-        vm->op[AMPY_VM_SIGMOID](a, a, 2 * H);
-        vm->op[AMPY_VM_TANH](a + 2 * H, a + 2 * H, H);
-        vm->op[AMPY_VM_SIGMOID](a + 3 * H, a + 3 * H, H);
-        load_row(c->cx, dt, b * H, H, s);
-        for (int64_t j = 0; j < H; j++)
-            s[j] = ampy_lstm_state_f(a[j], a[H + j], a[2 * H + j], s[j]);
-        store_row(c->cy, dt, b * H, H, s);
-        vm->op[AMPY_VM_TANH](s, u, H);
-        for (int64_t j = 0; j < H; j++)
-            s[j] = a[3 * H + j] * u[j];
+        for (int64_t k = 0; k < 4; k++)
+            for (int64_t j = 0; j < n; j++)
+                a[k * gs + j] = t[k * gs + j] + a[k * gs + j];
+        vm->op[AMPY_VM_SIGMOID](a, a, gs + n);
+        vm->op[AMPY_VM_TANH](a + 2 * gs, a + 2 * gs, n);
+        vm->op[AMPY_VM_SIGMOID](a + 3 * gs, a + 3 * gs, n);
+        load_row(c->cx, dt, b * H + j0, n, s);
+        for (int64_t j = 0; j < n; j++)
+            s[j] = ampy_lstm_state_f(a[j], a[gs + j], a[2 * gs + j], s[j]);
+        store_row(c->cy, dt, b * H + j0, n, s);
+        vm->op[AMPY_VM_TANH](s, u, n);
+        for (int64_t j = 0; j < n; j++)
+            s[j] = a[3 * gs + j] * u[j];
         if (ws) {
-            memcpy(ws, a, (size_t)(4 * H) * sizeof(float));
-            memcpy(ws + 4 * H, u, (size_t)H * sizeof(float));
+            for (int64_t k = 0; k < 4; k++)
+                memcpy(ws + k * H, a + k * gs, (size_t)n * sizeof(float));
+            memcpy(ws + 4 * H, u, (size_t)n * sizeof(float));
         }
     } else if (c->mode == AMPY_RNN_GRU) {
-        for (int64_t j = 0; j < 2 * H; j++)
-            a[j] = t[j] + a[j];
-        vm->op[AMPY_VM_SIGMOID](a, a, 2 * H);
-        for (int64_t j = 0; j < H; j++)
-            a[2 * H + j] = a[2 * H + j] + t[2 * H + j] * a[j];
-        vm->op[AMPY_VM_TANH](a + 2 * H, a + 2 * H, H);
-        load_row(c->hx, dt, b * H, H, u);
-        for (int64_t j = 0; j < H; j++)
-            s[j] = ampy_gru_state_f(a[2 * H + j], a[H + j], u[j]);
+        for (int64_t k = 0; k < 2; k++)
+            for (int64_t j = 0; j < n; j++)
+                a[k * gs + j] = t[k * gs + j] + a[k * gs + j];
+        vm->op[AMPY_VM_SIGMOID](a, a, gs + n);
+        for (int64_t j = 0; j < n; j++)
+            a[2 * gs + j] = a[2 * gs + j] + t[2 * gs + j] * a[j];
+        vm->op[AMPY_VM_TANH](a + 2 * gs, a + 2 * gs, n);
+        load_row(c->hx, dt, b * H + j0, n, u);
+        for (int64_t j = 0; j < n; j++)
+            s[j] = ampy_gru_state_f(a[2 * gs + j], a[gs + j], u[j]);
         if (ws) {
-            memcpy(ws, a, (size_t)(3 * H) * sizeof(float));
-            memcpy(ws + 3 * H, t + 2 * H, (size_t)H * sizeof(float));
+            for (int64_t k = 0; k < 3; k++)
+                memcpy(ws + k * H, a + k * gs, (size_t)n * sizeof(float));
+            memcpy(ws + 3 * H, t + 2 * gs, (size_t)n * sizeof(float));
         }
     } else {
         if (c->mode == AMPY_RNN_TANH) {
-            for (int64_t j = 0; j < H; j++)
+            for (int64_t j = 0; j < n; j++)
                 s[j] = t[j] + a[j];
-            vm->op[AMPY_VM_TANH](s, s, H);
+            vm->op[AMPY_VM_TANH](s, s, n);
         } else {
-            for (int64_t j = 0; j < H; j++)
+            for (int64_t j = 0; j < n; j++)
                 s[j] = ampy_rnn_fwd_f(AMPY_RNN_RELU, a[j], t[j]);
         }
         if (ws)
-            memcpy(ws, s, (size_t)H * sizeof(float));
+            memcpy(ws, s, (size_t)n * sizeof(float));
     }
-    store_row(c->hy, dt, b * H, H, s);
+    store_row(c->hy, dt, b * H + j0, n, s);
 }
 
 typedef struct vm_ctx {
@@ -214,7 +221,7 @@ static void fwd_vm(int64_t b0, int64_t b1, void *vc)
     for (int64_t b = b0; b < b1; b++) {
         load_row(c->gx, v->dt, b * GH, GH, a);
         load_row(c->gh, v->dt, b * GH, GH, t);
-        fwd_row_vm(c, v->dt, b, a, t, s, u);
+        fwd_row_vm(c, v->dt, b, c->H, a, t, s, u);
     }
     free(buf);
 }
@@ -232,7 +239,7 @@ static void bwd_lstm_f32(int64_t b0, int64_t b1, void *vc)
         const float *restrict dc = c->dcy ? (const float *)c->dcy + b * H : NULL;
         float *restrict dg = (float *)c->dgx + b * 4 * H;
         float *restrict dcx = c->dcx ? (float *)c->dcx + b * H : NULL;
-        for (int64_t j = 0; j < H; j++) {
+        for (int64_t j = c->j0; j < c->j1; j++) {
             const float act[5] = {ws[j], ws[H + j], ws[2 * H + j], ws[3 * H + j], ws[4 * H + j]};
             float da[4], dcv;
             ampy_lstm_bwd_f(act, cx[j], dh ? dh[j] : 0.0f, dc ? dc[j] : 0.0f, da, &dcv);
@@ -277,8 +284,8 @@ ampy_status ampy_rnn_cell_fwd(int mode, int64_t B, int64_t H, int dtype, const v
     if (!gx || !gh || !hy || (mode == AMPY_RNN_LSTM && (!cx || !cy)) ||
         (mode == AMPY_RNN_GRU && !hx))
         return ampy_error(AMPY_ERR_VALUE, "rnn cell: a required array is missing");
-    cell_ctx c = {.mode = mode, .H = H, .gx = gx, .gh = gh, .hx = hx, .cx = cx, .hy = hy,
-                  .cy = cy, .wso = ws};
+    cell_ctx c = {.mode = mode, .H = H, .j0 = 0, .j1 = H, .gx = gx, .gh = gh, .hx = hx,
+                  .cx = cx, .hy = hy, .cy = cy, .wso = ws};
     if (dtype == AMPY_FLOAT64) {
         ampy_parallel_for(B, grain(mode, H), fwd_f64, &c);
         return AMPY_OK;
@@ -300,8 +307,30 @@ ampy_status ampy_rnn_cell_bwd(int mode, int64_t B, int64_t H, int dtype, const v
     if (!ws || !dgx || (mode == AMPY_RNN_LSTM && !cx) ||
         (mode == AMPY_RNN_GRU && (!hx || !dgh || !dhx)))
         return ampy_error(AMPY_ERR_VALUE, "rnn cell backward: a required array is missing");
-    cell_ctx c = {.mode = mode, .H = H, .ws = ws, .hx = hx, .cx = cx, .dhy = dhy, .dcy = dcy,
-                  .dgx = dgx, .dgh = dgh, .dhx = dhx, .dcx = dcx};
+    cell_ctx c = {.mode = mode, .H = H, .j0 = 0, .j1 = H, .ws = ws, .hx = hx, .cx = cx,
+                  .dhy = dhy, .dcy = dcy, .dgx = dgx, .dgh = dgh, .dhx = dhx, .dcx = dcx};
     ampy_parallel_for(B, grain(mode, H), pick_bwd(mode, dtype), &c);
     return AMPY_OK;
+}
+
+void ampy_rnn_cell_fwd_units(const rnn_units_fwd *f, int64_t j0, int64_t j1, float *scratch)
+{
+    const int64_t H = f->H, G = ampy_rnn_gates(f->mode), GH = G * H, gs = f->gs;
+    cell_ctx c = {.mode = f->mode, .H = H, .j0 = j0, .j1 = j1, .hx = f->hx, .cx = f->cx,
+                  .hy = f->hy, .cy = f->cy, .wso = f->ws};
+    float *a = scratch, *s = a + G * gs, *u = s + gs;
+    for (int64_t b = 0; b < f->B; b++) {
+        for (int64_t k = 0; k < G; k++)
+            load_row(f->gx, f->dtype, b * GH + k * H + j0, j1 - j0, a + k * gs);
+        fwd_row_vm(&c, f->dtype, b, gs, a, f->gh + b * f->ldg, s, u);
+    }
+}
+
+void ampy_rnn_cell_bwd_units(int mode, int64_t B, int64_t H, int dtype, int64_t j0, int64_t j1,
+                             const void *ws, const void *hx, const void *cx, const void *dhy,
+                             const void *dcy, void *dgx, void *dgh, void *dhx, void *dcx)
+{
+    cell_ctx c = {.mode = mode, .H = H, .j0 = j0, .j1 = j1, .ws = ws, .hx = hx, .cx = cx,
+                  .dhy = dhy, .dcy = dcy, .dgx = dgx, .dgh = dgh, .dhx = dhx, .dcx = dcx};
+    pick_bwd(mode, dtype)(0, B, &c);
 }

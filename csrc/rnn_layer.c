@@ -17,6 +17,7 @@
  * is ONE GEMM over all T*B rows, dW_hh = dGh^T Hprev, and the bias gradient
  * dGh's column sums (float32 accumulation, one rounding for the halves).
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,8 +25,23 @@
 #include "ampy/gemm.h"
 #include "ampy/rnn.h"
 #include "ampy/rnn_math.h"
+#include "rnn_kernel.h"
+#include "rnn_layer_packed.h"
 
 static size_t esize(int dt) { return dt == AMPY_FLOAT64 ? 8 : dt == AMPY_FLOAT32 ? 4 : 2; }
+
+static _Atomic int packed_on = 1;
+
+int ampy_rnn_layer_set_packed(int on) { return atomic_exchange(&packed_on, on != 0); }
+
+/* The pack kind of a layer's K-term products of dtype dt, or -1: the
+ * per-step GEMM path. */
+static int layer_kind(int dt, int64_t K)
+{
+    return atomic_load(&packed_on) ? ampy_rnn_pack_kind(dt, K) : -1;
+}
+
+int ampy_rnn_layer_packed(int dtype, int64_t K) { return layer_kind(dtype, K) >= 0; }
 
 static char *at(const void *p, int64_t elems, int dt)
 {
@@ -95,6 +111,10 @@ ampy_status ampy_rnn_layer_fwd(int mode, int reverse, int64_t T, int64_t B, int6
         return AMPY_OK;
     if (!gx || !w_hh || !h0 || !y || (mode == AMPY_RNN_LSTM && (!c0 || !cs)))
         return ampy_error(AMPY_ERR_VALUE, "rnn layer: a required array is missing");
+    const int kind = layer_kind(dt, H);
+    if (kind >= 0)
+        return ampy_rnn_layer_fwd_packed(kind, mode, reverse, T, B, H, dt, gx, w_hh, b_hh, h0,
+                                         c0, y, cs, ws);
     char *gh = (char *)malloc((size_t)(B * GH) * (esize(dt) + 8));
     if (!gh)
         return ampy_error(AMPY_ERR_NOMEM, "rnn layer: out of memory");
@@ -337,8 +357,13 @@ ampy_status ampy_rnn_layer_bwd(const ampy_rnn_layer_bwd_args *a)
         return ampy_error(AMPY_ERR_NOMEM, "rnn layer backward: out of memory");
     bwd_bufs bb = {buf, buf + bh, buf + 2 * bh, buf + 3 * bh, buf + 4 * bh,
                    buf + 4 * bh + wsz + hp};
-    transpose(dt, GH, a->H, a->w_hh, bb.wt);
-    st = bwd_steps(a, &bb);
+    const int kind = layer_kind(dt, GH);
+    if (kind >= 0) {
+        st = ampy_rnn_layer_bwd_steps_packed(kind, a);
+    } else {
+        transpose(dt, GH, a->H, a->w_hh, bb.wt);
+        st = bwd_steps(a, &bb);
+    }
     if (st == AMPY_OK)
         st = weight_grads(a, buf + 4 * bh + wsz);
     free(buf);

@@ -7,6 +7,8 @@
  * device, runs libampy's kernel (CPU, GIL released) or cuda/rnn.cu's through
  * the ampy_cuda_api table, and maps an ampy_status to an exception.
  */
+#include <string.h>
+
 #include "pyampy.h"
 
 #include "ampy/cuda.h"
@@ -353,6 +355,36 @@ error:
     return NULL;
 }
 
+/* _rnn_layer_set_packed(on): the layer's time-loop switch
+ * (ampy_rnn_layer_set_packed); returns the previous setting. */
+static PyObject *f_layer_set_packed(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    const int on = PyObject_IsTrue(arg);
+    if (on < 0)
+        return NULL;
+    return PyBool_FromLong(ampy_rnn_layer_set_packed(on));
+}
+
+/* _rnn_layer_packed(name, K): whether a layer's K-term products of dtype
+ * `name` ("float32", "float16", "bfloat16") run in the packed loop now. */
+static PyObject *f_layer_packed(PyObject *self, PyObject *args)
+{
+    (void)self;
+    static const struct { const char *name; int dt; } names[] = {
+        {"float32", AMPY_FLOAT32}, {"float16", AMPY_FLOAT16}, {"bfloat16", AMPY_BFLOAT16}};
+    const char *name;
+    long long K;
+    if (!PyArg_ParseTuple(args, "sL:_rnn_layer_packed", &name, &K))
+        return NULL;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcmp(name, names[i].name) == 0)
+            return PyBool_FromLong(ampy_rnn_layer_packed(names[i].dt, (int64_t)K));
+    PyErr_SetString(PyExc_ValueError,
+                    "_rnn_layer_packed: expected 'float32', 'float16' or 'bfloat16'");
+    return NULL;
+}
+
 PyMethodDef ampy_py_rnn_methods[] = {
     {"rnn_cell_fwd", f_cell_fwd, METH_VARARGS,
      "rnn_cell_fwd(mode, gx, gh, hx, cx, save)\n--\n\nInternal: one fused recurrent step."},
@@ -364,5 +396,13 @@ PyMethodDef ampy_py_rnn_methods[] = {
     {"rnn_layer_bwd", f_layer_bwd, METH_VARARGS,
      "rnn_layer_bwd(mode, reverse, ws, y, cs, h0, c0, w_hh, dy, dhT, dcT, need_dh0, need_dc0, "
      "need_dw, need_db)\n--\n\nInternal: its backward through time."},
+    {"_rnn_layer_set_packed", f_layer_set_packed, METH_O,
+     "_rnn_layer_set_packed(on, /)\n--\n\n"
+     "Internal (tests): turn the layer's packed-weight time loop on or off; returns the old "
+     "setting."},
+    {"_rnn_layer_packed", f_layer_packed, METH_VARARGS,
+     "_rnn_layer_packed(dtype_name, K, /)\n--\n\n"
+     "Internal (tests): whether a layer's K-term products of that dtype run in the packed "
+     "loop now."},
     {NULL, NULL, 0, NULL},
 };

@@ -164,6 +164,11 @@ ampy_status ampy_gemm_set_impl(const char *name);
  * "avx512" for float32 on an AMX CPU. */
 const char *ampy_gemm_impl_name(ampy_dtype dtype);
 
+/* The same for a product with K terms: under "auto" a bfloat16 product with
+ * small K takes "avx512" (FMAs) instead of "avx512bf16". Code that must give
+ * the GEMM's bits with its own kernel (csrc/rnn_kernel_x86.c) asks this. */
+const char *ampy_gemm_impl_name_k(ampy_dtype dtype, int64_t K);
+
 /* Whether this CPU and OS can run implementation `name` (1) or not (0). */
 int ampy_gemm_impl_available(const char *name);
 

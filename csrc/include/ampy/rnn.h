@@ -93,6 +93,19 @@ typedef struct ampy_rnn_layer_bwd_args {
  * T*B rows. */
 ampy_status ampy_rnn_layer_bwd(const ampy_rnn_layer_bwd_args *args);
 
+/* Which time loop the layer runs. Where ampy_gemm would run a product of
+ * the layer on its AVX-512 FMA kernel (float32, float16) or its vdpbf16ps
+ * one (bfloat16) and the setting is on (the default), the hidden weight is
+ * packed once per call and the loop runs in one parallel region
+ * (csrc/rnn_layer_packed.c); otherwise a GEMM per step (also for AMX).
+ * Both give the same bits; tests turn the packed loop off to compare them.
+ * ampy_rnn_layer_set_packed returns the previous setting;
+ * ampy_rnn_layer_packed says whether a layer's products of K terms (the
+ * forward's K = H, the backward's K = gates * H) of `dtype` would run in
+ * the packed loop now. */
+int ampy_rnn_layer_set_packed(int on);
+int ampy_rnn_layer_packed(int dtype, int64_t K);
+
 #ifdef __cplusplus
 }
 #endif

@@ -289,16 +289,37 @@ typedef struct {
     const double *smean, *sinv;
 } bn_bwd_ctx;
 
+/* Half channel c widened once (x and dy, N*S floats each, into wb) for
+ * both passes of bn_bwd_chan, dx through the widened dy in place: the
+ * float32 values, and so the bits, of widening tile by tile. */
+static void bn_bwd_wide(const bn_bwd_ctx *k, int64_t c, float mean, float inv, float w,
+                        float *wb, double *sum, double *dotp)
+{
+    const int64_t N = k->N, S = k->S, NS = N * S;
+    cn_widen_channel(k->x, k->dt, N, k->C, S, c, wb);
+    cn_widen_channel(k->dy, k->dt, N, k->C, S, c, wb + NS);
+    loops_f()->bn_bwd_chan(wb, wb + NS, AMPY_FLOAT32, N, 1, S, 0, mean, inv, w, k->training,
+                           k->dx ? wb + NS : NULL, sum, dotp);
+    if (k->dx)
+        for (int64_t n = 0; n < N; n++)
+            cn_flush_f(k->dx, k->dt, (n * k->C + c) * S, S, wb + NS + n * S);
+}
+
 static void bn_bwd_range(int64_t c0, int64_t c1, void *vc)
 {
     bn_bwd_ctx *k = (bn_bwd_ctx *)vc;
     const int dt = k->dt;
+    float *wb = NULL;
+    if (ampy_dtype_is_half(dt) && k->N * k->S <= CN_WIDE_MAX)
+        wb = (float *)malloc((size_t)(2 * k->N * k->S) * sizeof(float));
     for (int64_t c = c0; c < c1; c++) {
         double sum, dotp, w = k->w ? ampy_nn_load1(k->w, k->pdt, c) : 1.0;
         double mean = k->smean[c], inv = k->sinv[c];
         if (dt == AMPY_FLOAT64)
             bn_bwd_chan_d(k->x, k->dy, dt, k->N, k->C, k->S, c, mean, inv, w, k->training,
                           k->dx, &sum, &dotp);
+        else if (wb)
+            bn_bwd_wide(k, c, (float)mean, (float)inv, (float)w, wb, &sum, &dotp);
         else
             loops_f()->bn_bwd_chan(k->x, k->dy, dt, k->N, k->C, k->S, c, (float)mean, (float)inv,
                           (float)w, k->training, k->dx, &sum, &dotp);
@@ -307,6 +328,7 @@ static void bn_bwd_range(int64_t c0, int64_t c1, void *vc)
         if (k->db)
             ampy_nn_store1(k->db, k->pdt, c, sum);
     }
+    free(wb);
 }
 
 ampy_status ampy_cnn_batch_norm_bwd(int64_t N, int64_t C, int64_t S, const void *x, int x_dtype,
@@ -339,48 +361,81 @@ typedef struct {
     double *ds, *db; /* backward: N*C per-channel sums */
 } gn_ctx;
 
-/* mean and rstd of rows [r0, r1), four at a time where four remain. */
-static void gn_row_stats(const gn_ctx *k, int64_t r0, int64_t r1)
+/* mean and rstd of rows [r0, r1), four at a time where four remain; x
+ * holds the rows from row xr0 on (the input itself with xr0 = 0, or the
+ * rows widened to float32 with dt = AMPY_FLOAT32). */
+static void gn_row_stats(const gn_ctx *k, const void *x, int dt, int64_t xr0, int64_t r0,
+                         int64_t r1)
 {
-    const int dt = k->dt;
     const int64_t D = (k->C / k->G) * k->S;
     int64_t r = r0;
     for (; r + 4 <= r1; r += 4) {
         if (dt == AMPY_FLOAT64)
-            gn_stats4_d(k->x, dt, r * D, D, k->eps, k->mean + r, k->rstd + r);
+            gn_stats4_d(x, dt, (r - xr0) * D, D, k->eps, k->mean + r, k->rstd + r);
         else
-            loops_f()->gn_stats4(k->x, dt, r * D, D, k->eps, k->mean + r, k->rstd + r);
+            loops_f()->gn_stats4(x, dt, (r - xr0) * D, D, k->eps, k->mean + r, k->rstd + r);
     }
     for (; r < r1; r++) {
         if (dt == AMPY_FLOAT64)
-            gn_stats_d(k->x, dt, r * D, D, k->eps, k->mean + r, k->rstd + r);
+            gn_stats_d(x, dt, (r - xr0) * D, D, k->eps, k->mean + r, k->rstd + r);
         else
-            loops_f()->gn_stats(k->x, dt, r * D, D, k->eps, k->mean + r, k->rstd + r);
+            loops_f()->gn_stats(x, dt, (r - xr0) * D, D, k->eps, k->mean + r, k->rstd + r);
     }
 }
+
+/* y of row r from x holding rows from xr0 on (as gn_row_stats); wb: NULL
+ * to write y directly, else x is float32 and the results go through wb
+ * (in place) into the half y. */
+static void gn_row_affine(const gn_ctx *k, const void *x, int dt, int64_t xr0, int64_t r,
+                          float *wb)
+{
+    const int64_t Cg = k->C / k->G, D = Cg * k->S;
+    const double mean = k->mean[r], rstd = k->rstd[r];
+    for (int64_t j = 0; j < Cg; j++) {
+        int64_t c = (r % k->G) * Cg + j, off = (r - xr0) * D + j * k->S;
+        double w = k->w ? ampy_nn_load1(k->w, k->pdt, c) : 1.0;
+        double b = k->b ? ampy_nn_load1(k->b, k->pdt, c) : 0.0;
+        double a, beta;
+        ampy_cnn_norm_affine(rstd, w, mean, b, k->dt == AMPY_FLOAT64, &a, &beta);
+        if (dt == AMPY_FLOAT64) {
+            block_affine_d(x, dt, off, k->S, a, beta, k->y);
+        } else if (wb) {
+            loops_f()->block_affine(wb, AMPY_FLOAT32, off, k->S, (float)a, (float)beta, wb);
+            cn_flush_f(k->y, k->dt, r * D + j * k->S, k->S, wb + off);
+        } else {
+            loops_f()->block_affine(x, dt, off, k->S, (float)a, (float)beta, k->y);
+        }
+    }
+}
+
+/* Half rows of at most this many elements are widened four at a time
+ * into one float32 buffer that the statistics and the affine pass read
+ * (the same float32 values as widening tile by tile). */
+#define GN_WIDE_MAX ((int64_t)1 << 16)
 
 static void gn_fwd_range(int64_t r0, int64_t r1, void *vc)
 {
     gn_ctx *k = (gn_ctx *)vc;
-    const int dt = k->dt;
-    const int64_t Cg = k->C / k->G, D = Cg * k->S;
-    for (int64_t r = r0; r < r1; r++) {
-        if ((r - r0) % 4 == 0)
-            gn_row_stats(k, r, r + 4 < r1 ? r + 4 : r1);
-        double mean = k->mean[r], rstd = k->rstd[r];
-        for (int64_t j = 0; j < Cg; j++) {
-            int64_t c = (r % k->G) * Cg + j;
-            double w = k->w ? ampy_nn_load1(k->w, k->pdt, c) : 1.0;
-            double b = k->b ? ampy_nn_load1(k->b, k->pdt, c) : 0.0;
-            double a, beta;
-            ampy_cnn_norm_affine(rstd, w, mean, b, dt == AMPY_FLOAT64, &a, &beta);
-            if (dt == AMPY_FLOAT64)
-                block_affine_d(k->x, dt, r * D + j * k->S, k->S, a, beta, k->y);
+    const int64_t D = (k->C / k->G) * k->S;
+    float *wb = NULL;
+    if (ampy_dtype_is_half(k->dt) && D <= GN_WIDE_MAX)
+        wb = (float *)malloc((size_t)(4 * D) * sizeof(float));
+    for (int64_t r = r0; r < r1; r += 4) {
+        const int64_t re = r + 4 < r1 ? r + 4 : r1;
+        if (wb) {
+            cn_in_f(k->x, k->dt, r * D, (re - r) * D, wb);
+            gn_row_stats(k, wb, AMPY_FLOAT32, r, r, re);
+        } else {
+            gn_row_stats(k, k->x, k->dt, 0, r, re);
+        }
+        for (int64_t q = r; q < re; q++) {
+            if (wb)
+                gn_row_affine(k, wb, AMPY_FLOAT32, r, q, wb);
             else
-                loops_f()->block_affine(k->x, dt, r * D + j * k->S, k->S, (float)a, (float)beta,
-                                        k->y);
+                gn_row_affine(k, k->x, k->dt, 0, q, NULL);
         }
     }
+    free(wb);
 }
 
 static ampy_status gn_check(int64_t N, int64_t C, int64_t S, int64_t G, int dt, int pdt,
@@ -411,41 +466,65 @@ ampy_status ampy_cnn_group_norm_fwd(int64_t N, int64_t C, int64_t S, int64_t G, 
     return AMPY_OK;
 }
 
-/* per (n, c): ds = sum(dy x), db = sum(dy), four planes at a time */
-static void gn_sums_range(int64_t q0, int64_t q1, void *vc)
+/* ds = sum(dy x), db = sum(dy) of the Cg planes of row r, read from x and
+ * dy at offset off (dt their dtype), four planes at a time. */
+static void gn_row_sums(const gn_ctx *k, const void *x, const void *dy, int dt, int64_t off,
+                        int64_t r)
 {
-    gn_ctx *k = (gn_ctx *)vc;
-    const int dt = k->dt;
-    int64_t q = q0;
-    for (; q + 4 <= q1; q += 4) {
+    const int64_t Cg = k->C / k->G, S = k->S;
+    double *ds = k->ds + r * Cg, *db = k->db + r * Cg;
+    int64_t j = 0;
+    for (; j + 4 <= Cg; j += 4) {
         if (dt == AMPY_FLOAT64)
-            gn_sums4_d(k->x, k->dy, dt, q * k->S, k->S, &k->ds[q], &k->db[q]);
+            gn_sums4_d(x, dy, dt, off + j * S, S, ds + j, db + j);
         else
-            loops_f()->gn_sums4(k->x, k->dy, dt, q * k->S, k->S, &k->ds[q], &k->db[q]);
+            loops_f()->gn_sums4(x, dy, dt, off + j * S, S, ds + j, db + j);
     }
-    for (; q < q1; q++) {
+    for (; j < Cg; j++) {
         if (dt == AMPY_FLOAT64)
-            gn_sums_d(k->x, k->dy, dt, q * k->S, k->S, &k->ds[q], &k->db[q]);
+            gn_sums_d(x, dy, dt, off + j * S, S, ds + j, db + j);
         else
-            loops_f()->gn_sums(k->x, k->dy, dt, q * k->S, k->S, &k->ds[q], &k->db[q]);
+            loops_f()->gn_sums(x, dy, dt, off + j * S, S, ds + j, db + j);
     }
 }
 
-static void gn_dx_range(int64_t r0, int64_t r1, void *vc)
+/* Backward of rows [r0, r1): the per-channel sums, then dx. Half rows of
+ * at most GN_WIDE_MAX elements are widened once (x and dy) and dx goes
+ * through the widened dy in place; the float32 values, and so the bits,
+ * are those of widening tile by tile. */
+static void gn_bwd_range(int64_t r0, int64_t r1, void *vc)
 {
     gn_ctx *k = (gn_ctx *)vc;
     const int dt = k->dt;
     const int64_t Cg = k->C / k->G, D = Cg * k->S;
+    float *wb = NULL;
+    if (ampy_dtype_is_half(dt) && D <= GN_WIDE_MAX)
+        wb = (float *)malloc((size_t)(2 * D) * sizeof(float));
     for (int64_t r = r0; r < r1; r++) {
-        int64_t n = r / k->G, c0 = (r % k->G) * Cg;
-        const double *ds = k->ds + n * k->C + c0, *db = k->db + n * k->C + c0;
+        const int64_t c0 = (r % k->G) * Cg;
+        const double *ds = k->ds + r * Cg, *db = k->db + r * Cg;
+        if (wb) {
+            cn_in_f(k->x, dt, r * D, D, wb);
+            cn_in_f(k->dy, dt, r * D, D, wb + D);
+            gn_row_sums(k, wb, wb + D, AMPY_FLOAT32, 0, r);
+            if (!k->y)
+                continue;
+            loops_f()->gn_bwd_row(wb, wb + D, AMPY_FLOAT32, 0, Cg, k->S, c0, k->w, k->pdt, ds,
+                                  db, k->cmean[r], k->crstd[r], wb + D);
+            cn_flush_f(k->y, dt, r * D, D, wb + D);
+            continue;
+        }
+        gn_row_sums(k, k->x, k->dy, dt, r * D, r);
+        if (!k->y)
+            continue;
         if (dt == AMPY_FLOAT64)
             gn_bwd_row_d(k->x, k->dy, dt, r * D, Cg, k->S, c0, k->w, k->pdt, ds, db,
                          k->cmean[r], k->crstd[r], k->y);
         else
             loops_f()->gn_bwd_row(k->x, k->dy, dt, r * D, Cg, k->S, c0, k->w, k->pdt, ds, db,
-                         k->cmean[r], k->crstd[r], k->y);
+                                  k->cmean[r], k->crstd[r], k->y);
     }
+    free(wb);
 }
 
 static void gn_param_grads(const gn_ctx *k, void *dw, void *db)
@@ -482,9 +561,7 @@ ampy_status ampy_cnn_group_norm_bwd(int64_t N, int64_t C, int64_t S, int64_t G, 
         return ampy_error(AMPY_ERR_NOMEM, "group_norm_backward: out of memory");
     gn_ctx k = {N, C, S, G, x, dy, w, NULL, dx, x_dtype, p_dtype, 0.0, NULL, NULL, mean, rstd,
                 sums, sums + N * C};
-    ampy_parallel_for(N * C, grain_for(S), gn_sums_range, &k);
-    if (dx)
-        ampy_parallel_for(N * G, grain_for((C / G) * S), gn_dx_range, &k);
+    ampy_parallel_for(N * G, grain_for((C / G) * S), gn_bwd_range, &k);
     if (dw || db)
         gn_param_grads(&k, dw, db);
     free(sums);

@@ -11,6 +11,7 @@ import ampy
 import ampy.nn.functional as F
 from ampy import nn
 
+from _helpers import requires_cuda
 from test_conv import DTS, ROUND, TF, _np, _rand, _sums, check_against_float64, torch
 
 CONVT1 = [((2, 4, 7), (4, 3, 3), dict(stride=2, padding=1, output_padding=1)),
@@ -202,3 +203,20 @@ def test_bad_arguments_raise_as_torch(i):
     assert msg in str(ei.value)
     for t, before in made:  # inputs unchanged after the raise
         assert np.array_equal(np.asarray(t), before)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dt", ("float32", "bfloat16", "float16"))
+def test_cuda_equals_the_cpu(dt):
+    xs, ws, kw = CONVT1[0]
+    arrays = [_rand(*xs), _rand(*ws, seed=1), _rand(ws[1], seed=2)]
+    adt = getattr(ampy, dt)
+    cpu = [ampy.tensor(a).to(adt).requires_grad_() for a in arrays]
+    gpu = [ampy.tensor(a).to(adt).cuda().detach().requires_grad_() for a in arrays]
+    yc, yg = F.conv_transpose1d(*cpu, **kw), F.conv_transpose1d(*gpu, **kw)
+    g = ampy.tensor(_rand(*yc.shape, seed=3)).to(adt)
+    yc.backward(g)
+    yg.backward(g.cuda())
+    tol = 1e-4 if dt == "float32" else 2 * ROUND[dt]
+    for a, b in [(yc, yg)] + [(c.grad, d.grad) for c, d in zip(cpu, gpu)]:
+        np.testing.assert_allclose(_np(a), _np(b.cpu()), rtol=tol, atol=tol)

@@ -14,7 +14,7 @@ from ampy import nn
 from ampy.nn.utils.rnn import (PackedSequence, pack_padded_sequence, pack_sequence,
                                pad_packed_sequence, pad_sequence)
 
-from _helpers import bits
+from _helpers import bits, requires_cuda
 
 TRNN = torch.nn.utils.rnn
 
@@ -295,3 +295,17 @@ def test_public_names():
     for name in ("pad_sequence", "PackedSequence", "pack_padded_sequence", "pad_packed_sequence",
                  "pack_sequence"):
         assert name in nn.utils.rnn.__all__ and hasattr(TRNN, name)
+
+
+@requires_cuda
+def test_packed_lstm_on_cuda_equals_the_cpu():
+    a, _ = _layer_pair("LSTM", "float32", bidirectional=True)
+    x = np.random.default_rng(6).standard_normal((5, 4, 3)).astype(np.float32)
+    pc = pack_padded_sequence(ampy.tensor(x), [2, 5, 1, 3], enforce_sorted=False)
+    oc, (hc, cc) = a(pc)
+    pg = pack_padded_sequence(ampy.tensor(x).cuda(), [2, 5, 1, 3], enforce_sorted=False)
+    og, (hg, cg) = a.cuda()(pg)
+    for u, v in ((oc.data, og.data), (hc, hg), (cc, cg)):
+        np.testing.assert_allclose(_np(u), _np(v.cpu()), rtol=1e-4, atol=1e-4)
+    yg, lg = pad_packed_sequence(og)
+    assert lg.tolist() == [2, 5, 1, 3] and yg.is_cuda

@@ -445,6 +445,9 @@ CASES.update({
     "conv_transpose2d": Case(lambda m, x, w, b: m.nn.functional.conv_transpose2d(
         x, w, b, stride=2, padding=1, output_padding=1, groups=2, dilation=(1, 2)),
         r(2, 4, 3, 3), r(4, 3, 3, 2, key=1), r(6, key=2)),
+    "conv_transpose1d": Case(lambda m, x, w, b: m.nn.functional.conv_transpose1d(
+        x, w, b, stride=2, padding=1, output_padding=1, groups=2, dilation=2),
+        r(2, 4, 4), r(4, 3, 3, key=1), r(6, key=2)),
 })
 
 # the fused recurrent cells, through torch's functional cells (their rules

@@ -236,6 +236,9 @@ CASES.update({
     "conv_transpose2d": Case(lambda M, x, w, b: M.nn.functional.conv_transpose2d(
         x, w, b, stride=2, padding=1, output_padding=1),
         [("f", (2, 3, 3, 4)), ("f", (3, 4, 3, 3)), ("f", (4,))], zero=True),
+    "conv_transpose1d": Case(lambda M, x, w, b: M.nn.functional.conv_transpose1d(
+        x, w, b, stride=2, padding=1, output_padding=1),
+        [("f", (2, 3, 5)), ("f", (3, 4, 3)), ("f", (4,))], zero=True),
 })
 del _n
 

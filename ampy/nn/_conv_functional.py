@@ -1,4 +1,4 @@
-"""nn.functional.conv1d, conv2d and conv_transpose2d: torch's argument
+"""nn.functional.conv1d, conv2d, conv_transpose1d and conv_transpose2d: torch's argument
 rules and messages, then one dispatch of the canonical op (ampy/nn/_ops_conv.py).
 
 Checks follow ATen's Convolution.cpp (check_shape_forward and the
@@ -12,9 +12,11 @@ from .._dispatch import _hooks, dispatch, get_op
 from .._tensor import Tensor
 from . import _ops_conv  # noqa: F401  (declares the ops looked up below)
 
-__all__ = ["conv1d", "conv2d", "conv_transpose2d", "int_tuple"]
+__all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "int_tuple"]
 
-_CONV1D, _CONV2D, _CONV_T2D = (get_op(n) for n in ("conv1d", "conv2d", "conv_transpose2d"))
+_CONV1D, _CONV2D, _CONV_T1D, _CONV_T2D = (get_op(n) for n in ("conv1d", "conv2d",
+                                                               "conv_transpose1d",
+                                                               "conv_transpose2d"))
 _FLOATS = (D.float32, D.float64, D.float16, D.bfloat16)
 _TORCH_TYPE = {D.float32: "float", D.float64: "double", D.float16: "c10::Half",
                D.bfloat16: "c10::BFloat16"}
@@ -179,27 +181,30 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _conv(_CONV2D, 2, "conv2d", input, weight, bias, stride, padding, dilation, groups)
 
 
-def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
-                     dilation=1):
-    """torch.nn.functional.conv_transpose2d: the gradient of conv2d with
-    respect to its input; weight (in_channels, out_channels / groups, kH, kW)."""
-    _check_tensors(input, weight, bias, "conv_transpose2d")
+def _conv_t(op, n, fn, input, weight, bias, stride, padding, output_padding, groups,
+            dilation):
+    """torch's transposed convolution checks for n spatial dims (1 or 2), then
+    one dispatch of `op` in its canonical form."""
+    _check_tensors(input, weight, bias, fn)
     if isinstance(padding, str):
-        raise TypeError("conv_transpose2d(): argument 'padding' must be tuple of ints, not str")
-    x, unbatched = _batchify(input, 2, "conv_transpose2d")
-    stride = int_tuple(stride, 2, "stride")
-    dilation = int_tuple(dilation, 2, "dilation")
-    pad = int_tuple(padding, 2, "padding")
-    opad = int_tuple(output_padding, 2, "output_padding")
+        raise TypeError(f"{fn}(): argument 'padding' must be tuple of ints, not str")
+    x, unbatched = _batchify(input, n, fn)
+    stride = int_tuple(stride, n, "stride")
+    dilation = int_tuple(dilation, n, "dilation")
+    pad = int_tuple(padding, n, "padding")
+    opad = int_tuple(output_padding, n, "output_padding")
     _check_common(stride, dilation, groups, pad)
     if any(p < 0 for p in opad):
         raise RuntimeError("negative output_padding is not supported")
     if any(p >= s and p >= d for p, s, d in zip(opad, stride, dilation)):
+        # ATen words it for two dims; a 1-d call is its height-1 case
+        op2, s2, d2 = ((0,) * (2 - n) + opad, (1,) * (2 - n) + stride,
+                       (1,) * (2 - n) + dilation)
         raise RuntimeError(f"output padding must be smaller than either stride or dilation, but "
-                           f"got output_padding_height: {opad[0]} output_padding_width: "
-                           f"{opad[1]} stride_height: {stride[0]} stride_width: {stride[1]} "
-                           f"dilation_height: {dilation[0]} dilation_width: {dilation[1]}")
-    _check_weight(x, weight, groups, 2, True)
+                           f"got output_padding_height: {op2[0]} output_padding_width: "
+                           f"{op2[1]} stride_height: {s2[0]} stride_width: {s2[1]} "
+                           f"dilation_height: {d2[0]} dilation_width: {d2[1]}")
+    _check_weight(x, weight, groups, n, True)
     if weight.shape[0] % groups:
         raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} "
                            f"at dimension 0, but got weight of size [{_sizes(weight.shape)}] "
@@ -208,9 +213,29 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     out = tuple((h - 1) * s - 2 * p + d * (k - 1) + op + 1 for h, s, p, d, k, op in
                 zip(x.shape[2:], stride, pad, dilation, weight.shape[2:], opad))
     if any(o <= 0 for o in out):
-        raise RuntimeError(f"Given input size per channel: ({x.shape[2]} x {x.shape[3]}). "
-                           f"Calculated output size per channel: ({out[0]} x {out[1]}). "
+        fmt = lambda t: " x ".join(str(i) for i in t)
+        raise RuntimeError(f"Given input size per channel: ({fmt(x.shape[2:])}). "
+                           f"Calculated output size per channel: ({fmt(out)}). "
                            f"Output size is too small")
+    if _hooks.autocast is not None:  # torch checks the dtypes autocast hands the op
+        (x, weight, bias), _ = _hooks.autocast(op, (x, weight, bias), {})
     _check_dtypes(x, weight, bias)
-    y = dispatch(_CONV_T2D, x, weight, bias, stride, pad, out, groups, dilation)
+    y = dispatch(op, x, weight, bias, stride, pad, out, groups, dilation)
     return y.squeeze(0) if unbatched else y
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """torch.nn.functional.conv_transpose1d: (N, C, L) or (C, L) input; weight
+    (in_channels, out_channels / groups, k). Runs conv_transpose2d's kernels
+    with a height of 1."""
+    return _conv_t(_CONV_T1D, 1, "conv_transpose1d", input, weight, bias, stride, padding,
+                   output_padding, groups, dilation)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """torch.nn.functional.conv_transpose2d: the gradient of conv2d with
+    respect to its input; weight (in_channels, out_channels / groups, kH, kW)."""
+    return _conv_t(_CONV_T2D, 2, "conv_transpose2d", input, weight, bias, stride, padding,
+                   output_padding, groups, dilation)

@@ -1,5 +1,6 @@
-"""The convolution ops: conv1d, conv2d and conv_transpose2d (forward, backward
-rule, and the composite that create_graph=True differentiates).
+"""The convolution ops: conv1d, conv2d, conv_transpose1d and conv_transpose2d
+(forward, backward rule, and the composite that create_graph=True
+differentiates).
 
 Each op is declared in a canonical form that nn.functional (ampy/nn/_conv_args.py)
 builds from torch's arguments: the stride, dilation and the padding BEFORE
@@ -9,11 +10,13 @@ output_padding of a transposed convolution need no extra argument):
 
     conv2d(input, weight, bias, stride, padding, dilation, groups, out_size)
     conv1d(input, weight, bias, stride, padding, dilation, groups, out_size)
+    conv_transpose1d(input, weight, bias, stride, padding, out_size, groups, dilation)
     conv_transpose2d(input, weight, bias, stride, padding, out_size, groups, dilation)
 
 The kernels are ampy._C.conv2d_* (csrc/conv.c: im2col + ampy's GEMM with
 fp32 accumulation, halves on the AVX512-BF16/AMX paths); conv1d runs them
-with a height of 1. conv_transpose2d is the input gradient of the conv2d
+with a height of 1, and so does conv_transpose1d with conv_transpose2d's
+kernels. conv_transpose2d is the input gradient of the conv2d
 whose weight it is given. Autocast: torch's lists put every convolution in
 lower precision on cpu and cuda (defop applies them).
 
@@ -198,3 +201,44 @@ def conv_transpose2d_bwd(ctx, g):
         gb = _C.conv_bwd_bias(g)
     return gx, gw, gb, None, None, None, None, None
 
+
+
+# -------------------------------------------------------- conv_transpose1d
+@defop("conv_transpose1d", devices=CPU_CUDA, names=("ampy.nn.functional.conv_transpose1d",))
+def conv_transpose1d_fwd(input, weight, bias, stride, padding, out_size, groups, dilation):
+    """conv_transpose2d of the input viewed with a height of 1."""
+    geom = _geom1(stride, padding, dilation, groups)
+    shape = (input.shape[0], weight.shape[1] * int(groups), 1, int(out_size[0]))
+    y = _C.conv2d_bwd_input(_as4d(_c(input)), _as4d(_c(weight)), _c(bias), shape, geom)
+    return _as3d(y)
+
+
+def _conv_t1d_composite(ctx, g):
+    x, w, b, stride, padding, _, groups, dilation = ctx.args
+    gx = gw = gb = None
+    if _need(ctx, 0):
+        gx = O.conv1d(g, w, None, stride, padding, dilation, groups, tuple(x.shape[2:]))
+    if _need(ctx, 1):
+        gw = O.squeeze(weight_grad(O.unsqueeze(g, 2), O.unsqueeze(x, 2),
+                                   (w.shape[0], w.shape[1], 1, w.shape[2]), (1,) + tuple(stride),
+                                   (0,) + tuple(padding), (1,) + tuple(dilation), groups), 2)
+    if b is not None and _need(ctx, 2):
+        gb = O.sum(g, (0, 2))
+    return gx, gw, gb, None, None, None, None, None
+
+
+@backward("conv_transpose1d", save=(0, 1))
+@G.with_graph(_conv_t1d_composite)
+def conv_transpose1d_bwd(ctx, g):
+    x, w, b, stride, padding, _, groups, dilation = ctx.args
+    geom = _geom1(stride, padding, dilation, groups)
+    g4 = _as4d(_as(g, x.dtype))
+    gx = gw = gb = None
+    if _need(ctx, 0):
+        gx = _as3d(_C.conv2d_fwd(g4, _as4d(_c(w)), None, (1, x.shape[2]), geom))
+    if _need(ctx, 1):
+        gw = _as3d(_C.conv2d_bwd_weight(g4, _as4d(_c(x)), (w.shape[0], w.shape[1], 1,
+                                                             w.shape[2]), geom))
+    if b is not None and _need(ctx, 2):
+        gb = _C.conv_bwd_bias(g4)
+    return gx, gw, gb, None, None, None, None, None

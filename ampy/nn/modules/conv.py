@@ -1,4 +1,4 @@
-"""Conv1d, Conv2d and ConvTranspose2d: torch's constructor checks, parameter
+"""Conv1d, Conv2d, ConvTranspose1d and ConvTranspose2d: torch's constructor checks, parameter
 names and shapes (so state_dicts load both ways), initialisation
 (kaiming_uniform_(a=sqrt(5)), bias U(-1/sqrt(fan_in), 1/sqrt(fan_in))) and
 repr. padding_mode "zeros" pads inside the kernel; "reflect", "replicate"
@@ -14,7 +14,7 @@ from ..parameter import Parameter
 from ._conv_pad import pad_nd
 from .module import Module
 
-__all__ = ["Conv1d", "Conv2d", "ConvTranspose2d"]
+__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
 
 _MODES = ("zeros", "reflect", "replicate", "circular")
 _MODE_SET = {"zeros", "reflect", "replicate", "circular"}
@@ -144,20 +144,18 @@ class Conv2d(_Conv):
                          groups, bias, padding_mode, device, dtype)
 
 
-class ConvTranspose2d(_ConvNd):
-    """2-d transposed convolution; weight (in, out / groups, kH, kW). forward
-    takes torch's optional output_size, which picks the output_padding."""
+class _ConvTransposeNd(_ConvNd):
+    _fn = None
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
-                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
-                 device=None, dtype=None):
+    def __init__(self, n, in_channels, out_channels, kernel_size, stride, padding,
+                 output_padding, groups, bias, dilation, padding_mode, device, dtype):
         if padding_mode != "zeros":
-            raise ValueError('Only "zeros" padding mode is supported for ConvTranspose2d')
-        ks = CF.int_tuple(kernel_size, 2, "kernel_size")
-        st = CF.int_tuple(stride, 2, "stride")
-        pad = padding if isinstance(padding, str) else CF.int_tuple(padding, 2, "padding")
-        dil = CF.int_tuple(dilation, 2, "dilation")
-        opad = CF.int_tuple(output_padding, 2, "output_padding")
+            raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
+        ks = CF.int_tuple(kernel_size, n, "kernel_size")
+        st = CF.int_tuple(stride, n, "stride")
+        pad = padding if isinstance(padding, str) else CF.int_tuple(padding, n, "padding")
+        dil = CF.int_tuple(dilation, n, "dilation")
+        opad = CF.int_tuple(output_padding, n, "output_padding")
         super().__init__(in_channels, out_channels, ks, st, pad, dil, True, opad, groups, bias,
                          padding_mode, device, dtype)
 
@@ -165,33 +163,61 @@ class ConvTranspose2d(_ConvNd):
         """torch's _ConvTransposeNd._output_padding."""
         if output_size is None:
             return self.output_padding
+        n = len(self.kernel_size)
         size = [int(s) for s in output_size]
-        nd = input.ndim - 2 if input.ndim == 4 else input.ndim - 1
+        nd = input.ndim - 2 if input.ndim == n + 2 else input.ndim - 1
         if len(size) == nd + 2:
             size = size[2:]
-        elif len(size) == nd + 1 and input.ndim == 3:
+        elif len(size) == nd + 1 and input.ndim == n + 1:
             size = size[1:]
-        if len(size) != 2:
-            raise ValueError(f"ConvTranspose2D: for {input.ndim}D input, output_size must have 2 "
-                             f"or 4 elements (got {len(output_size)})")
-        spatial = tuple(input.shape[-2:])
+        if len(size) != n:
+            raise ValueError(f"ConvTranspose{n}D: for {input.ndim}D input, output_size must have "
+                             f"{n} or {n + 2} elements (got {len(output_size)})")
+        spatial = tuple(input.shape[-n:])
         lo, hi = [], []
-        for d in range(2):
+        for d in range(n):
             m = ((spatial[d] - 1) * self.stride[d] - 2 * self.padding[d] +
                  self.dilation[d] * (self.kernel_size[d] - 1) + 1)
             lo.append(m)
             hi.append(m + self.stride[d] - 1)
-        for d in range(2):
+        for d in range(n):
             if not lo[d] <= size[d] <= hi[d]:
                 raise ValueError(f"requested an output size of {tuple(size)}, but valid sizes "
                                  f"range from {lo} to {hi} (for an input of "
-                                 f"{input.shape[-2:]})")
-        return tuple(size[d] - lo[d] for d in range(2))
+                                 f"{input.shape[-n:]})")
+        return tuple(size[d] - lo[d] for d in range(n))
 
     def forward(self, input, output_size=None):
         if isinstance(self.padding, str):
-            raise ValueError("ConvTranspose2d: only padding of ints is supported, not "
+            raise ValueError(f"{type(self).__name__}: only padding of ints is supported, not "
                              f"{self.padding!r}")
         opad = self._output_padding(input, output_size)
-        return CF.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
-                                   opad, self.groups, self.dilation)
+        return type(self)._fn(input, self.weight, self.bias, self.stride, self.padding, opad,
+                              self.groups, self.dilation)
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """1-d transposed convolution over (N, C, L) input; weight (in, out / groups,
+    k). forward takes torch's optional output_size, which picks the
+    output_padding."""
+
+    _fn = staticmethod(CF.conv_transpose1d)
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
+                 device=None, dtype=None):
+        super().__init__(1, in_channels, out_channels, kernel_size, stride, padding,
+                         output_padding, groups, bias, dilation, padding_mode, device, dtype)
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """2-d transposed convolution; weight (in, out / groups, kH, kW). forward
+    takes torch's optional output_size, which picks the output_padding."""
+
+    _fn = staticmethod(CF.conv_transpose2d)
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
+                 device=None, dtype=None):
+        super().__init__(2, in_channels, out_channels, kernel_size, stride, padding,
+                         output_padding, groups, bias, dilation, padding_mode, device, dtype)

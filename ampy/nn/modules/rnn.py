@@ -17,7 +17,17 @@ states follow the dtype of its projections: under autocast they run in the
 lower-precision dtype, as torch's CPU LSTM (mkldnn_rnn_layer, on the lower
 precision list) returns them; GRU and RNN states promote as torch's
 composite CPU cells do (on CUDA every state follows the projections, as
-cuDNN's lower-precision RNNs do). PackedSequence is not supported.
+cuDNN's lower-precision RNNs do).
+
+A PackedSequence input (ampy.nn.utils.rnn's) runs each direction step by
+step: at step t the first batch_sizes[t] rows advance and the others keep
+their state, so each sequence's final state is the one after its own last
+(forward) or first (reverse) element, as torch's. The initial states are
+taken in the packed (length-sorted) batch order, the final ones returned in
+the caller's order. Under CPU autocast the GEMMs of a packed input run in
+the lower precision but every state (the LSTM's too) promotes: torch's
+packed-input overloads (lstm.data, gru.data, ...) are on no CPU autocast
+list and run its composite cells, whose linears autocast lowers.
 """
 import math
 import numbers
@@ -30,6 +40,7 @@ from .. import _ops_rnn as R
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
+from ..utils.rnn import PackedSequence
 from .module import Module
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
@@ -40,9 +51,10 @@ _MODES = {"LSTM": R.LSTM, "GRU": R.GRU, "RNN_TANH": R.TANH, "RNN_RELU": R.RELU}
 
 
 def _reject_packed(input, name):
+    """A PackedSequence of another library (torch's) is no ampy input."""
     if type(input).__name__ == "PackedSequence":
-        raise TypeError(f"{name}: PackedSequence input is not supported by ampy; pass a padded "
-                        f"(T, B, *) or (B, T, *) tensor")
+        raise TypeError(f"{name}: this PackedSequence is not ampy's; pack the input with "
+                        f"ampy.nn.utils.rnn.pack_padded_sequence or pack_sequence")
 
 
 def _check_proj(proj_size, hidden_size):
@@ -188,6 +200,50 @@ class RNNBase(Module):
                 x = F.dropout(x, self.dropout, True)
         return x, hn, cn
 
+    def _forward_packed(self, input, hx):
+        """The layers over a PackedSequence: (PackedSequence, h_n) or, for an
+        LSTM, (PackedSequence, (h_n, c_n))."""
+        data, name = input.data, type(self).__name__
+        w = getattr(self, self._flat_weights_names[0])
+        if data.dtype is not w.dtype and not _autocast_on():
+            raise ValueError(f"RNN input dtype ({data.dtype}) does not match weight dtype "
+                             f"({w.dtype}). Convert input: input.to({w.dtype}), or convert "
+                             f"model: model.to({data.dtype})")
+        if data.ndim != 2 or data.shape[-1] != self.input_size:
+            raise RuntimeError(f"{name}: input.size(-1) must be equal to input_size. Expected "
+                               f"{self.input_size}, got {data.shape[-1]}")
+        sizes = [int(v) for v in input.batch_sizes.tolist()]
+        srt, uns = input.sorted_indices, input.unsorted_indices
+        lstm = self.mode == "LSTM"
+        if lstm and hx is not None:
+            h0, c0 = hx
+        else:
+            h0, c0 = hx, None
+        _check_state_dims(h0, True, "hx")
+        h0 = self._state(h0, sizes[0], True, data, "hidden[0]" if lstm else "hidden")
+        h0 = h0 if srt is None or hx is None else h0.index_select(1, srt)
+        if lstm:
+            c0 = self._state(c0, sizes[0], True, data, "hidden[1]", cell=True)
+            c0 = c0 if srt is None or hx is None else c0.index_select(1, srt)
+        mode, dirs = _MODES[self.mode], 2 if self.bidirectional else 1
+        x, hn, cn = data, [], []
+        for layer in range(self.num_layers):
+            outs = []
+            for d in range(dirs):
+                k = layer * dirs + d
+                y, h, c = _direction_packed(mode, x, sizes, self._layer_params(layer, d),
+                                            h0[k], None if c0 is None else c0[k], d == 1)
+                outs.append(y)
+                hn.append(h)
+                cn.append(c)
+            x = outs[0] if dirs == 1 else cat(outs, 1)
+            if self.dropout > 0 and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, True)
+        out = PackedSequence(x, input.batch_sizes, srt, uns)
+        back = (lambda t: t) if uns is None else (lambda t: t.index_select(1, uns))
+        h = back(stack(hn, 0))
+        return (out, (h, back(stack(cn, 0)))) if lstm else (out, h)
+
     def _output(self, y, batched):
         if not batched:
             return y.squeeze(1)
@@ -238,6 +294,34 @@ def _direction(mode, x, params, h, c, reverse):
     return stack(ys, 0), h, c
 
 
+def _direction_packed(mode, data, sizes, params, h, c, reverse):
+    """One layer, one direction over packed rows data (sum(sizes), in):
+    (y (sum(sizes), H), h_n, c_n); at step t only the first sizes[t] rows
+    of the state advance."""
+    w_ih, w_hh, b_ih, b_hh, w_hr = params
+    gx = F.linear(data, w_ih, b_ih)  # every row in one GEMM
+    if gx._device_index >= 0:  # (CPU: states promote, as torch's composite cells)
+        h = h.to(gx.dtype)
+        c = None if c is None else c.to(gx.dtype)
+    offs = [0]
+    for b in sizes:
+        offs.append(offs[-1] + b)
+    ys = [None] * len(sizes)
+    for t in (range(len(sizes) - 1, -1, -1) if reverse else range(len(sizes))):
+        b = sizes[t]
+        g, hb = gx[offs[t]:offs[t + 1]], h[:b]
+        gh = F.linear(hb, w_hh, b_hh)
+        if mode == R.LSTM:
+            hb, cb = R.step(mode, g, gh, cx=c[:b])
+            hb = hb if w_hr is None else F.linear(hb, w_hr)
+            c = cb if b == c.shape[0] else cat([cb, c[b:]], 0)
+        else:
+            hb = R.step(mode, g, gh, hx=hb)
+        h = hb if b == h.shape[0] else cat([hb, h[b:]], 0)
+        ys[t] = hb
+    return cat(ys, 0), h, c
+
+
 class RNN(RNNBase):
     """Elman RNN: h' = tanh or relu(x W_ih^T + b_ih + h W_hh^T + b_hh)."""
 
@@ -256,6 +340,8 @@ class RNN(RNNBase):
                          bidirectional, device=device, dtype=dtype)
 
     def forward(self, input, hx=None):
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
         x, batched = self._shape_input(input)
         _check_state_dims(hx, batched, "hx")
         h0 = self._state(hx, x.shape[1], batched, x)
@@ -283,6 +369,8 @@ class LSTM(RNNBase):
         super().__init__("LSTM", *args, **kwargs)
 
     def forward(self, input, hx=None):
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
         x, batched = self._shape_input(input)
         if hx is None:
             h0 = self._state(None, x.shape[1], batched, x)

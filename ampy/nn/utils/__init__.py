@@ -1,6 +1,7 @@
 """ampy.nn.utils — torch.nn.utils' gradient clipping and parameter/vector
-conversion (`from ampy.nn.utils import clip_grad_norm_`)."""
-from . import clip_grad, convert_parameters
+conversion (`from ampy.nn.utils import clip_grad_norm_`), and
+nn.utils.rnn.pad_sequence."""
+from . import clip_grad, convert_parameters, rnn
 from .clip_grad import (clip_grad_norm, clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_,
                         get_total_norm)
 from .convert_parameters import parameters_to_vector, vector_to_parameters

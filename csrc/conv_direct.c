@@ -146,7 +146,7 @@ typedef struct {
     const ampy_conv2d_geom *g;
     int bf;
     const char *xp;         /* the block's padded copy              */
-    int64_t Wp, Cp, img;    /* img: elements per padded image       */
+    int64_t Wp, Cp, img;    /* padded row, channels; per image      */
     const char *wp;
     int64_t pstride, nob;   /* elements per panel, panels           */
     const int64_t *offs;    /* per tap, in elements                 */
@@ -155,62 +155,39 @@ typedef struct {
     int64_t tiles, nchunks; /* position tiles per image, chunks     */
 } direct_ctx;
 
-/* Store rows of the 14 x 32 float32 tile t (first flat position i0 of image
- * n, output channels o0 + [0, on)) that are real outputs, with the bias. */
-static void store_tile(const direct_ctx *c, const float *t, int64_t n, int64_t i0, int64_t o0,
-                       int64_t on)
-{
-    const ampy_conv2d_geom *g = c->g;
-    int64_t P = g->OH * g->OW, last = g->OH * c->Wp;
-    for (int64_t r = 0; r < CONV_DIRECT_MR;) {
-        int64_t i = i0 + r, oh = i / c->Wp, ow = i % c->Wp;
-        if (i >= last)
-            break;
-        if (ow >= g->OW) {
-            r += c->Wp - ow;
-            continue;
-        }
-        int64_t len = g->OW - ow < CONV_DIRECT_MR - r ? g->OW - ow : CONV_DIRECT_MR - r;
-        int64_t base = (n * g->O + o0) * P + oh * g->OW + ow;
-        for (int64_t o = 0; o < on; o++) {
-            float b = c->bias ? c->bias[o0 + o] : 0.0f;
-            const float *s = t + r * DIRECT_NR + o;
-            if (c->bf) {
-                uint16_t *d = (uint16_t *)c->y + base + o * P;
-                for (int64_t q = 0; q < len; q++)
-                    d[q] = ampy_f32_to_bf16(s[q * DIRECT_NR] + b);
-            } else {
-                float *d = (float *)c->y + base + o * P;
-                for (int64_t q = 0; q < len; q++)
-                    d[q] = s[q * DIRECT_NR] + b;
-            }
-        }
-        r += len;
-    }
-}
-
-/* Items are (image, chunk of DIRECT_CHUNK tiles, panel). */
+/* Items are (image, chunk of DIRECT_CHUNK tiles, panel). Tile tl of an
+ * image holds the output positions j = tl * MR + r (j = oh * OW + ow, the
+ * index in y's plane); past the last position its rows repeat the last one
+ * (computed, not stored). */
 static void direct_range(int64_t begin, int64_t end, void *vctx)
 {
     const direct_ctx *c = vctx;
     const ampy_conv2d_geom *g = c->g;
-    int64_t taps = g->KH * g->KW;
+    int64_t taps = g->KH * g->KW, P = g->OH * g->OW;
+    size_t es = c->bf ? 2 : 4;
     float tile[CONV_DIRECT_MR * DIRECT_NR];
+    int64_t roff[CONV_DIRECT_MR];
     for (int64_t it = begin; it < end; it++) {
         int64_t ob = it % c->nob, rest = it / c->nob;
         int64_t n = rest / c->nchunks, t0 = rest % c->nchunks * DIRECT_CHUNK;
         int64_t t1 = t0 + DIRECT_CHUNK < c->tiles ? t0 + DIRECT_CHUNK : c->tiles;
         int64_t o0 = ob * DIRECT_NR, on = g->O - o0 < DIRECT_NR ? g->O - o0 : DIRECT_NR;
+        const char *xn = c->xp + (size_t)(n * c->img) * es;
+        char *yn = c->y + (size_t)((n * g->O + o0) * P) * es;
         for (int64_t tl = t0; tl < t1; tl++) {
-            int64_t i0 = tl * CONV_DIRECT_MR, a = n * c->img + i0 * c->Cp;
+            int64_t j0 = tl * CONV_DIRECT_MR, len = P - j0 < CONV_DIRECT_MR ? P - j0 : CONV_DIRECT_MR;
+            for (int64_t r = 0; r < CONV_DIRECT_MR; r++) {
+                int64_t j = j0 + (r < len ? r : len - 1), oh = j / g->OW, ow = j % g->OW;
+                roff[r] = (oh * g->sh * c->Wp + ow * g->sw) * c->Cp;
+            }
             if (c->bf)
-                ampy_conv_direct_tile_bf16((const uint16_t *)c->xp + a, c->Cp, c->offs, taps,
-                                           c->Cp / 2, (const uint16_t *)c->wp + ob * c->pstride,
-                                           tile);
+                ampy_conv_direct_tile_bf16((const uint16_t *)xn, roff, c->offs, taps, c->Cp / 2,
+                                           (const uint16_t *)c->wp + ob * c->pstride, tile);
             else
-                ampy_conv_direct_tile_f32((const float *)c->xp + a, c->Cp, c->offs, taps, c->Cp,
+                ampy_conv_direct_tile_f32((const float *)xn, roff, c->offs, taps, c->Cp,
                                           (const float *)c->wp + ob * c->pstride, tile);
-            store_tile(c, tile, n, i0, o0, on);
+            ampy_conv_direct_store(tile, c->bias ? c->bias + o0 : NULL, c->bf, len, on,
+                                   yn + (size_t)j0 * es, P);
         }
     }
 }
@@ -219,7 +196,7 @@ static void direct_range(int64_t begin, int64_t end, void *vctx)
 int ampy_conv_direct_ok(const ampy_conv2d_geom *g, ampy_dtype dtype)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (g->groups != 1 || g->sh != 1 || g->sw != 1 || g->C <= 0)
+    if (g->groups != 1 || g->C <= 0)
         return 0;
     ampy_cpu_level lv = ampy_cpu_level_get();
     if (dtype == AMPY_FLOAT32)
@@ -249,15 +226,14 @@ static void free_bufs(direct_bufs *b)
 }
 
 /* Allocates the buffers and fills the panels, the tap offsets and the
- * float32 bias; c->xp is the padded block (NB images and the tail the last
- * tile and the widest tap read past the last image, zeroed). */
+ * float32 bias; c->xp is the padded block of NB images. */
 static ampy_status setup(direct_ctx *c, direct_bufs *b, ampy_dtype dtype, const void *w,
                          const void *bias, int64_t NB)
 {
     const ampy_conv2d_geom *g = c->g;
     size_t es = ampy_dtype_size(dtype);
-    int64_t taps = g->KH * g->KW, tail = (CONV_DIRECT_MR + (g->KW - 1) * g->dw) * c->Cp;
-    b->xbytes = (size_t)(NB * c->img + tail) * es;
+    int64_t taps = g->KH * g->KW;
+    b->xbytes = (size_t)(NB * c->img) * es;
     b->wbytes = (size_t)(c->nob * c->pstride) * es;
     b->obytes = (size_t)taps * sizeof(int64_t);
     b->bbytes = bias ? (size_t)g->O * sizeof(float) : 0;
@@ -266,7 +242,6 @@ static ampy_status setup(direct_ctx *c, direct_bufs *b, ampy_dtype dtype, const 
     if (!b->xp || !b->wp || !b->offs || (bias && !b->bias))
         return ampy_error(AMPY_ERR_NOMEM, "conv2d: cannot allocate %zu bytes",
                           b->xbytes + b->wbytes + b->obytes + b->bbytes);
-    memset(b->xp + (size_t)(NB * c->img) * es, 0, (size_t)tail * es);
     for (int64_t t = 0; t < taps; t++)
         b->offs[t] = ((t / g->KW) * g->dh * c->Wp + (t % g->KW) * g->dw) * c->Cp;
     for (int64_t o = 0; bias && o < g->O; o++)
@@ -286,12 +261,12 @@ ampy_status ampy_conv_forward_direct(const ampy_conv2d_geom *g, ampy_dtype dtype
     direct_ctx c = {0};
     c.g = g, c.bf = dtype == AMPY_BFLOAT16;
     c.Cp = c.bf ? (g->C + 1) / 2 * 2 : g->C;
-    c.Wp = g->OW + (g->KW - 1) * g->dw;
-    int64_t Hp = g->OH + (g->KH - 1) * g->dh;
+    c.Wp = (g->OW - 1) * g->sw + (g->KW - 1) * g->dw + 1;
+    int64_t Hp = (g->OH - 1) * g->sh + (g->KH - 1) * g->dh + 1;
     c.img = Hp * c.Wp * c.Cp;
     c.nob = (g->O + DIRECT_NR - 1) / DIRECT_NR;
     c.pstride = g->KH * g->KW * c.Cp * DIRECT_NR;
-    c.tiles = (g->OH * c.Wp + CONV_DIRECT_MR - 1) / CONV_DIRECT_MR;
+    c.tiles = (g->OH * g->OW + CONV_DIRECT_MR - 1) / CONV_DIRECT_MR;
     c.nchunks = (c.tiles + DIRECT_CHUNK - 1) / DIRECT_CHUNK;
     int64_t NB = DIRECT_XP_BYTES / (c.img * (int64_t)es);
     NB = NB < 1 ? 1 : (NB < g->N ? NB : g->N);

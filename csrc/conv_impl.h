@@ -43,16 +43,21 @@ ampy_status ampy_conv_forward_direct(const ampy_conv2d_geom *g, ampy_dtype dtype
                                      const int64_t *xs, const void *w, const void *bias,
                                      void *y);
 
-/* conv_direct_x86.c: one tile of CONV_DIRECT_MR consecutive flat positions
- * x 32 output channels into out (CONV_DIRECT_MR rows of 32 float32).
- * a: the tile's first row of the padded channels-last input, rows rs
- * elements apart; tap t starts offs[t] elements further; b: the tile's B
- * panel (conv_direct.c's layout), C channels (bfloat16: `pairs` channel
- * pairs, rs even) per tap. Only called on CPUs with the kernel's ISA. */
+/* conv_direct_x86.c: one tile of CONV_DIRECT_MR output positions x 32
+ * output channels into out (CONV_DIRECT_MR rows of 32 float32). Row r of
+ * tap t reads the channels at a + roff[r] + offs[t] (elements); b is the
+ * tile's B panel (conv_direct.c's layout), C channels (bfloat16: `pairs`
+ * channel pairs, offsets even) per tap. Only called on CPUs with the
+ * kernel's ISA. */
 #define CONV_DIRECT_MR 14
-void ampy_conv_direct_tile_f32(const float *a, int64_t rs, const int64_t *offs, int64_t taps,
-                               int64_t C, const float *b, float *out);
-void ampy_conv_direct_tile_bf16(const uint16_t *a, int64_t rs, const int64_t *offs,
+/* The tile's first `len` rows, channels [0, on), plus bias (on floats, or
+ * NULL) rounded once to float32 / bfloat16 (bf) into y's planes: row r,
+ * channel o to y[o * P + r] (elements of the dtype). */
+void ampy_conv_direct_store(const float *tile, const float *bias, int bf, int64_t len,
+                            int64_t on, char *y, int64_t P);
+void ampy_conv_direct_tile_f32(const float *a, const int64_t *roff, const int64_t *offs,
+                               int64_t taps, int64_t C, const float *b, float *out);
+void ampy_conv_direct_tile_bf16(const uint16_t *a, const int64_t *roff, const int64_t *offs,
                                 int64_t taps, int64_t pairs, const uint16_t *b, float *out);
 
 #endif /* AMPY_CONV_IMPL_H */

@@ -35,6 +35,7 @@
 #include "ampy/parallel.h"
 #include "conv_impl.h"
 
+#define CONV_DIRECT_MIN_P 64               /* fewer positions: patch path */
 #define DIRECT_NR 32                      /* output channels per B panel */
 #define DIRECT_CHUNK 8                    /* position tiles per work item */
 #define DIRECT_XP_BYTES ((int64_t)16 << 20) /* padded copy per image block */
@@ -196,7 +197,11 @@ static void direct_range(int64_t begin, int64_t end, void *vctx)
 int ampy_conv_direct_ok(const ampy_conv2d_geom *g, ampy_dtype dtype)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (g->groups != 1 || g->C <= 0)
+    /* Shape rule (bench_conv.py, ResNet-18 at batch 32, 1 thread): on the
+     * 7 x 7 outputs (P = 49, 4 tiles of 14 with 7 rows repeated) the
+     * patch-row GEMM was faster (512x7x7: 1.45 vs 1.50 x torch forward);
+     * from 14 x 14 up the direct forward was as fast or faster. */
+    if (g->groups != 1 || g->C <= 0 || g->OH * g->OW < CONV_DIRECT_MIN_P)
         return 0;
     ampy_cpu_level lv = ampy_cpu_level_get();
     if (dtype == AMPY_FLOAT32)

@@ -35,7 +35,7 @@ void ampy_conv_pad_nhwc(const char *x, const int64_t *xs, size_t es, int64_t nb,
                         int64_t Cp, char *dst);
 
 /* conv_direct.c: whether the direct (implicit-GEMM) forward takes this
- * convolution (ungrouped, unit stride; float32 at AMPY_CPU_AVX512 and up,
+ * convolution (ungrouped, any stride, OH*OW >= 64; float32 at AMPY_CPU_AVX512 and up,
  * bfloat16 at AMPY_CPU_AVX512_BF16), and that forward (the contract of
  * ampy_conv2d_forward, geometry already checked, N*O*P > 0). */
 int ampy_conv_direct_ok(const ampy_conv2d_geom *g, ampy_dtype dtype);

@@ -167,6 +167,8 @@ ampy_status ampy_conv2d_forward(const ampy_conv2d_geom *g, ampy_dtype dtype, con
     if (g->N * g->O * P == 0)
         return AMPY_OK;
     int inplace = is_pointwise(g) && (g->H <= 1 || xs[2] == g->W * xs[3] || g->W == 1);
+    if (!inplace && ampy_conv_direct_ok(g, dtype))
+        return ampy_conv_forward_direct(g, dtype, x, xs, w, bias, y);
     if (!inplace && ampy_conv_patch_ok(g, dtype))
         return ampy_conv_forward_patches(g, dtype, x, xs, w, bias, y);
     if (bias)

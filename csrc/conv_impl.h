@@ -25,4 +25,39 @@ ampy_status ampy_conv_forward_patches(const ampy_conv2d_geom *g, ampy_dtype dtyp
                                       const int64_t *xs, const void *w, const void *bias,
                                       void *y);
 
+/* conv_direct.c: copy images [0, nb) of x (strides xs, element size es;
+ * N x C x H x W) to dst[n][Hp][Wp][Cp] channels-last, image pixel (ih, iw)
+ * at row pt + ih, column pl + iw, zeros elsewhere (padding rows/columns,
+ * channels C..Cp-1); pixels past Hp / Wp are left out. es is 2 or 4.
+ * Threaded over (image, row). */
+void ampy_conv_pad_nhwc(const char *x, const int64_t *xs, size_t es, int64_t nb, int64_t C,
+                        int64_t H, int64_t W, int64_t pt, int64_t pl, int64_t Hp, int64_t Wp,
+                        int64_t Cp, char *dst);
+
+/* conv_direct.c: whether the direct (implicit-GEMM) forward takes this
+ * convolution (ungrouped, any stride, OH*OW >= 64; float32 at AMPY_CPU_AVX512 and up,
+ * bfloat16 at AMPY_CPU_AVX512_BF16), and that forward (the contract of
+ * ampy_conv2d_forward, geometry already checked, N*O*P > 0). */
+int ampy_conv_direct_ok(const ampy_conv2d_geom *g, ampy_dtype dtype);
+ampy_status ampy_conv_forward_direct(const ampy_conv2d_geom *g, ampy_dtype dtype, const void *x,
+                                     const int64_t *xs, const void *w, const void *bias,
+                                     void *y);
+
+/* conv_direct_x86.c: one tile of CONV_DIRECT_MR output positions x 32
+ * output channels into out (CONV_DIRECT_MR rows of 32 float32). Row r of
+ * tap t reads the channels at a + roff[r] + offs[t] (elements); b is the
+ * tile's B panel (conv_direct.c's layout), C channels (bfloat16: `pairs`
+ * channel pairs, offsets even) per tap. Only called on CPUs with the
+ * kernel's ISA. */
+#define CONV_DIRECT_MR 14
+/* The tile's first `len` rows, channels [0, on), plus bias (on floats, or
+ * NULL) rounded once to float32 / bfloat16 (bf) into y's planes: row r,
+ * channel o to y[o * P + r] (elements of the dtype). */
+void ampy_conv_direct_store(const float *tile, const float *bias, int bf, int64_t len,
+                            int64_t on, char *y, int64_t P);
+void ampy_conv_direct_tile_f32(const float *a, const int64_t *roff, const int64_t *offs,
+                               int64_t taps, int64_t C, const float *b, float *out);
+void ampy_conv_direct_tile_bf16(const uint16_t *a, const int64_t *roff, const int64_t *offs,
+                                int64_t taps, int64_t pairs, const uint16_t *b, float *out);
+
 #endif /* AMPY_CONV_IMPL_H */

@@ -18,6 +18,7 @@
 #include "ampy/gemm.h"
 #include "ampy/parallel.h"
 #include "conv_impl.h"
+#include "conv_weight.h"
 
 /* dy's block [n0, n0 + nb) as O rows of nb * P columns. */
 static void gather_dy(const char *dy, int64_t nb, int64_t O, int64_t P, size_t es, char *out)
@@ -79,6 +80,12 @@ ampy_status ampy_conv2d_backward_weight(const ampy_conv2d_geom *g, ampy_dtype dt
     if (g->N * g->OH * g->OW == 0) {
         memset(dw, 0, (size_t)n * es);
         return AMPY_OK;
+    }
+    if (ampy_conv_wgrad_shifted_ok(g, dtype)) {
+        int fallback = 0;
+        s = ampy_conv_wgrad_shifted(g, dtype, x, xs, dy, dw, &fallback);
+        if (s != AMPY_OK || !fallback)
+            return s;
     }
     if (!ampy_dtype_is_half(dtype))
         return weight_blocks(g, dtype, x, xs, dy, dw, dtype);

@@ -45,6 +45,9 @@
 #define WG_TILE (WG_MR * WG_NR)
 #define WG_CHUNK_BYTES (448 << 10) /* x and dy of one chunk                */
 #define WG_KC_MIN 64
+#ifndef WG_PF
+#define WG_PF 1024               /* dy prefetch distance, bytes */
+#endif
 
 typedef struct {
     const ampy_conv2d_geom *g;
@@ -54,12 +57,17 @@ typedef struct {
     int64_t xs[4];
     const char *dy;
     int64_t Wr, Hs, Cp, nob, taps, kc, nch, xl;
+    int64_t seg, ext, nsmax;      /* positions per image, x run past a
+                                     segment, segments per chunk at most  */
     const int64_t *off;           /* taps shifts                           */
 } wg_plan;
 
+/* A chunk's segments (its pieces within one image): segment i has sst[i]
+ * steps and its x runs start xo[i] elements into each channel's plane. */
 typedef struct {
     char *xb, *dt, *dq;
     float *acc;
+    int64_t *sst, *xo, ns;
     int bad;
 } wg_work;
 
@@ -188,18 +196,24 @@ static int any_nonfinite(const char *p, int64_t n, int bf)
     return 0;
 }
 
-/* acc (an 8 x 32 tile) += the steps of the chunk: x rows xr + r * xl bytes,
- * one 32-bit word per step; dy 128 bytes per step at dq. */
-static WG_INL void tile_kernel(int bf, int64_t steps, const char *xr, int64_t xl,
-                               const char *dq, float *acc)
+/* acc (an 8 x 32 tile) += the steps of the chunk's segments: in segment i,
+ * x rows xr + xo[i] + r * xl bytes, one 32-bit word per step; dy 128 bytes
+ * per step at dq, all segments in a row. */
+static WG_INL void tile_kernel(int bf, int64_t ns, const int64_t *sst, const int64_t *xo,
+                               const char *xr0, int64_t xl, const char *dq, float *acc)
 {
     __m512 c0[WG_MR], c1[WG_MR];
     for (int r = 0; r < WG_MR; r++) {
         c0[r] = _mm512_loadu_ps(acc + r * WG_NR);
         c1[r] = _mm512_loadu_ps(acc + r * WG_NR + 16);
     }
+    for (int64_t i = 0; i < ns; i++) {
+    const char *xr = xr0 + xo[i] * (bf ? 2 : 4);
+    int64_t steps = sst[i];
     if (bf) {
         for (int64_t s = 0; s < steps; s++, dq += 128, xr += 4) {
+            _mm_prefetch(dq + WG_PF, _MM_HINT_T0);
+            _mm_prefetch(dq + WG_PF + 64, _MM_HINT_T0);
             __m512bh b0 = (__m512bh)_mm512_load_si512(dq), b1 = (__m512bh)_mm512_load_si512(dq + 64);
             for (int r = 0; r < WG_MR; r++) {
                 __m512bh a = (__m512bh)_mm512_set1_epi32(*(const int *)(xr + r * xl));
@@ -209,6 +223,8 @@ static WG_INL void tile_kernel(int bf, int64_t steps, const char *xr, int64_t xl
         }
     } else {
         for (int64_t s = 0; s < steps; s++, dq += 128, xr += 4) {
+            _mm_prefetch(dq + WG_PF, _MM_HINT_T0);
+            _mm_prefetch(dq + WG_PF + 64, _MM_HINT_T0);
             __m512 b0 = _mm512_load_ps((const float *)dq), b1 = _mm512_load_ps((const float *)dq + 16);
             for (int r = 0; r < WG_MR; r++) {
                 __m512 a = _mm512_set1_ps(*(const float *)(xr + r * xl));
@@ -217,45 +233,77 @@ static WG_INL void tile_kernel(int bf, int64_t steps, const char *xr, int64_t xl
             }
         }
     }
+    }
     for (int r = 0; r < WG_MR; r++) {
         _mm512_storeu_ps(acc + r * WG_NR, c0[r]);
         _mm512_storeu_ps(acc + r * WG_NR + 16, c1[r]);
     }
 }
 
-static void tile_bf16(int64_t steps, const char *xr, int64_t xl, const char *dq, float *acc)
+static void tile_bf16(int64_t ns, const int64_t *sst, const int64_t *xo, const char *xr,
+                      int64_t xl, const char *dq, float *acc)
 {
-    tile_kernel(1, steps, xr, xl, dq, acc);
+    tile_kernel(1, ns, sst, xo, xr, xl, dq, acc);
 }
 
-static void tile_f32(int64_t steps, const char *xr, int64_t xl, const char *dq, float *acc)
+static void tile_f32(int64_t ns, const int64_t *sst, const int64_t *xo, const char *xr,
+                     int64_t xl, const char *dq, float *acc)
 {
-    tile_kernel(0, steps, xr, xl, dq, acc);
+    tile_kernel(0, ns, sst, xo, xr, xl, dq, acc);
 }
 #pragma GCC pop_options
+
+/* Chunk positions [q0, q0 + kc) in images' runs of seg positions: the
+ * segments, their flat starts fs[i] and compact offsets qa[i]. */
+static void chunk_segments(const wg_plan *p, int64_t q0, wg_work *w, int64_t *fs, int64_t *qa)
+{
+    int64_t ns = 0, xo = 0, q1 = q0 + p->kc;
+    for (int64_t q = q0; q < q1; ns++) {
+        int64_t n = q / p->seg, r = q % p->seg;
+        int64_t len = p->seg - r < q1 - q ? p->seg - r : q1 - q;
+        fs[ns] = n * p->Hs * p->Wr + r;
+        qa[ns] = q - q0;
+        w->sst[ns] = p->bf ? len / 2 : len;
+        w->xo[ns] = xo;
+        xo += len + p->ext;
+        q += len;
+    }
+    w->ns = ns;
+}
 
 /* Packs chunk q0 into w's buffers; 1 when x held an inf or NaN. */
 static int pack_chunk(const wg_plan *p, int64_t q0, wg_work *w)
 {
     const ampy_conv2d_geom *g = p->g;
     size_t es = p->es;
-    int64_t steps = p->bf ? p->kc / 2 : p->kc;
+    int64_t steps = p->bf ? p->kc / 2 : p->kc, *fs = w->sst + p->nsmax, *qa = w->xo + p->nsmax;
+    chunk_segments(p, q0, w, fs, qa);
     for (int64_t c = 0; c < p->Cp; c++) {
         char *row = w->xb + (size_t)(c * p->xl) * es;
-        if (c < g->C)
-            fill_x_plane(p, c, q0, p->xl, row);
-        else
+        if (c >= g->C) {
             memset(row, 0, (size_t)p->xl * es);
+            continue;
+        }
+        int64_t used = 0;
+        for (int64_t i = 0; i < w->ns; i++) {
+            int64_t len = (p->bf ? 2 : 1) * w->sst[i] + p->ext;
+            fill_x_plane(p, c, fs[i], len, row + (size_t)w->xo[i] * es);
+            used = w->xo[i] + len;
+        }
+        memset(row + (size_t)used * es, 0, (size_t)(p->xl - used) * es);
     }
     if (any_nonfinite(w->xb, g->C * p->xl, p->bf))
         return 1;
     for (int64_t ob = 0; ob < p->nob; ob++) {
         for (int64_t r = 0; r < WG_NR; r++) {
             char *row = w->dt + (size_t)(r * p->kc) * es;
-            if (ob * WG_NR + r < g->O)
-                fill_dy_plane(p, ob * WG_NR + r, q0, p->kc, row);
-            else
+            if (ob * WG_NR + r >= g->O) {
                 memset(row, 0, (size_t)p->kc * es);
+                continue;
+            }
+            for (int64_t i = 0; i < w->ns; i++)
+                fill_dy_plane(p, ob * WG_NR + r, fs[i], (p->bf ? 2 : 1) * w->sst[i],
+                              row + (size_t)qa[i] * es);
         }
         transpose_block((const uint32_t *)w->dt, steps,
                         (uint32_t *)(w->dq + (size_t)(ob * steps) * 128));
@@ -266,6 +314,7 @@ static int pack_chunk(const wg_plan *p, int64_t q0, wg_work *w)
 static void run_chunk(const wg_plan *p, wg_work *w)
 {
     int64_t steps = p->bf ? p->kc / 2 : p->kc, xl = p->xl * (int64_t)p->es;
+    (void)steps;
     for (int64_t cb = 0; cb < p->Cp / WG_MR; cb++) {
         const char *xc = w->xb + cb * WG_MR * xl;
         for (int64_t ob = 0; ob < p->nob; ob++) {
@@ -274,9 +323,9 @@ static void run_chunk(const wg_plan *p, wg_work *w)
             for (int64_t t = 0; t < p->taps; t++, acc += WG_TILE) {
                 const char *xr = xc + p->off[t] * (int64_t)p->es;
                 if (p->bf)
-                    tile_bf16(steps, xr, xl, dq, acc);
+                    tile_bf16(w->ns, w->sst, w->xo, xr, xl, dq, acc);
                 else
-                    tile_f32(steps, xr, xl, dq, acc);
+                    tile_f32(w->ns, w->sst, w->xo, xr, xl, dq, acc);
             }
         }
     }
@@ -323,15 +372,21 @@ static void make_plan(const ampy_conv2d_geom *g, int bf, int64_t *off, wg_plan *
     p->nob = (g->O + WG_NR - 1) / WG_NR;
     p->bf = bf;
     p->es = bf ? 2 : 4;
-    int64_t L = g->N * p->Hs * p->Wr, budget = WG_CHUNK_BYTES / (int64_t)p->es;
-    int64_t kc = (budget - p->Cp * (offmax + 2)) / (p->Cp + (p->nob + 1) * WG_NR);
+    /* an image's positions: its first OH rows (the rows below hold only
+     * junk), an even count so that bfloat16 pairs never straddle images */
+    p->seg = round_up(g->OH * p->Wr, 2);
+    p->ext = offmax + 2;
+    int64_t L = g->N * p->seg, budget = WG_CHUNK_BYTES / (int64_t)p->es;
+    int64_t kc = (budget - 2 * p->Cp * p->ext) /
+                 (p->Cp + p->Cp * p->ext / p->seg + (p->nob + 1) * WG_NR);
     int64_t nt = ampy_get_num_threads(), per = round_up((L + 4 * nt - 1) / (4 * nt), 32);
     kc = kc / 32 * 32;
     kc = kc < per ? kc : per;
     kc = kc > WG_KC_MIN ? kc : WG_KC_MIN;
     p->kc = kc < round_up(L, 32) ? kc : round_up(L, 32);
     p->nch = (L + p->kc - 1) / p->kc;
-    p->xl = round_up(p->kc + offmax + 2, 32);
+    p->nsmax = p->kc / p->seg + 2;
+    p->xl = round_up(p->kc + p->nsmax * p->ext, 32);
     p->off = off;
 }
 
@@ -342,28 +397,34 @@ typedef struct {
     void *dw;
 } store_ctx;
 
-/* Items are c blocks: dw[o][c][tap] = the threads' sums, rounded once. */
+/* Items are o blocks: dw[o][c][tap] = the threads' sums, rounded once; per
+ * (o block, c block) the taps' tiles (in L1) are written as 32 runs of
+ * 8 * taps contiguous elements. */
 static void store_range(int64_t begin, int64_t end, void *vctx)
 {
     const store_ctx *s = vctx;
     const wg_plan *p = s->p;
     const ampy_conv2d_geom *g = p->g;
-    for (int64_t cb = begin; cb < end; cb++)
-        for (int64_t ob = 0; ob < p->nob; ob++)
-            for (int64_t t = 0; t < p->taps; t++) {
-                int64_t base = ((cb * p->nob + ob) * p->taps + t) * WG_TILE;
-                for (int64_t r = 0; r < WG_MR && cb * WG_MR + r < g->C; r++)
-                    for (int64_t j = 0; j < WG_NR && ob * WG_NR + j < g->O; j++) {
-                        float v = s->work[0].acc[base + r * WG_NR + j];
+    int64_t taps = p->taps;
+    for (int64_t ob = begin; ob < end; ob++)
+        for (int64_t cb = 0; cb < p->Cp / WG_MR; cb++) {
+            int64_t base = (cb * p->nob + ob) * taps * WG_TILE;
+            int64_t rn = g->C - cb * WG_MR < WG_MR ? g->C - cb * WG_MR : WG_MR;
+            for (int64_t j = 0; j < WG_NR && ob * WG_NR + j < g->O; j++) {
+                int64_t i = ((ob * WG_NR + j) * g->C + cb * WG_MR) * taps;
+                for (int64_t r = 0; r < rn; r++)
+                    for (int64_t t = 0; t < taps; t++, i++) {
+                        int64_t a = base + t * WG_TILE + r * WG_NR + j;
+                        float v = s->work[0].acc[a];
                         for (int64_t w = 1; w < s->nw; w++)
-                            v += s->work[w].acc[base + r * WG_NR + j];
-                        int64_t i = ((ob * WG_NR + j) * g->C + cb * WG_MR + r) * p->taps + t;
+                            v += s->work[w].acc[a];
                         if (p->bf)
                             ((uint16_t *)s->dw)[i] = ampy_f32_to_bf16(v);
                         else
                             ((float *)s->dw)[i] = v;
                     }
             }
+        }
 }
 
 int ampy_conv_wgrad_shifted_ok(const ampy_conv2d_geom *g, ampy_dtype dtype)
@@ -385,6 +446,8 @@ static void free_work(wg_work *w, int64_t nw, const size_t *sz)
         ampy_free(w[i].dt, sz[1]);
         ampy_free(w[i].dq, sz[2]);
         ampy_free(w[i].acc, sz[3]);
+        ampy_free(w[i].sst, sz[4]);
+        ampy_free(w[i].xo, sz[4]);
     }
 }
 
@@ -397,14 +460,16 @@ ampy_status ampy_conv_wgrad_shifted(const ampy_conv2d_geom *g, ampy_dtype dtype,
     int64_t *off = ampy_alloc((size_t)taps * sizeof(int64_t));
     if (!off)
         return ampy_error(AMPY_ERR_NOMEM, "conv2d: cannot allocate the tap shifts");
-    wg_plan p = {g, 0, 0, x, {xs[0], xs[1], xs[2], xs[3]}, dy, 0, 0, 0, 0, 0, 0, 0, 0, NULL};
+    wg_plan p = {g, 0, 0, x, {xs[0], xs[1], xs[2], xs[3]}, dy, 0, 0, 0, 0, 0, 0, 0, 0,
+                 0, 0, 0, NULL};
     make_plan(g, dtype == AMPY_BFLOAT16, off, &p);
     int64_t nw = ampy_get_num_threads();
     nw = nw < p.nch ? nw : p.nch;
     nw = nw < WG_MAX_WORKERS ? nw : WG_MAX_WORKERS;
-    size_t sz[4] = {(size_t)(p.Cp * p.xl) * p.es, (size_t)(WG_NR * p.kc) * p.es,
+    size_t sz[5] = {(size_t)(p.Cp * p.xl) * p.es, (size_t)(WG_NR * p.kc) * p.es,
                     (size_t)(p.nob * WG_NR * p.kc) * p.es,
-                    (size_t)(p.Cp * p.nob * WG_NR * taps) * sizeof(float)};
+                    (size_t)(p.Cp * p.nob * WG_NR * taps) * sizeof(float),
+                    (size_t)(2 * p.nsmax) * sizeof(int64_t)};
     wg_work work[WG_MAX_WORKERS];
     memset(work, 0, sizeof(wg_work) * (size_t)nw);
     ampy_status s = AMPY_OK;
@@ -413,7 +478,10 @@ ampy_status ampy_conv_wgrad_shifted(const ampy_conv2d_geom *g, ampy_dtype dtype,
         work[i].dt = ampy_alloc(sz[1]);
         work[i].dq = ampy_alloc(sz[2]);
         work[i].acc = ampy_alloc(sz[3]);
-        if (!work[i].xb || !work[i].dt || !work[i].dq || !work[i].acc) {
+        work[i].sst = ampy_alloc(sz[4]);
+        work[i].xo = ampy_alloc(sz[4]);
+        if (!work[i].xb || !work[i].dt || !work[i].dq || !work[i].acc || !work[i].sst ||
+            !work[i].xo) {
             s = ampy_error(AMPY_ERR_NOMEM, "conv2d: cannot allocate the weight-gradient buffers");
             goto done;
         }
@@ -426,8 +494,8 @@ ampy_status ampy_conv_wgrad_shifted(const ampy_conv2d_geom *g, ampy_dtype dtype,
         *fallback |= work[i].bad;
     if (!*fallback) {
         store_ctx sc = {&p, work, nw, dw};
-        int64_t per = p.nob * WG_TILE * taps;
-        ampy_parallel_for(p.Cp / WG_MR, per >= 16384 ? 1 : 16384 / per, store_range, &sc);
+        int64_t per = p.Cp * WG_NR * taps;
+        ampy_parallel_for(p.nob, per >= 16384 ? 1 : 16384 / per, store_range, &sc);
     }
 done:
     free_work(work, nw, sz);

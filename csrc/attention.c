@@ -154,11 +154,18 @@ ampy_status ampy_attention_fwd(const ampy_attn_problem *p, void *out, void *lse)
 ampy_status ampy_attention_bwd(const ampy_attn_problem *p, const void *out, const void *dout,
                                const void *lse, void *dq, void *dk, void *dv)
 {
+    return ampy_attention_bwd_mask(p, out, dout, lse, dq, dk, dv, NULL);
+}
+
+ampy_status ampy_attention_bwd_mask(const ampy_attn_problem *p, const void *out,
+                                    const void *dout, const void *lse, void *dq, void *dk,
+                                    void *dv, void *dmask)
+{
     ampy_status s = ampy_attention_check(p);
     if (s != AMPY_OK)
         return s;
     if (num_items(p) == 0)
         return AMPY_OK;
-    return p->dtype == AMPY_FLOAT64 ? attn_bwd_f64(p, out, dout, lse, dq, dk, dv)
-                                    : attn_bwd_f32(p, out, dout, lse, dq, dk, dv);
+    return p->dtype == AMPY_FLOAT64 ? attn_bwd_f64(p, out, dout, lse, dq, dk, dv, dmask)
+                                    : attn_bwd_f32(p, out, dout, lse, dq, dk, dv, dmask);
 }

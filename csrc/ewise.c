@@ -169,6 +169,7 @@ typedef struct {
     ampy_dtype in_dt[3], out_dt;
     volatile int div_by_zero;  /* set by any thread; read after the join */
     int fast, fast_op, bf16ok; /* the AVX-512 one-pass float path (ewx_run) */
+    int relu;                  /* relu in registers (ewx_relu), same dtype in and out */
     float alpha;
     /* half in, same half out: a kernel converting in registers (vmath.h) */
     void (*half)(const uint16_t *x, uint16_t *y, int64_t n, int bf16);
@@ -271,6 +272,33 @@ static void ewx_dispatch(int op, const ewx_in *a, const ewx_in *b, char *o, int 
     }
 #undef EWX_O
 }
+
+/* relu of a contiguous float32/float16/bfloat16 block into the same dtype,
+ * widened and rounded in registers as ewx_run: x < 0 ? 0 : x (ewise_ops.c's
+ * formula: -0 and NaN stay), so the bits are the generic path's. */
+AMPY_TARGET_AVX512
+static inline __attribute__((always_inline)) void ewx_relu_run(const char *x, char *o, int dt,
+                                                               int bf16ok, int64_t n)
+{
+    const ewx_in a = {x, dt, 0.0f};
+    const __m512 z = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+        const __m512 v = ewx_ld(&a, i, k);
+        ewx_st(o, dt, bf16ok, i, k, _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, z, _CMP_LT_OQ), z));
+    }
+}
+
+AMPY_TARGET_AVX512
+static void ewx_relu(const char *x, char *o, int dt, int bf16ok, int64_t n)
+{
+    if (dt == AMPY_FLOAT32)
+        ewx_relu_run(x, o, AMPY_FLOAT32, bf16ok, n);
+    else if (dt == AMPY_BFLOAT16)
+        ewx_relu_run(x, o, AMPY_BFLOAT16, bf16ok, n);
+    else
+        ewx_relu_run(x, o, AMPY_FLOAT16, bf16ok, n);
+}
 #define HAVE_EWX 1
 #endif
 
@@ -283,6 +311,10 @@ static void ew_inner(char **ptrs, const int64_t *s, int64_t n, void *arg)
 {
     ew_ctx *c = (ew_ctx *)arg;
 #ifdef HAVE_EWX
+    if (c->relu && s[0] == s[1] && s[1] == (int64_t)ampy_dtype_size(c->out_dt)) {
+        ewx_relu(ptrs[0], ptrs[1], c->out_dt, c->bf16ok, n);
+        return;
+    }
     if (c->fast) {
         ewx_in a[2];
         int ok = s[2] == (int64_t)ampy_dtype_size(c->out_dt);
@@ -334,6 +366,50 @@ static void ew_inner(char **ptrs, const int64_t *s, int64_t n, void *arg)
     }
 }
 
+/* the AVX-512 paths ew_inner may take: relu, and the four float32 binary ops */
+static void ew_pick_fast(ew_ctx *cp, ampy_ewise_op op, int na, const ampy_ewise_operand *in,
+                         const ampy_ewise_operand *out)
+{
+    ew_ctx c = *cp;
+    c.fast = 0;
+    c.relu = 0;
+    c.bf16ok = 0;
+#ifdef HAVE_EWX
+    if (op == AMPY_EW_RELU && c.kind == AMPY_KIND_F32 && in[0].dtype == out->dtype &&
+        (out->dtype == AMPY_FLOAT32 || out->dtype == AMPY_FLOAT16 ||
+         out->dtype == AMPY_BFLOAT16) &&
+        ampy_cpu_level_get() >= AMPY_CPU_AVX512) {
+        c.relu = 1;
+        c.bf16ok = ampy_cpu_level_get() >= AMPY_CPU_AVX512_BF16;
+    }
+    if (c.kind == AMPY_KIND_F32 && na == 2 &&
+        (op == AMPY_EW_ADD || op == AMPY_EW_SUB || op == AMPY_EW_MUL || op == AMPY_EW_DIV) &&
+        ampy_cpu_level_get() >= AMPY_CPU_AVX512) {
+        int ok = 1;
+        for (int k = 0; k <= na; k++) {
+            const ampy_dtype d = k < na ? in[k].dtype : out->dtype;
+            /* a broadcast operand may have any dtype (loaded once, ew_inner) */
+            ok &= k < na || d == AMPY_FLOAT32 || d == AMPY_FLOAT16 || d == AMPY_BFLOAT16;
+        }
+        if (ok) {
+            c.fast = 1;
+            c.bf16ok = ampy_cpu_level_get() >= AMPY_CPU_AVX512_BF16;
+            c.fast_op = op == AMPY_EW_ADD ? 0 : op == AMPY_EW_SUB ? 1 : op == AMPY_EW_MUL ? 2 : 3;
+            if ((op == AMPY_EW_ADD || op == AMPY_EW_SUB) && c.params->f[0] != 1.0) {
+                c.fast_op = 4; /* fmaf(al, b, a), al = (float)(0 +- alpha) as ewise_ops.c */
+                c.alpha = op == AMPY_EW_ADD ? (float)(0.0 + c.params->f[0])
+                                            : (float)(0.0 - c.params->f[0]);
+            } else {
+                c.alpha = 1.0f;
+            }
+        }
+    }
+#else
+    (void)op, (void)na, (void)in, (void)out;
+#endif
+    *cp = c;
+}
+
 ampy_status ampy_ewise(ampy_ewise_op op, int ndim, const int64_t *shape,
                        const ampy_ewise_operand *in, const ampy_ewise_operand *out,
                        ampy_dtype compute, const ampy_ewise_params *params)
@@ -362,31 +438,7 @@ ampy_status ampy_ewise(ampy_ewise_op op, int ndim, const int64_t *shape,
     c.ksize = (int64_t)ampy_dtype_size(ampy_kind_dtype(c.kind));
     c.out_dt = out->dtype;
     c.div_by_zero = 0;
-    c.fast = 0;
-#ifdef HAVE_EWX
-    if (c.kind == AMPY_KIND_F32 && na == 2 &&
-        (op == AMPY_EW_ADD || op == AMPY_EW_SUB || op == AMPY_EW_MUL || op == AMPY_EW_DIV) &&
-        ampy_cpu_level_get() >= AMPY_CPU_AVX512) {
-        int ok = 1;
-        for (int k = 0; k <= na; k++) {
-            const ampy_dtype d = k < na ? in[k].dtype : out->dtype;
-            /* a broadcast operand may have any dtype (loaded once, ew_inner) */
-            ok &= k < na || d == AMPY_FLOAT32 || d == AMPY_FLOAT16 || d == AMPY_BFLOAT16;
-        }
-        if (ok) {
-            c.fast = 1;
-            c.bf16ok = ampy_cpu_level_get() >= AMPY_CPU_AVX512_BF16;
-            c.fast_op = op == AMPY_EW_ADD ? 0 : op == AMPY_EW_SUB ? 1 : op == AMPY_EW_MUL ? 2 : 3;
-            if ((op == AMPY_EW_ADD || op == AMPY_EW_SUB) && c.params->f[0] != 1.0) {
-                c.fast_op = 4; /* fmaf(al, b, a), al = (float)(0 +- alpha) as ewise_ops.c */
-                c.alpha = op == AMPY_EW_ADD ? (float)(0.0 + c.params->f[0])
-                                            : (float)(0.0 - c.params->f[0]);
-            } else {
-                c.alpha = 1.0f;
-            }
-        }
-    }
-#endif
+    ew_pick_fast(&c, op, na, in, out);
     c.half = NULL;
     if (na == 1 && c.kind == AMPY_KIND_F32 && in[0].dtype == out->dtype &&
         (out->dtype == AMPY_FLOAT16 || out->dtype == AMPY_BFLOAT16))

@@ -7,6 +7,7 @@
 #include "ampy/dtype.h"
 #include "ampy/elem.h"
 #include "ampy/fused.h"
+#include "ampy/mse_sum.h"
 #include "ampy/nn_math.h"
 #include "ampy/parallel.h"
 #include "vmath.h"
@@ -34,8 +35,8 @@ ampy_status ampy_fused_zero(void *p, int64_t nbytes)
 
 /* ---- mse_loss, float32 ------------------------------------------------------- *
  * The element loss is the float product f * f of f = x - y (float), widened
- * exactly to double; mean/sum add those doubles left to right as
- * ampy_nn_mse_fwd does, so the result has the same bits. */
+ * exactly to double; mean/sum add those doubles in the lane order of
+ * mse_sum.h as ampy_nn_mse_fwd does, so the result has the same bits. */
 ampy_status ampy_fused_mse_fwd_f32(int64_t n, const float *x, const float *y, int reduction,
                                    float *out)
 {
@@ -49,11 +50,7 @@ ampy_status ampy_fused_mse_fwd_f32(int64_t n, const float *x, const float *y, in
         }
         return AMPY_OK;
     }
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        float f = x[i] - y[i];
-        sum += (double)(f * f);
-    }
+    double sum = ampy_mse_sum_f32(n, x, y);
     if (reduction == 1)
         sum /= (double)n;
     out[0] = (float)sum;

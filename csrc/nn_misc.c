@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ampy/dtype.h"
+#include "ampy/mse_sum.h"
 #include "ampy/nn.h"
 #include "ampy/nn_math.h"
 #include "ampy/parallel.h"
@@ -207,14 +208,15 @@ ampy_status ampy_nn_mse_fwd(int64_t n, const void *x, const void *y, int dtype, 
     ampy_status st = ampy_nn_mse_check_args(n, dtype, reduction, 0);
     if (st != AMPY_OK)
         return st;
-    double sum = 0.0;
+    double acc[AMPY_MSE_LANES] = {0.0}; /* the lane order of mse_sum.h */
     for (int64_t i = 0; i < n; i++) {
         double d = ampy_mse_elem(ampy_nn_load1(x, dtype, i), ampy_nn_load1(y, dtype, i), dtype);
         if (reduction == AMPY_NN_REDUCTION_NONE)
             ampy_nn_store1(out, dtype, i, d);
         else
-            sum += d;
+            acc[i % AMPY_MSE_LANES] += d;
     }
+    double sum = ampy_mse_lanes_total(acc);
     if (reduction == AMPY_NN_REDUCTION_MEAN)
         sum /= (double)n;
     if (reduction != AMPY_NN_REDUCTION_NONE)

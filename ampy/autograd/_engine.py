@@ -321,6 +321,19 @@ def _plain(node, capture, create_graph):
             (node._op_name != "getitem" or _basic_key(node.args[1])))
 
 
+def _part(node, t):
+    """The view of t that the select/narrow/getitem `node` took of its input."""
+    if node._op_name == "getitem":
+        return O.getitem(t, node.args[1])
+    if node._op_name == "select":
+        _, dim, index = node.args[:3]
+        return V.select(t, wrap_dim(dim, t.ndim), index)
+    _, dim, start, length = node.args[:4]
+    d = wrap_dim(dim, t.ndim)
+    start = start.item() if hasattr(start, "item") else start
+    return V.narrow(t, d, start + t.shape[d] if start < 0 else start, length)
+
+
 def _into_owned(node, grads, buffers, owned):
     """select/narrow/getitem backward straight into an engine-owned buffer: buf[key] += g
     instead of building zeros with g at key and adding the whole tensor (the
@@ -329,25 +342,76 @@ def _into_owned(node, grads, buffers, owned):
     nxt, nr = node.next_functions[0]
     buf = buffers.get(nxt) if nxt is not None else None
     old = buf[nr] if buf is not None else None
-    if g is None or old is None or owned.get(id(old)) is not old:
+    if g is None or old is None:
+        return False
+    if owned.get(id(old)) is not old:
         return False
     x = node.args[0]
     if g.dtype is not old.dtype or x.dtype is not old.dtype or \
             tuple(x.shape) != tuple(old.shape):
         return False
-    if node._op_name == "getitem":
-        part = O.getitem(old, node.args[1])
-    elif node._op_name == "select":
-        _, dim, index = node.args[:3]
-        part = V.select(old, wrap_dim(dim, old.ndim), index)
-    else:
-        _, dim, start, length = node.args[:4]
-        d = wrap_dim(dim, old.ndim)
-        start = start.item() if hasattr(start, "item") else start
-        part = V.narrow(old, d, start + old.shape[d] if start < 0 else start, length)
+    part = _part(node, old)
     if tuple(part.shape) != tuple(g.shape):
         return False
     O.add_(part, g)
+    return True
+
+
+def _permuted_zeros(nxt, shape, dtype, like):
+    """Zeros of `shape` laid out so that the backward of nxt (the permute or
+    transpose that produced the indexed tensor) turns them back into a
+    contiguous tensor: its reshape back is then a view, not a copy. None when
+    nxt is neither op or its input does not fit."""
+    name = nxt._op_name
+    if name not in ("permute", "transpose"):
+        return None
+    src = nxt.args[0]
+    if src.__class__ is not Meta and not _is_tensor(src):
+        return None
+    z = zeros(src.shape, dtype, like)
+    if name == "transpose":
+        z = V.transpose(z, nxt.args[1], nxt.args[2])
+    else:
+        dims = nxt.args[1]
+        if len(dims) == 1 and not isinstance(dims[0], int):
+            dims = tuple(dims[0])
+        z = V.permute(z, *dims)
+    return z if tuple(z.shape) == tuple(shape) else None
+
+
+def _fresh_owned(node, grads, buffers, owned, deps):
+    """The first gradient reaching a plain select/narrow/getitem whose input
+    came from a permute or transpose nobody hooks: zeros in that input's
+    layout (_permuted_zeros) with g put in at the key, as the engine's own
+    buffer. Put as torch's buffers give it: copied when it is the only
+    gradient coming (a signed zero stays), added to the zeros when more will
+    be summed in (torch's sum turns -0 into +0). True when done."""
+    g = grads[0] if grads else None
+    nxt, nr = node.next_functions[0]
+    if g is None or nxt is None or nxt.__class__ is AccumulateGrad or \
+            nxt._tensor_pre_hooks or nxt._retains or nxt._pre_hooks:
+        return False
+    buf = buffers.get(nxt)
+    if buf is not None and buf[nr] is not None:
+        return False
+    x = node.args[0]
+    if g.dtype is not x.dtype:
+        return False
+    z = _permuted_zeros(nxt, x.shape, g.dtype, g)
+    if z is None:
+        return False
+    part = _part(node, z)
+    if tuple(part.shape) != tuple(g.shape):
+        return False
+    if deps[nxt] > 1:
+        O.add_(part, g)
+    else:
+        O.copy_(part, g)
+    if buf is None:
+        m = nxt._out_meta
+        buf = buffers[nxt] = [None] if m is None else [None] * len(m)
+    buf[nr] = z
+    owned[id(z)] = z
     return True
 
 
@@ -384,7 +448,8 @@ def _execute(node, grads, create_graph, capture, captured, accumulate, active, b
             return
         if nf and (active is None or any(nxt in active for nxt, _ in nf)):
             if plain and (active is None or nf[0][0] in active) and \
-                    _into_owned(node, grads, buffers, owned):
+                    (_into_owned(node, grads, buffers, owned) or
+                     _fresh_owned(node, grads, buffers, owned, deps)):
                 out_flat = None
             else:
                 out_flat = _apply(node, grads, create_graph)

@@ -68,7 +68,9 @@ def _select_back(ctx, g):
 @backward("getitem", save=(1,), is_view=True)  # (index tensors: version-checked)
 def _getitem_back(ctx, g):
     x, key = ctx.args
-    if g._requires_grad and _is_advanced(key):  # create_graph=True: a recorded scatter
+    if not _is_advanced(key):  # a view: each element at most once (torch's zeros + copy_)
+        return (_scatter_into_zeros(x, key, g), None)
+    if g._requires_grad:  # create_graph=True: a recorded scatter
         return (_index_put_graph().apply(g, tuple(x.shape), key), None)
     return (index_put_accumulate(zeros(x.shape, g.dtype, g), key, g), None)
 

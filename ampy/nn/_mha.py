@@ -15,27 +15,37 @@ operations (torch/nn/functional.py), composed of ampy ops:
 - the output projection.
 
 Tensors are (L, N, E) here; nn.MultiheadAttention transposes batch_first
-inputs as torch does.
+inputs as torch does. ampy.nn.functional re-exports the function, so this
+module reaches the ops below functional directly (pad, softmax, the fused
+attention and the dropout op) rather than importing functional back.
 """
 import math
+import warnings
 
+from .. import _C
 from .. import _dtype as D
 from .. import _creation as C
 from .. import _gemm, _math, _math_reduce
+from .._dispatch import dispatch, get_op
 from .._tensor import Tensor
-from . import functional as F
+from ._functional_cnn import pad
+from ._ops_attention import scaled_dot_product_attention
 
 __all__ = ["multi_head_attention_forward", "canonical_mask"]
 
 
 def canonical_mask(mask, mask_name, other_type, other_name, target_type, check_other=True):
-    """torch's F._canonical_mask: a bool mask as 0 / -inf floats of target_type."""
+    """torch's F._canonical_mask: a bool mask as 0 / -inf floats of target_type;
+    torch's deprecation warning when the other mask's dtype differs."""
     if mask is None:
         return None
+    if mask.dtype is not D.bool and not mask.dtype.is_floating_point:
+        raise AssertionError(f"only bool and floating types of {mask_name} are supported")
+    if check_other and other_type is not None and mask.dtype is not other_type:
+        warnings.warn(f"Support for mismatched {mask_name} and {other_name} is deprecated. Use "
+                      f"same type for both instead.", stacklevel=3)
     if mask.dtype is D.bool:
         return _math.where(mask, float("-inf"), 0.0).to(target_type)
-    if not mask.dtype.is_floating_point:
-        raise AssertionError(f"only bool and floating types of {mask_name} are supported")
     return mask
 
 
@@ -118,9 +128,9 @@ def _prepared_mask(attn_mask, key_padding_mask, q, tgt_len, src_len, bsz, num_he
 def _pad_masks(attn_mask, key_padding_mask):
     """One more unmasked (0) key column in each mask, as torch's pad(mask, (0, 1))."""
     if attn_mask is not None:
-        attn_mask = F.pad(attn_mask, (0, 1))
+        attn_mask = pad(attn_mask, (0, 1))
     if key_padding_mask is not None:
-        key_padding_mask = F.pad(key_padding_mask, (0, 1))
+        key_padding_mask = pad(key_padding_mask, (0, 1))
     return attn_mask, key_padding_mask
 
 
@@ -175,6 +185,21 @@ def _extend_keys(k, v, attn_mask, key_padding_mask, bias_k, bias_v, add_zero_att
     return k, v, attn_mask, key_padding_mask
 
 
+def _dropout(w, p):
+    """F.dropout(w, p) in training mode: the keep-mask drawn by the default
+    Philox generator, the same draw as nn.functional.dropout."""
+    if w.numel() == 0:
+        return w
+    mask = (_C.empty(tuple(w.shape), D.uint8) if w._device_index < 0
+            else _C._empty_device(tuple(w.shape), D.uint8, w._device_index))
+    seed, off = C.default_generator._take(mask.numel())
+    _C.fill_random(mask, _C.RANDOM_BERNOULLI, seed, off, 1.0 - float(p), 0.0)
+    return dispatch(_DROP, w, mask, 0.0 if p == 1 else 1.0 / (1.0 - float(p)))
+
+
+_DROP = get_op("dropout")
+
+
 def _weights_path(q, k, v, attn_mask, dropout_p, bsz, num_heads, tgt_len, src_len, average):
     """Explicit attention weights (need_weights=True), as torch computes them."""
     q_scaled = q * math.sqrt(1.0 / float(q.shape[-1]))
@@ -182,9 +207,9 @@ def _weights_path(q, k, v, attn_mask, dropout_p, bsz, num_heads, tgt_len, src_le
         w = _gemm.baddbmm(attn_mask, q_scaled, k.transpose(-2, -1))
     else:
         w = _gemm.bmm(q_scaled, k.transpose(-2, -1))
-    w = F.softmax(w, dim=-1)
+    w = _math_reduce.softmax(w, -1)
     if dropout_p > 0.0:
-        w = F.dropout(w, p=dropout_p)
+        w = _dropout(w, dropout_p)
     out = _gemm.bmm(w, v)
     w = w.view(bsz, num_heads, tgt_len, src_len)
     return out.transpose(0, 1).contiguous(), (w.mean(dim=1) if average else w)
@@ -216,8 +241,9 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     if head_dim * num_heads != embed_dim:
         raise AssertionError(f"embed_dim {embed_dim} not divisible by num_heads {num_heads}")
     _check_key_value(key, value, use_separate_proj_weight)
-    key_padding_mask = canonical_mask(key_padding_mask, "key_padding_mask", None, "attn_mask",
-                                      query.dtype)
+    key_padding_mask = canonical_mask(key_padding_mask, "key_padding_mask",
+                                      None if attn_mask is None else attn_mask.dtype,
+                                      "attn_mask", query.dtype)
     q, k, v = _in_projection(query, key, value, embed_dim,
                              None if use_separate_proj_weight else in_proj_weight, in_proj_bias,
                              q_proj_weight, k_proj_weight, v_proj_weight)
@@ -243,7 +269,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         q = q.reshape(bsz, num_heads, tgt_len, head_dim)
         k = k.reshape(bsz, num_heads, src_len, head_dim)
         v = v.reshape(bsz, num_heads, src_len, head_dim)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal)
+        out = scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal)
         out = out.permute(2, 0, 1, 3).contiguous().view(bsz * tgt_len, embed_dim)
     out = _gemm.linear(out, out_proj_weight, out_proj_bias).view(tgt_len, bsz, embed_dim)
     if not batched:

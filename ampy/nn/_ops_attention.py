@@ -15,6 +15,12 @@ Under create_graph=True the rule is the composite `_sdpa_graph` (softmax
 and matmuls of ampy ops) so the gradient can be differentiated again; it
 has no dropout (the fused kernel's Philox mask is not an op), so a second
 derivative through dropout_p > 0 raises.
+
+A float attn_mask that requires grad gets torch's gradient: the mask is
+added to the scores, so its gradient is the softmax backward's score
+gradient P (dP - rowsum(dO O)), summed over the dims it was broadcast
+along. The kernel writes it per batch item only when asked (the no-grad
+mask keeps the O(T * block) workspace); CUDA tensors take the composite.
 """
 import math
 
@@ -25,7 +31,7 @@ from .._dispatch import CPU_CUDA, backward, defop, dispatch, get_op
 from .._shape import broadcast_shapes, numel
 from .._tensor import Tensor
 from ..autograd import is_grad_enabled
-from ..autograd._ops import O, sum_to, upcast
+from ..autograd._ops import O, cast, sum_to, upcast
 from . import _ops_graph as G
 from ._ops import Saved
 
@@ -81,6 +87,19 @@ def _out_shape(query, batch, split, ev):
     return lead + (query.shape[-2], ev)
 
 
+def _mask_grad_back(dm, mask, split):
+    """The kernel's (batch..., L, S) mask gradient summed back to the mask's
+    shape, in the mask's dtype."""
+    if split is not None:
+        dm = O.reshape(dm, tuple(dm.shape[:-4]) + (-1,) + tuple(dm.shape[-2:]))
+    return cast(sum_to(dm, tuple(mask.shape)), mask.dtype)
+
+
+def _wants_mask_grad(ctx, mask):
+    return (mask is not None and mask.dtype is not D.bool and len(ctx.needs_input_grad) > 3
+            and ctx.needs_input_grad[3])
+
+
 def _grads_back(dq, dk, dv, query, key, value, split):
     """The kernel's dq, dk, dv summed back to the inputs' shapes."""
     if split is not None:
@@ -109,6 +128,9 @@ def sdpa_fwd(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, 
 @G.with_graph(lambda ctx, g: _sdpa_graph(ctx, g))
 def sdpa_bwd(ctx, g):
     query, key, value, mask, p, causal, scale, gqa, seed, offset, saved = ctx.args
+    want_dm = _wants_mask_grad(ctx, mask)
+    if want_dm and query._device_index >= 0:
+        return _sdpa_graph(ctx, g)
     split = _heads(query, key, gqa)
     q, k, v, m, batch = sdpa_views(query, key, value, mask, gqa)
     shape = tuple(batch) + (q.shape[-2], value.shape[-1])
@@ -118,9 +140,10 @@ def sdpa_bwd(ctx, g):
     g = g if g.is_contiguous() else g.contiguous()
     if not out.is_contiguous():
         out = out.contiguous()
-    dq, dk, dv = _C.attention_bwd(q, k, v, m, bool(causal), float(scale), float(p), int(seed),
-                                  int(offset), out, g, saved.a)
-    return _grads_back(dq, dk, dv, query, key, value, split) + (None,) * 8
+    res = _C.attention_bwd(q, k, v, m, bool(causal), float(scale), float(p), int(seed),
+                           int(offset), out, g, saved.a, want_dm)
+    dm = _mask_grad_back(res[3], mask, split) if want_dm else None
+    return _grads_back(*res[:3], query, key, value, split) + (dm,) + (None,) * 7
 
 
 def _sdpa_graph(ctx, g):
@@ -143,10 +166,12 @@ def _sdpa_graph(ctx, g):
     gg = O.reshape(upcast(g), tuple(batch) + (q.shape[-2], v.shape[-1]))
     dv = O.matmul(O.transpose(pr, -2, -1), gg)
     dp = O.matmul(gg, O.transpose(v, -2, -1))
-    ds = O.mul(O.mul(pr, O.sub(dp, O.sum(O.mul(dp, pr), (-1,), keepdim=True))), float(scale))
+    dsu = O.mul(pr, O.sub(dp, O.sum(O.mul(dp, pr), (-1,), keepdim=True)))
+    ds = O.mul(dsu, float(scale))
     dq = O.matmul(ds, k)
     dk = O.matmul(O.transpose(ds, -2, -1), q)
-    return _grads_back(dq, dk, dv, query, key, value, split) + (None,) * 8
+    dm = _mask_grad_back(dsu, mask, split) if _wants_mask_grad(ctx, mask) else None
+    return _grads_back(dq, dk, dv, query, key, value, split) + (dm,) + (None,) * 7
 
 
 def _keep(m, causal, L, S, like):
@@ -254,7 +279,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if dropout_p > 0:
         n = numel(tuple(query.shape[:-1])) * key.shape[-2] * max(1, numel(tuple(key.shape[:-2])))
         seed, offset = default_generator._take(n // 4 + 1)
-    wanted = is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
+    wanted = is_grad_enabled() and any(t is not None and t.requires_grad
+                                       for t in (query, key, value, attn_mask))
     return dispatch(_SDPA, query, key, value, attn_mask, float(dropout_p), bool(is_causal),
                     default_scale(query, scale), bool(enable_gqa), int(seed), int(offset),
                     Saved() if wanted else None)

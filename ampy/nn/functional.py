@@ -323,3 +323,6 @@ __all__ += ["scaled_dot_product_attention", "rms_norm"]
 from ._functional_loss import *  # noqa: E402,F401,F403
 from ._functional_loss import __all__ as _loss_all  # noqa: E402
 __all__ += _loss_all
+# ------------------------------------------- multi-head attention (nn/_mha.py)
+from ._mha import multi_head_attention_forward  # noqa: E402
+__all__ += ["multi_head_attention_forward"]

@@ -1,5 +1,6 @@
 """ampy.optim.Adadelta — torch.optim.Adadelta through ampy's fused kernel."""
 from ..amp import _adaptive as AF
+from . import _adaptive_f64 as F64
 from ._adaptive import _AdaptiveOptimizer, _check_common, _nonneg
 
 __all__ = ["Adadelta"]
@@ -29,6 +30,8 @@ class Adadelta(_AdaptiveOptimizer):
                         capturable=capturable, foreach=foreach, differentiable=differentiable,
                         master_weights=master_weights)
         super().__init__(params, defaults)
+
+    _f64_rule = staticmethod(F64.adadelta)
 
     def _state_keys(self, group):
         return ("square_avg", "acc_delta", None)

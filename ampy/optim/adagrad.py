@@ -1,5 +1,6 @@
 """ampy.optim.Adagrad — torch.optim.Adagrad through ampy's fused kernel."""
 from ..amp import _adaptive as AF
+from . import _adaptive_f64 as F64
 from ._adaptive import _AdaptiveOptimizer, _check_common, _nonneg
 
 __all__ = ["Adagrad"]
@@ -41,6 +42,8 @@ class Adagrad(_AdaptiveOptimizer):
         for group in self.param_groups:
             for p in group["params"]:
                 self.state[p] = self._fresh_state(p, group)
+
+    _f64_rule = staticmethod(F64.adagrad)
 
     def _state_keys(self, group):
         return ("sum", None, None)

@@ -359,13 +359,16 @@ class Optimizer:
             if g is not p.grad:
                 p.grad.copy_(g)
 
-    @staticmethod
-    def _check_param(p):
+    _param_dtypes = (D.float32, D.float16, D.bfloat16)  # what the step computes in
+
+    @classmethod
+    def _check_param(cls, p):
         """Raise for a param the step cannot write; returns p.is_contiguous()
         (a strided param is stepped through a contiguous stand-in)."""
-        if p.dtype not in (D.float32, D.float16, D.bfloat16):
-            raise TypeError(f"ampy.optim: parameters must be float32, float16 or bfloat16, not "
-                            f"{p.dtype}")
+        if p.dtype not in cls._param_dtypes:
+            names = [str(d).replace("ampy.", "") for d in cls._param_dtypes]
+            raise TypeError(f"ampy.optim: parameters must be {', '.join(names[:-1])} or "
+                            f"{names[-1]}, not {p.dtype}")
         if p.is_contiguous():
             return True
         if p._readonly:

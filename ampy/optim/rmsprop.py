@@ -1,5 +1,6 @@
 """ampy.optim.RMSprop — torch.optim.RMSprop through ampy's fused kernel."""
 from ..amp import _adaptive as AF
+from . import _adaptive_f64 as F64
 from ._adaptive import _AdaptiveOptimizer, _check_common, _nonneg
 
 __all__ = ["RMSprop"]
@@ -34,6 +35,8 @@ class RMSprop(_AdaptiveOptimizer):
                         maximize=maximize, differentiable=differentiable,
                         master_weights=master_weights)
         super().__init__(params, defaults)
+
+    _f64_rule = staticmethod(F64.rmsprop)
 
     def _state_keys(self, group):
         return ("square_avg", "momentum_buffer" if group["momentum"] > 0 else None,

@@ -189,43 +189,55 @@ static AmpyTensor *contig(PyObject *o, const ampy_attn_problem *p, int64_t rows,
     return t;
 }
 
-/* attention_bwd(q, k, v, mask, causal, scale, dropout_p, seed, offset, out, dout, lse)
- *   -> (dq, dk, dv) */
+/* attention_bwd(q, k, v, mask, causal, scale, dropout_p, seed, offset, out, dout, lse
+ *               [, want_dmask]) -> (dq, dk, dv) or, with want_dmask, (dq, dk, dv, dmask):
+ * dmask (batch..., Lq, Lk) float32 (float64 for float64 inputs), CPU only. */
 static PyObject *f_attn_bwd(PyObject *self, PyObject *args)
 {
     ampy_attn_problem p;
     AmpyTensor *q, *out, *dout, *lse;
-    if (PyTuple_GET_SIZE(args) != 12) {
-        PyErr_SetString(PyExc_TypeError, "attention_bwd: expected 12 arguments");
+    Py_ssize_t na = PyTuple_GET_SIZE(args);
+    if (na != 12 && na != 13) {
+        PyErr_SetString(PyExc_TypeError, "attention_bwd: expected 12 or 13 arguments");
         return NULL;
     }
-    if (problem(args, 0, &p, &q) < 0)
+    int want = na == 13 ? PyObject_IsTrue(PyTuple_GET_ITEM(args, 12)) : 0;
+    if (want < 0 || problem(args, 0, &p, &q) < 0)
         return NULL;
+    if (want && (attn_dev >= 0 || !p.mask.data)) {
+        PyErr_SetString(PyExc_ValueError, "attention_bwd: the attn_mask gradient needs a mask "
+                        "on the CPU");
+        return NULL;
+    }
     int acc = p.dtype == AMPY_FLOAT64 ? AMPY_FLOAT64 : AMPY_FLOAT32;
     if (!(out = contig(PyTuple_GET_ITEM(args, 9), &p, p.Lq, p.Ev, p.dtype, "out")) ||
         !(dout = contig(PyTuple_GET_ITEM(args, 10), &p, p.Lq, p.Ev, p.dtype, "dout")) ||
         !(lse = contig(PyTuple_GET_ITEM(args, 11), &p, p.Lq, -1, acc, "lse")))
         return NULL;
-    AmpyTensor *dq = new_out(&p, p.Lq, p.E, p.dtype, 1), *dk = NULL, *dv = NULL;
+    AmpyTensor *dq = new_out(&p, p.Lq, p.E, p.dtype, 1), *dk = NULL, *dv = NULL, *dm = NULL;
     if (!dq || !(dk = new_out(&p, p.Lk, p.E, p.dtype, 1)) ||
-        !(dv = new_out(&p, p.Lk, p.Ev, p.dtype, 1)))
+        !(dv = new_out(&p, p.Lk, p.Ev, p.dtype, 1)) ||
+        (want && !(dm = new_out(&p, p.Lq, p.Lk, acc, 1))))
         goto error;
     ampy_status s;
     if (attn_dev >= 0) {
         s = ampy_py_cuda_api()->attention_bwd(attn_dev, &p, out->data, dout->data, lse->data,
                                               dq->data, dk->data, dv->data);
     } else {
-        Py_BEGIN_ALLOW_THREADS s = ampy_attention_bwd(&p, out->data, dout->data, lse->data,
-                                                      dq->data, dk->data, dv->data);
+        Py_BEGIN_ALLOW_THREADS s = ampy_attention_bwd_mask(&p, out->data, dout->data, lse->data,
+                                                           dq->data, dk->data, dv->data,
+                                                           dm ? dm->data : NULL);
         Py_END_ALLOW_THREADS
     }
     if (s != AMPY_OK) {
         attn_raise(s);
         goto error;
     }
+    if (dm)
+        return Py_BuildValue("NNNN", dq, dk, dv, dm);
     return Py_BuildValue("NNN", dq, dk, dv);
 error:
-    Py_XDECREF(dq), Py_XDECREF(dk), Py_XDECREF(dv);
+    Py_XDECREF(dq), Py_XDECREF(dk), Py_XDECREF(dv), Py_XDECREF(dm);
     return NULL;
 }
 
@@ -234,7 +246,8 @@ PyMethodDef ampy_py_attention_methods[] = {
      "attention_fwd(q, k, v, mask, causal, scale, dropout_p, seed, offset, save)\n--\n\n"
      "Internal: fused scaled dot-product attention; returns (out, lse or None)."},
     {"attention_bwd", f_attn_bwd, METH_VARARGS,
-     "attention_bwd(q, k, v, mask, causal, scale, dropout_p, seed, offset, out, dout, lse)\n--\n\n"
-     "Internal: its backward; returns (dq, dk, dv)."},
+     "attention_bwd(q, k, v, mask, causal, scale, dropout_p, seed, offset, out, dout, lse"
+     "[, want_dmask])\n--\n\n"
+     "Internal: its backward; returns (dq, dk, dv[, dmask])."},
     {NULL, NULL, 0, NULL},
 };

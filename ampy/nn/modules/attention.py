@@ -75,8 +75,9 @@ class MultiheadAttention(Module):
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
                 attn_mask=None, average_attn_weights=True, is_causal=False):
         batched = query.ndim == 3
-        key_padding_mask = _mha.canonical_mask(key_padding_mask, "key_padding_mask", None,
-                                               "attn_mask", query.dtype)
+        key_padding_mask = _mha.canonical_mask(
+            key_padding_mask, "key_padding_mask", None if attn_mask is None else attn_mask.dtype,
+            "attn_mask", query.dtype)
         if self.batch_first and batched:
             if key is value:
                 if query is key:

@@ -85,6 +85,19 @@ ampy_status ampy_attention_fwd(const ampy_attn_problem *p, void *out, void *lse)
 ampy_status ampy_attention_bwd(const ampy_attn_problem *p, const void *out, const void *dout,
                                const void *lse, void *dq, void *dk, void *dv);
 
+/* The backward with the attention mask's gradient as well (a float mask
+ * that requires grad): the same outputs as ampy_attention_bwd, plus
+ *   dmask      out: (batch..., Lq, Lk) contiguous, float32 (float64 for
+ *              float64 inputs): the gradient of the masked scores,
+ *              P (dP - rowsum(dO O)) before the scale (zero where a key is
+ *              not kept). Per batch item of the problem; a caller that
+ *              broadcast the mask sums over those dims. NULL: as
+ *              ampy_attention_bwd (nothing beyond its workspace is used).
+ * Returns as ampy_attention_fwd. */
+ampy_status ampy_attention_bwd_mask(const ampy_attn_problem *p, const void *out,
+                                    const void *dout, const void *lse, void *dq, void *dk,
+                                    void *dv, void *dmask);
+
 /* The checks both entry points (and the CUDA twin) run. */
 ampy_status ampy_attention_check(const ampy_attn_problem *p);
 

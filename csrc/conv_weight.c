@@ -66,6 +66,36 @@ static ampy_status weight_blocks(const ampy_conv2d_geom *g, ampy_dtype dtype, co
     return s;
 }
 
+/* ---- the path choice ----------------------------------------------------------- */
+enum { PATH_AUTO, PATH_IM2COL, PATH_SHIFTED };
+static const char *const path_names[] = {"auto", "im2col", "shifted"};
+static int path_choice = PATH_AUTO;
+
+ampy_status ampy_conv_wgrad_set_path(const char *name)
+{
+    for (int i = 0; name && i < 3; i++)
+        if (strcmp(name, path_names[i]) == 0) {
+            path_choice = i;
+            return AMPY_OK;
+        }
+    return ampy_error(AMPY_ERR_VALUE, "conv2d: unknown weight-gradient path '%s' (expected "
+                      "auto, im2col or shifted)", name ? name : "(null)");
+}
+
+/* Where the shifted-view kernel beats the im2col GEMM (SHIFTED_RULE). */
+static int shifted_wins(const ampy_conv2d_geom *g, ampy_dtype dtype)
+{
+    (void)g, (void)dtype;
+    return 1;
+}
+
+const char *ampy_conv_wgrad_path(const ampy_conv2d_geom *g, ampy_dtype dtype)
+{
+    if (path_choice == PATH_IM2COL || !ampy_conv_wgrad_shifted_ok(g, dtype))
+        return "im2col";
+    return path_choice == PATH_SHIFTED || shifted_wins(g, dtype) ? "shifted" : "im2col";
+}
+
 ampy_status ampy_conv2d_backward_weight(const ampy_conv2d_geom *g, ampy_dtype dtype,
                                         const void *x, const int64_t *xs, const void *dy,
                                         void *dw)
@@ -81,7 +111,7 @@ ampy_status ampy_conv2d_backward_weight(const ampy_conv2d_geom *g, ampy_dtype dt
         memset(dw, 0, (size_t)n * es);
         return AMPY_OK;
     }
-    if (ampy_conv_wgrad_shifted_ok(g, dtype)) {
+    if (strcmp(ampy_conv_wgrad_path(g, dtype), "shifted") == 0) {
         int fallback = 0;
         s = ampy_conv_wgrad_shifted(g, dtype, x, xs, dy, dw, &fallback);
         if (s != AMPY_OK || !fallback)

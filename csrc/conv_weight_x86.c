@@ -364,6 +364,11 @@ static void make_plan(const ampy_conv2d_geom *g, int bf, int64_t *off, wg_plan *
     hs = hs > g->OH + eh - g->pt ? hs : g->OH + eh - g->pt;
     p->Wr = wr > g->OW ? wr : g->OW;
     p->Hs = hs > g->OH ? hs : g->OH;
+    /* an image's segment is OH * Wr rounded up to even (below); its extra
+     * position must be a junk row of the same image, not the next image's
+     * first position */
+    if (p->Hs == g->OH && (g->OH * p->Wr) % 2)
+        p->Hs++;
     p->taps = g->KH * g->KW;
     for (int64_t t = 0; t < p->taps; t++)
         off[t] = (t / g->KW) * g->dh * p->Wr + (t % g->KW) * g->dw;

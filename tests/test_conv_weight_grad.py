@@ -87,9 +87,18 @@ def _check(got, x, g, wshape, geom, dt, label):
     assert np.all(err <= lim), (label, float(err.max()), float((err - lim).max()))
 
 
+@pytest.fixture(params=("auto", "shifted", "im2col"))
+def wgrad_path(request):
+    """Each weight-gradient path forced (the shifted one where its CPU level
+    and the shape allow it), then auto again."""
+    _C.conv_wgrad_set_path(request.param)
+    yield request.param
+    _C.conv_wgrad_set_path("auto")
+
+
 @pytest.mark.parametrize("dt", DTS)
 @pytest.mark.parametrize("case", CASES, ids=[str(i) for i in range(len(CASES))])
-def test_weight_grad_against_float64(cpu_path, dt, case):
+def test_weight_grad_against_float64(cpu_path, wgrad_path, dt, case):
     x, g, wshape, geom = _inputs(case, dt)
     got = _C.conv2d_bwd_weight(_ampy(x, dt), _ampy(g, dt), wshape, geom)
     assert str(got.dtype).endswith(dt)

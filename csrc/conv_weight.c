@@ -18,6 +18,7 @@
 #include "ampy/gemm.h"
 #include "ampy/parallel.h"
 #include "conv_impl.h"
+#include "conv_weight.h"
 
 /* dy's block [n0, n0 + nb) as O rows of nb * P columns. */
 static void gather_dy(const char *dy, int64_t nb, int64_t O, int64_t P, size_t es, char *out)
@@ -65,6 +66,37 @@ static ampy_status weight_blocks(const ampy_conv2d_geom *g, ampy_dtype dtype, co
     return s;
 }
 
+/* ---- the path choice ----------------------------------------------------------- */
+enum { PATH_AUTO, PATH_IM2COL, PATH_SHIFTED };
+static const char *const path_names[] = {"auto", "im2col", "shifted"};
+static int path_choice = PATH_AUTO;
+
+ampy_status ampy_conv_wgrad_set_path(const char *name)
+{
+    for (int i = 0; name && i < 3; i++)
+        if (strcmp(name, path_names[i]) == 0) {
+            path_choice = i;
+            return AMPY_OK;
+        }
+    return ampy_error(AMPY_ERR_VALUE, "conv2d: unknown weight-gradient path '%s' (expected "
+                      "auto, im2col or shifted)", name ? name : "(null)");
+}
+
+/* Where the shifted-view kernel beat the im2col GEMM (1 thread, a loaded
+ * machine, ResNet-like layers): float32 everywhere measured; bfloat16 with a
+ * spatial kernel on maps of 10x10 or more (it lost at 7x7 and on 1x1). */
+static int shifted_wins(const ampy_conv2d_geom *g, ampy_dtype dtype)
+{
+    return dtype == AMPY_FLOAT32 || (g->KH * g->KW > 1 && g->OH * g->OW >= 100);
+}
+
+const char *ampy_conv_wgrad_path(const ampy_conv2d_geom *g, ampy_dtype dtype)
+{
+    if (path_choice == PATH_IM2COL || !ampy_conv_wgrad_shifted_ok(g, dtype))
+        return "im2col";
+    return path_choice == PATH_SHIFTED || shifted_wins(g, dtype) ? "shifted" : "im2col";
+}
+
 ampy_status ampy_conv2d_backward_weight(const ampy_conv2d_geom *g, ampy_dtype dtype,
                                         const void *x, const int64_t *xs, const void *dy,
                                         void *dw)
@@ -79,6 +111,12 @@ ampy_status ampy_conv2d_backward_weight(const ampy_conv2d_geom *g, ampy_dtype dt
     if (g->N * g->OH * g->OW == 0) {
         memset(dw, 0, (size_t)n * es);
         return AMPY_OK;
+    }
+    if (strcmp(ampy_conv_wgrad_path(g, dtype), "shifted") == 0) {
+        int fallback = 0;
+        s = ampy_conv_wgrad_shifted(g, dtype, x, xs, dy, dw, &fallback);
+        if (s != AMPY_OK || !fallback)
+            return s;
     }
     if (!ampy_dtype_is_half(dtype))
         return weight_blocks(g, dtype, x, xs, dy, dw, dtype);

@@ -162,22 +162,32 @@ static PyObject *f_bwd_input(PyObject *self, PyObject *args)
     return (PyObject *)dx;
 }
 
+/* The arguments (x, dy, weight_shape, geom) of the weight gradient; 0 or
+ * -1 with an exception. */
+static int wgrad_args(PyObject *args, const char *fmt, AmpyTensor **x, AmpyTensor **dy,
+                      int64_t *wsh, ampy_conv2d_geom *g)
+{
+    PyObject *ox, *ody, *og;
+    long long v[4];
+    if (!PyArg_ParseTuple(args, fmt, &ox, &ody, &v[0], &v[1], &v[2], &v[3], &og))
+        return -1;
+    *x = targ(ox, "input", 4, NULL, 0, 0);
+    if (!*x || !(*dy = targ(ody, "grad_output", 4, *x, 1, 0)))
+        return -1;
+    for (int i = 0; i < 4; i++)
+        wsh[i] = v[i];
+    if (parse_geom(og, g) < 0 || set_io(g, (*x)->shape, wsh, (*dy)->shape) < 0)
+        return -1;
+    return 0;
+}
+
 /* conv2d_bwd_weight(x, dy, weight_shape, geom) -> dw */
 static PyObject *f_bwd_weight(PyObject *self, PyObject *args)
 {
-    PyObject *ox, *ody, *og;
+    AmpyTensor *x, *dy;
     int64_t wsh[4];
-    long long v[4];
-    if (!PyArg_ParseTuple(args, "OO(LLLL)O:conv2d_bwd_weight", &ox, &ody, &v[0], &v[1], &v[2],
-                          &v[3], &og))
-        return NULL;
-    AmpyTensor *x = targ(ox, "input", 4, NULL, 0, 0), *dy = NULL;
-    if (!x || !(dy = targ(ody, "grad_output", 4, x, 1, 0)))
-        return NULL;
-    for (int i = 0; i < 4; i++)
-        wsh[i] = v[i];
     ampy_conv2d_geom g;
-    if (parse_geom(og, &g) < 0 || set_io(&g, x->shape, wsh, dy->shape) < 0)
+    if (wgrad_args(args, "OO(LLLL)O:conv2d_bwd_weight", &x, &dy, wsh, &g) < 0)
         return NULL;
     AmpyTensor *dw = ampy_py_empty(x->dtype, 4, wsh, x->device);
     if (!dw)
@@ -195,6 +205,28 @@ static PyObject *f_bwd_weight(PyObject *self, PyObject *args)
         return conv_raise(x->device, s);
     }
     return (PyObject *)dw;
+}
+
+/* conv_wgrad_path(x, dy, weight_shape, geom) -> "im2col" or "shifted" */
+static PyObject *f_wgrad_path(PyObject *self, PyObject *args)
+{
+    AmpyTensor *x, *dy;
+    int64_t wsh[4];
+    ampy_conv2d_geom g;
+    if (wgrad_args(args, "OO(LLLL)O:conv_wgrad_path", &x, &dy, wsh, &g) < 0)
+        return NULL;
+    return PyUnicode_FromString(x->device >= 0 ? "cuda" : ampy_conv_wgrad_path(&g, x->dtype));
+}
+
+static PyObject *f_wgrad_set_path(PyObject *self, PyObject *arg)
+{
+    const char *name = PyUnicode_AsUTF8(arg);
+    if (!name)
+        return NULL;
+    ampy_status st = ampy_conv_wgrad_set_path(name);
+    if (st != AMPY_OK)
+        return ampy_py_raise(st);
+    Py_RETURN_NONE;
 }
 
 /* conv_bwd_bias(dy) -> db: dy (N, O, ...) contiguous, summed over all dims
@@ -236,6 +268,12 @@ PyMethodDef ampy_py_conv_methods[] = {
      "(conv_transpose2d with bias)."},
     {"conv2d_bwd_weight", f_bwd_weight, METH_VARARGS,
      "conv2d_bwd_weight(x, dy, weight_shape, geom)\n--\n\nInternal: the weight gradient."},
+    {"conv_wgrad_path", f_wgrad_path, METH_VARARGS,
+     "conv_wgrad_path(x, dy, weight_shape, geom)\n--\n\nInternal: the weight-gradient path "
+     "conv2d_bwd_weight takes ('im2col' or 'shifted'; 'cuda' for CUDA tensors)."},
+    {"conv_wgrad_set_path", f_wgrad_set_path, METH_O,
+     "conv_wgrad_set_path(name)\n--\n\nInternal: 'auto', 'im2col' or 'shifted' (tests, "
+     "benchmarks)."},
     {"conv_bwd_bias", f_bwd_bias, METH_O,
      "conv_bwd_bias(dy)\n--\n\nInternal: dy summed over every dim but 1."},
     {NULL, NULL, 0, NULL},

@@ -1,0 +1,170 @@
+"""The conv2d weight gradient (csrc/conv_weight.c, and the shifted-view path
+of csrc/conv_weight_x86.c that unit-stride ungrouped float32 / bfloat16
+problems take on AVX-512 / AVX512-BF16) against torch's float64 on the same
+values, over the edges of the flat position layout: channel counts off the
+8 x 32 tiles, odd sizes, 1x1 / 3x3 / 5x5 kernels, padding 0-2 (and more than
+the kernel), stride 2 and dilation 2 (the general path), batch 1, positions
+running across chunk and image boundaries, non-contiguous x and dy, inf and
+NaN. Every case runs at every CPU level (the cpu_path fixture).
+
+Bound: each dw element is a sum of K = N * OH * OW products, accumulated in
+float32 (float64 for float64) and rounded once, so
+    |dw - dw64| <= 2 * K * u * sum|x * dy| + r * |dw64|
+with u the accumulation unit (2^-24; 2^-53 for float64) and r the output
+rounding (2^-24 float32, 2^-8 bfloat16, 2^-11 float16, 2^-53 float64).
+"""
+import numpy as np
+import pytest
+import torch
+
+import ampy
+from ampy import _C
+
+UNIT = {"float32": 2.0 ** -24, "float64": 2.0 ** -53, "float16": 2.0 ** -24,
+        "bfloat16": 2.0 ** -24}
+ROUND = {"float32": 2.0 ** -24, "float64": 2.0 ** -53, "float16": 2.0 ** -11,
+         "bfloat16": 2.0 ** -8}
+DTS = ("float32", "bfloat16", "float16", "float64")
+
+CASES = [  # (N, C, H, W, O, (KH, KW), stride, padding, dilation)
+    (2, 5, 7, 9, 17, (3, 3), 1, 1, 1),       # C, O off the tiles, odd sizes
+    (1, 3, 5, 5, 40, (5, 5), 1, 2, 1),       # batch 1, 5x5, odd C
+    (3, 16, 10, 10, 32, (3, 3), 1, 0, 1),    # no padding
+    (2, 9, 11, 11, 33, (3, 3), 1, 2, 2),     # dilation 2
+    (2, 8, 6, 6, 16, (1, 1), 1, 0, 1),       # pointwise
+    (2, 7, 6, 5, 9, (1, 1), 1, 2, 1),        # 1x1 with padding beyond the kernel
+    (2, 6, 9, 8, 10, (3, 3), 2, 1, 1),       # stride 2 (general path)
+    (2, 4, 8, 7, 6, (2, 3), 1, (1, 0), 1),   # rectangular kernel, uneven padding
+    (1, 5, 1, 13, 3, (1, 3), 1, (0, 1), 1),  # H = 1
+    (4, 24, 20, 20, 40, (3, 3), 1, 1, 1),    # many chunks, chunks across images
+    (3, 9, 5, 7, 20, (1, 1), 1, 0, 1),       # 1x1 unpadded, odd OH * OW: an image's
+                                             # even segment ends in a junk row
+]
+
+
+def _pair(v):
+    return v if isinstance(v, tuple) else (v, v)
+
+
+def _rand(shape, seed):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _out_size(h, k, s, p, d):
+    return (h + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def _inputs(case, dt, seed=0):
+    n, c, h, w, o, (kh, kw), s, p, d = case
+    (sh, sw), (ph, pw), (dh, dw) = _pair(s), _pair(p), _pair(d)
+    oh, ow = _out_size(h, kh, sh, ph, dh), _out_size(w, kw, sw, pw, dw)
+    tdt = getattr(torch, dt)
+    x = torch.from_numpy(_rand((n, c, h, w), seed)).to(tdt)
+    g = torch.from_numpy(_rand((n, o, oh, ow), seed + 1)).to(tdt)
+    geom = (sh, sw, ph, pw, dh, dw, 1)
+    return x, g, (o, c, kh, kw), geom
+
+
+def _torch_dw(x, g, wshape, geom):
+    sh, sw, ph, pw, dh, dw, _ = geom
+    w = torch.zeros(wshape, dtype=x.dtype)
+    return torch.ops.aten.convolution_backward(g, x, w, None, [sh, sw], [ph, pw], [dh, dw],
+                                               False, [0, 0], 1, [False, True, False])[1]
+
+
+def _ampy(t, dt):
+    return ampy.tensor(t.double().numpy()).to(getattr(ampy, dt))
+
+
+def _check(got, x, g, wshape, geom, dt, label):
+    ref = _torch_dw(x.double(), g.double(), wshape, geom).numpy()
+    bnd = _torch_dw(x.double().abs(), g.double().abs(), wshape, geom).numpy()
+    k = g.shape[0] * g.shape[2] * g.shape[3]
+    got = np.asarray(got.to(ampy.float64))
+    assert got.shape == ref.shape, label
+    err = np.abs(got - ref)
+    lim = 2 * k * UNIT[dt] * bnd + ROUND[dt] * np.abs(ref)
+    assert np.all(err <= lim), (label, float(err.max()), float((err - lim).max()))
+
+
+@pytest.fixture(params=("auto", "shifted", "im2col"))
+def wgrad_path(request):
+    """Each weight-gradient path forced (the shifted one where its CPU level
+    and the shape allow it), then auto again."""
+    _C.conv_wgrad_set_path(request.param)
+    yield request.param
+    _C.conv_wgrad_set_path("auto")
+
+
+@pytest.mark.parametrize("dt", DTS)
+@pytest.mark.parametrize("case", CASES, ids=[str(i) for i in range(len(CASES))])
+def test_weight_grad_against_float64(cpu_path, wgrad_path, dt, case):
+    x, g, wshape, geom = _inputs(case, dt)
+    got = _C.conv2d_bwd_weight(_ampy(x, dt), _ampy(g, dt), wshape, geom)
+    assert str(got.dtype).endswith(dt)
+    _check(got, x, g, wshape, geom, dt, f"{case} {dt}")
+
+
+@pytest.mark.parametrize("dt", ("float32", "bfloat16"))
+def test_weight_grad_resnet_shape(cpu_path, dt):
+    """A ResNet-like layer (64 channels, 3x3, padding 1): many chunks of the
+    flat space, several tiles in each direction."""
+    case = (4, 64, 14, 14, 64, (3, 3), 1, 1, 1)
+    x, g, wshape, geom = _inputs(case, dt, seed=7)
+    _check(_C.conv2d_bwd_weight(_ampy(x, dt), _ampy(g, dt), wshape, geom), x, g, wshape,
+           geom, dt, dt)
+
+
+@pytest.mark.parametrize("dt", ("float32", "bfloat16"))
+def test_weight_grad_views_equal_contiguous(cpu_path, dt):
+    """Channels-last and sliced x, and a non-contiguous dy, give the bits of
+    their contiguous copies (autograd through F.conv2d)."""
+    adt = getattr(ampy, dt)
+    w = ampy.tensor(_rand((6, 5, 3, 3), 1)).to(adt)
+    xs = [ampy.tensor(_rand((2, 7, 6, 5), 2)).to(adt).permute(0, 3, 1, 2),
+          ampy.tensor(_rand((2, 5, 12, 6), 3)).to(adt)[:, :, ::2]]
+    for xin in xs:
+        a, b = xin.detach().requires_grad_(), xin.contiguous().detach().requires_grad_()
+        wa, wb = w.detach().requires_grad_(), w.detach().clone().requires_grad_()
+        ya = ampy.nn.functional.conv2d(a, wa, padding=1)
+        yb = ampy.nn.functional.conv2d(b, wb, padding=1)
+        gbig = ampy.tensor(_rand(tuple(ya.shape[:3]) + (2 * ya.shape[3],), 4)).to(adt)
+        ya.backward(gbig[..., ::2])
+        yb.backward(gbig[..., ::2].contiguous())
+        assert np.array_equal(np.asarray(wa.grad.float()), np.asarray(wb.grad.float()))
+        x64 = torch.from_numpy(np.asarray(xin.contiguous().double()))
+        g64 = torch.from_numpy(np.asarray(gbig[..., ::2].contiguous().double()))
+        _check(wa.grad, x64, g64, tuple(w.shape), (1, 1, 1, 1, 1, 1, 1), dt, "view")
+
+
+@pytest.mark.parametrize("dt", ("float32", "bfloat16"))
+@pytest.mark.parametrize("where", ("x_edge", "x_center", "dy"))
+def test_weight_grad_inf_nan_as_torch(cpu_path, dt, where):
+    """inf / NaN land where torch's do: an inf of x in the last column meets
+    no output for some taps (those stay finite). One known difference: an inf
+    of dy at output (0, 0) meets the zero padding on the taps with kh == 0 or
+    kw == 0; ampy forms those products (0 * inf = NaN, IEEE; both its paths,
+    as the im2col path on main), torch 2.13 skips them (finite there)."""
+    case = (2, 6, 7, 7, 5, (3, 3), 1, 1, 1)
+    x, g, wshape, geom = _inputs(case, dt, seed=3)
+    x, g = x.float(), g.float()
+    if where == "x_edge":
+        x[1, 2, 3, 6] = float("inf")
+    elif where == "x_center":
+        x[0, 4, 3, 3] = float("nan")
+    else:
+        g[0, 1, 0, 0] = float("inf")
+    tdt = getattr(torch, dt)
+    x, g = x.to(tdt), g.to(tdt)
+    ref = _torch_dw(x.float(), g.float(), wshape, geom).numpy()
+    if where == "dy":
+        pad_taps = np.zeros(ref.shape[2:], bool)
+        pad_taps[0, :] = pad_taps[:, 0] = True
+        assert np.isfinite(ref[1][:, pad_taps]).all()
+        ref[1][:, pad_taps] = np.nan
+    got = np.asarray(_C.conv2d_bwd_weight(_ampy(x, dt), _ampy(g, dt), wshape,
+                                          geom).to(ampy.float32))
+    assert np.array_equal(np.isnan(got), np.isnan(ref))
+    assert np.array_equal(np.isposinf(got), np.isposinf(ref))
+    assert np.array_equal(np.isneginf(got), np.isneginf(ref))
+    assert np.isfinite(got).any()

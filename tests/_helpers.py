@@ -258,3 +258,25 @@ def stable_seed(*parts):
     process: Python's hash() of a string changes per run (PYTHONHASHSEED), so
     seeding with it draws other data each run and a failure cannot be replayed."""
     return zlib.crc32(repr(parts).encode())
+
+
+def assert_raises_as_torch(case, ampy_ns, torch_ns, rand):
+    """case = (fn, exc, msg): fn(ns, make) builds its inputs with make(*shape) and calls
+    into ns; torch and ampy must both raise exc with msg in the text, and ampy's inputs
+    must hold their values after the raise."""
+    import torch
+    fn, exc, msg = case
+    made = []
+
+    def make_ampy(*s):
+        made.append((ampy.tensor(rand(*s)), rand(*s)))
+        return made[-1][0]
+
+    with pytest.raises(exc) as ei_t:
+        fn(torch_ns, lambda *s: torch.from_numpy(rand(*s)))
+    assert msg in str(ei_t.value)
+    with pytest.raises(exc) as ei:
+        fn(ampy_ns, make_ampy)
+    assert msg in str(ei.value)
+    for t, before in made:
+        assert np.array_equal(np.asarray(t), before)

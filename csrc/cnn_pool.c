@@ -194,7 +194,7 @@ ampy_status ampy_cnn_max_pool2d_bwd(int64_t P, int64_t H, int64_t W, int64_t OH,
             return ampy_error(AMPY_ERR_INDEX, "max_pool2d_backward: index %lld out of range",
                               (long long)idx[i]);
     memset(dx, 0, (size_t)(P * H * W) * elem_size(dtype));
-    pool_ctx k = {H, W, OH, OW, {1, 1, 1, 1, 0, 0, 1, 1}, 0, 0, dy, dx, NULL, idx, dtype, NULL};
+    pool_ctx k = {H, W, OH, OW, {1, 1, 1, 1, 0, 0, 1, 1}, 0, 0, dy, dx, NULL, idx, dtype, NULL, NULL};
     ampy_parallel_for(P, grain_for(OH * OW), max_bwd_range, &k);
     return AMPY_OK;
 }
@@ -278,7 +278,7 @@ ampy_status ampy_cnn_avg_pool2d_fwd(int64_t P, int64_t H, int64_t W, int64_t OH,
     if (s != AMPY_OK)
         return s;
     pool_ctx k = {H, W, OH, OW, *win, count_include_pad, divisor_override, x, y, NULL, NULL,
-                  dtype, NULL};
+                  dtype, NULL, NULL};
     ampy_parallel_for(P, grain_for(OH * OW * win->kh * win->kw), avg_fwd_range, &k);
     return AMPY_OK;
 }
@@ -293,7 +293,7 @@ ampy_status ampy_cnn_avg_pool2d_bwd(int64_t P, int64_t H, int64_t W, int64_t OH,
         return s;
     memset(dx, 0, (size_t)(P * H * W) * elem_size(dtype));
     pool_ctx k = {H, W, OH, OW, *win, count_include_pad, divisor_override, dy, dx, NULL, NULL,
-                  dtype, NULL};
+                  dtype, NULL, NULL};
     ampy_parallel_for(P, grain_for(OH * OW * win->kh * win->kw), avg_bwd_range, &k);
     return AMPY_OK;
 }
@@ -517,7 +517,7 @@ ampy_status ampy_cnn_adaptive_avg_pool2d_fwd(int64_t P, int64_t H, int64_t W, in
     ampy_status s = adaptive_check(P, H, W, OH, OW, dtype, y, "adaptive_avg_pool2d");
     if (s != AMPY_OK)
         return s;
-    pool_ctx k = {H, W, OH, OW, {1, 1, 1, 1, 0, 0, 1, 1}, 0, 0, x, y, NULL, NULL, dtype, NULL};
+    pool_ctx k = {H, W, OH, OW, {1, 1, 1, 1, 0, 0, 1, 1}, 0, 0, x, y, NULL, NULL, dtype, NULL, NULL};
     if (ampy_dtype_is_half(dtype) && P * OH * OW > 0) {
         k.wide = (float *)malloc((size_t)(P * H * W) * sizeof(float));
         if (!k.wide)
@@ -535,7 +535,7 @@ ampy_status ampy_cnn_adaptive_avg_pool2d_bwd(int64_t P, int64_t H, int64_t W, in
     if (s != AMPY_OK)
         return s;
     memset(dx, 0, (size_t)(P * H * W) * elem_size(dtype));
-    pool_ctx k = {H, W, OH, OW, {1, 1, 1, 1, 0, 0, 1, 1}, 0, 0, dy, dx, NULL, NULL, dtype, NULL};
+    pool_ctx k = {H, W, OH, OW, {1, 1, 1, 1, 0, 0, 1, 1}, 0, 0, dy, dx, NULL, NULL, dtype, NULL, NULL};
     ampy_parallel_for(P, grain_for(H * W + OH * OW), adaptive_bwd_range, &k);
     return AMPY_OK;
 }

@@ -204,8 +204,9 @@ def test_cuda_twin_math_c_unit_test(tmp_path):
     assert cc, "no C compiler (the extension needs one too)"
     exe = str(tmp_path / "test_cuda_twin_math")
     src = [os.path.join(HERE, "tests", "c", "test_cuda_twin_math.c")]
-    src += [os.path.join(HERE, "csrc", f) for f in ("cnn_pool.c", "sort.c", "parallel.c",
-                                                    "status.c", "cpu.c", "cast_x86.c")]
+    src += [os.path.join(HERE, "csrc", f) for f in ("cnn_pool.c", "cnn_pool_max.c", "sort.c",
+                                                    "parallel.c", "status.c", "cpu.c",
+                                                    "cast_x86.c")]
     r = subprocess.run([cc, "-std=c11", "-O1", "-fno-math-errno", "-Wall", "-Wextra",
                         "-Wno-unused-parameter", "-Werror",
                         "-I" + os.path.join(HERE, "csrc", "include")] + src

@@ -176,12 +176,19 @@ CONVT = [((2, 4, 5, 5), (4, 3, 3, 3), dict(stride=2, padding=1, output_padding=1
 @pytest.mark.parametrize("dt", DTS)
 @pytest.mark.parametrize("xs,ws,kw", CONVT, ids=[str(i) for i in range(len(CONVT))])
 def test_conv_transpose2d_forward_backward(cpu_path, dt, xs, ws, kw):
+    check_conv_transpose("conv_transpose2d", dt, xs, ws, kw)
+
+
+def check_conv_transpose(name, dt, xs, ws, kw):
+    """F.<name> forward and backward in dt against float64 within the sums' bound; the
+    output shape equals torch's."""
     groups = kw.get("groups", 1)
     arrays = [_rand(*xs), _rand(*ws, seed=1), _rand(ws[1] * groups, seed=2)]
-    fn = lambda M, x, w, b: M.conv_transpose2d(x, w, b, **kw)
-    y_t = TF.conv_transpose2d(torch.from_numpy(arrays[0]), torch.from_numpy(arrays[1]), **kw)
+    fn = lambda M, x, w, b: getattr(M, name)(x, w, b, **kw)
+    y_t = getattr(TF, name)(torch.from_numpy(arrays[0]), torch.from_numpy(arrays[1]), **kw)
     ks = _sums(arrays[0], arrays[1], y_t, groups, transposed=True)
-    check_against_float64(fn, arrays, _rand(*y_t.shape, seed=3), dt, ks, f"convT {kw}")
+    y, _ = check_against_float64(fn, arrays, _rand(*y_t.shape, seed=3), dt, ks, f"{name} {kw}")
+    assert tuple(y.shape) == tuple(y_t.shape)
 
 
 # --------------------------------------------------------------- ResNet-18 shapes

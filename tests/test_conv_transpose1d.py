@@ -12,7 +12,8 @@ import ampy.nn.functional as F
 from ampy import nn
 
 from _helpers import assert_raises_as_torch, requires_cuda
-from test_conv import DTS, ROUND, TF, _np, _rand, _sums, check_against_float64, torch
+from test_conv import (DTS, ROUND, TF, _np, _rand,
+                       check_conv_transpose, torch)
 
 CONVT1 = [((2, 4, 7), (4, 3, 3), dict(stride=2, padding=1, output_padding=1)),
           ((2, 4, 6), (4, 3, 2), dict(padding=1, groups=2, dilation=2)),
@@ -24,13 +25,7 @@ CONVT1 = [((2, 4, 7), (4, 3, 3), dict(stride=2, padding=1, output_padding=1)),
 @pytest.mark.parametrize("dt", DTS)
 @pytest.mark.parametrize("xs,ws,kw", CONVT1, ids=[str(i) for i in range(len(CONVT1))])
 def test_conv_transpose1d_forward_backward(cpu_path, dt, xs, ws, kw):
-    groups = kw.get("groups", 1)
-    arrays = [_rand(*xs), _rand(*ws, seed=1), _rand(ws[1] * groups, seed=2)]
-    fn = lambda M, x, w, b: M.conv_transpose1d(x, w, b, **kw)
-    y_t = TF.conv_transpose1d(torch.from_numpy(arrays[0]), torch.from_numpy(arrays[1]), **kw)
-    ks = _sums(arrays[0], arrays[1], y_t, groups, transposed=True)
-    y, _ = check_against_float64(fn, arrays, _rand(*y_t.shape, seed=3), dt, ks, f"convT1 {kw}")
-    assert tuple(y.shape) == tuple(y_t.shape)
+    check_conv_transpose("conv_transpose1d", dt, xs, ws, kw)
 
 
 def test_float64_equals_torch_and_grad_fn_name():

@@ -2,6 +2,7 @@
 
     python benchmarks/bench_train.py [--repeat 10] [--quick] [--models mlp,block]
                                      [--modes float32,bfloat16,float16] [--threads N]
+                                     [--level avx512bf16]
 
 Models (issue 4): an MLP (batch 256, 784-1024-1024-10, cross-entropy) and a
 transformer block (batch 32, seq 128, d 256, 4 heads: layer_norm, linear,
@@ -11,6 +12,11 @@ steps run alternately, so both see the same background load; prints a
 Markdown table of medians and the median per-pair ratio ampy / torch
 (< 1: ampy is faster). Also the dispatch overhead on
 tiny tensors (µs per op), outside and inside an autocast region.
+
+--level pins ampy's CPU level (portable, avx2, avx512, avx512bf16, amx); for a
+like-for-like run on an AMX machine, pin avx512bf16 and start the script with
+ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 so torch leaves AMX too. The header names
+the GEMM path each dtype takes.
 
 Not a test: nothing here asserts. A mode ampy cannot run yet prints the
 missing piece instead of a time.
@@ -216,7 +222,18 @@ def main(argv=None):
     ap.add_argument("--no-models", action="store_true", help="skip the training-step table")
     ap.add_argument("--threads", type=int, default=0,
                     help="intra-op threads for both libraries (0: leave their defaults)")
+    ap.add_argument("--level", default=None,
+                    help="ampy CPU level to pin (portable, avx2, avx512, avx512bf16, amx)")
     args = ap.parse_args(argv)
+    if args.level:
+        try:
+            ampy._C._set_cpu_level(args.level)
+        except (ValueError, RuntimeError) as e:
+            ap.error(f"--level: {e}")
+    paths = ", ".join(f"{n}={ampy._C.gemm_impl_name(d)}" for n, d in
+                      (("f32", ampy.float32), ("bf16", ampy.bfloat16), ("f16", ampy.float16)))
+    print(f"ampy CPU level {ampy._C.cpu_info()['level']}; "
+          f"GEMM paths {paths}; ONEDNN_MAX_CPU_ISA={os.environ.get('ONEDNN_MAX_CPU_ISA', '(unset)')}")
     if args.threads > 0:
         ampy.set_num_threads(args.threads)
         if torch is not None:

@@ -246,8 +246,55 @@ def test_worker_error_is_raised_in_the_main_process():
             if i == 2:
                 raise KeyError("broken sample")
             return i
-    with pytest.raises(RuntimeError, match="Caught KeyError in DataLoader worker process"):
+    with pytest.raises(KeyError, match="Caught KeyError in DataLoader worker process 0") as got:
         list(AD.DataLoader(Bad(), batch_size=1, num_workers=2))
+    # the message prints as written (not a one-line repr) and carries the worker's traceback
+    assert str(got.value).startswith("Caught KeyError in DataLoader worker process 0.\n"
+                                     "Original Traceback (most recent call last):\n")
+    assert "broken sample" in str(got.value) and "__getitem__" in str(got.value)
+
+
+class _NeedsTwoArgs(Exception):
+    def __init__(self, a, b):
+        super().__init__(a, b)
+
+
+class _OneOf(AD.Dataset):
+    """Raises `kind` for item 1; `kind` is one of the exception types below."""
+
+    def __init__(self, kind):
+        self.kind = kind
+
+    def __len__(self):
+        return 3
+
+    def __getitem__(self, i):
+        if i == 1:
+            raise (self.kind("x", "y") if self.kind is _NeedsTwoArgs else self.kind("bad item"))
+        return i
+
+
+@pytest.mark.parametrize("kind", [ValueError, IndexError, TypeError, ZeroDivisionError,
+                                  FileNotFoundError, _NeedsTwoArgs])
+def test_worker_error_type_and_message_as_torch(kind):
+    """torch re-raises a worker's exception as its own type with the worker's traceback in
+    the message; a type that cannot be built from one message becomes RuntimeError."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader as TDL, Dataset as TDS
+
+    class TOneOf(TDS):
+        def __len__(self):
+            return 3
+
+        def __getitem__(self, i):
+            return _OneOf(kind)[i]
+
+    with pytest.raises(Exception) as want:
+        list(TDL(TOneOf(), batch_size=1, num_workers=2))
+    with pytest.raises(Exception) as got:
+        list(AD.DataLoader(_OneOf(kind), batch_size=1, num_workers=2))
+    assert type(got.value) is type(want.value)
+    assert str(got.value).splitlines()[:2] == str(want.value).splitlines()[:2]
 
 
 def test_module_paths():

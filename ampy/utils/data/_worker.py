@@ -23,8 +23,10 @@ an iterable one calls iter(dataset) again) and drops every result up to the
 workers' acknowledgements, then sends its own tasks, numbered from 0."""
 import dataclasses
 import multiprocessing
+import pickle
 import queue
 import random
+import traceback
 
 from ... import _creation
 
@@ -59,8 +61,46 @@ def get_worker_info():
     return _info
 
 
+class _KeyErrorText(str):
+    """A KeyError's message that prints as written (KeyError shows its
+    argument's repr, which would fold the traceback onto one line)."""
+
+    def __repr__(self):
+        return self
+
+
+class _WorkerError:
+    """An exception raised in a worker, carried to the main process as
+    torch carries it: its type (when it pickles) and its formatted
+    traceback. `reraise` raises the same type there with the message
+    "Caught <Type> in DataLoader worker process <w>.\nOriginal Traceback ...";
+    a type that cannot be rebuilt from one message becomes RuntimeError."""
+
+    def __init__(self, e, wid):
+        kind = type(e)
+        try:
+            pickle.loads(pickle.dumps(kind))
+        except Exception:  # a class local to a function: its name only
+            kind = None
+        self.kind = kind
+        self.text = (f"Caught {type(e).__name__} in DataLoader worker process {wid}.\n"
+                     "Original " + "".join(traceback.format_exception(e)))
+
+    def reraise(self):
+        kind, text = self.kind, self.text
+        if kind is KeyError:
+            text = _KeyErrorText(text)
+        elif getattr(kind, "message", None):  # torch: types that take message=
+            raise kind(message=text)
+        try:
+            err = kind(text) if kind is not None else RuntimeError(text)
+        except Exception:
+            raise RuntimeError(text) from None
+        raise err
+
+
 def _wrap(e, wid):
-    return RuntimeError(f"Caught {type(e).__name__} in DataLoader worker process {wid}: {e}")
+    return _WorkerError(e, wid)
 
 
 def _worker_loop(wid, nw, seed, dataset, fetch, init_fn, index_q, result_q):
@@ -215,7 +255,7 @@ class _MultiProcessIter:
         self._next += 1
         if err is not None:
             self.close()
-            raise err
+            err.reraise()
         self._send()
         return data
 

@@ -133,6 +133,52 @@ def test_half_is_one_rounding_of_the_float32_sum(cpu_path, dt):
     assert np.any(np.abs(naive - ref) > tol)
 
 
+def _random_case(rng, transposed):
+    """A random geometry: groups, kernel, stride, dilation, padding (or
+    "same"), output_padding, batch and volume."""
+    g, cg, og = int(rng.choice([1, 2, 3])), int(rng.integers(1, 3)), int(rng.integers(1, 3))
+    k, s, d, p = (tuple(int(v) for v in rng.integers(lo, hi, 3))
+                  for lo, hi in ((1, 4), (1, 4), (1, 3), (0, 3)))
+    xs = (int(rng.integers(1, 3)), g * cg) + tuple(int(v) for v in rng.integers(1, 7, 3))
+    if transposed:
+        opad = tuple(int(rng.integers(0, max(a, b))) for a, b in zip(s, d))
+        return xs, (g * cg, og) + k, g * og, dict(stride=s, padding=p, output_padding=opad,
+                                                  dilation=d, groups=g)
+    if rng.random() < 0.2:
+        p, s = "same", 1
+    return xs, (g * og, cg) + k, g * og, dict(stride=s, padding=p, dilation=d, groups=g)
+
+
+@pytest.mark.parametrize("op", ("conv3d", "conv_transpose3d"))
+def test_random_geometries_float64(op):
+    """60 seeded random geometries: where torch computes, ampy's output shape,
+    forward and gradients are torch's within 1e-10 in float64; where torch
+    raises, ampy raises too."""
+    rng = np.random.default_rng(7)
+    compared = 0
+    for _ in range(60):
+        xs, ws, nb, kw = _random_case(rng, op == "conv_transpose3d")
+        x, w, b = rng.standard_normal(xs), rng.standard_normal(ws), rng.standard_normal(nb)
+        xt, wt, bt = (torch.from_numpy(v).requires_grad_() for v in (x, w, b))
+        try:
+            yt = getattr(TF, op)(xt, wt, bt, **kw)
+        except RuntimeError:
+            with pytest.raises(RuntimeError):
+                getattr(F, op)(ampy.tensor(x), ampy.tensor(w), ampy.tensor(b), **kw)
+            continue
+        xa, wa, ba = (ampy.tensor(v).requires_grad_() for v in (x, w, b))
+        ya = getattr(F, op)(xa, wa, ba, **kw)
+        assert tuple(ya.shape) == tuple(yt.shape), (xs, ws, kw)
+        g = rng.standard_normal(tuple(yt.shape))
+        yt.backward(torch.from_numpy(g))
+        ya.backward(ampy.tensor(g))
+        for a, t in ((ya, yt), (xa.grad, xt.grad), (wa.grad, wt.grad), (ba.grad, bt.grad)):
+            np.testing.assert_allclose(_np(a), _np(t), rtol=1e-10, atol=1e-10,
+                                       err_msg=f"{xs} {ws} {kw}")
+        compared += 1
+    assert compared >= 30
+
+
 # ---------------------------------------------------------------- layouts
 @pytest.mark.parametrize("dt", ("float32", "bfloat16"))
 def test_non_contiguous_inputs(dt):

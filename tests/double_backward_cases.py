@@ -448,6 +448,13 @@ CASES.update({
     "conv_transpose1d": Case(lambda m, x, w, b: m.nn.functional.conv_transpose1d(
         x, w, b, stride=2, padding=1, output_padding=1, groups=2, dilation=2),
         r(2, 4, 4), r(4, 3, 3, key=1), r(6, key=2)),
+    "conv3d": Case(lambda m, x, w, b: m.nn.functional.conv3d(x, w, b, stride=(2, 1, 1),
+                                                             padding=1, dilation=(1, 1, 2),
+                                                             groups=2),
+                   r(2, 4, 4, 3, 4), r(6, 2, 2, 2, 2, key=1), r(6, key=2)),
+    "conv_transpose3d": Case(lambda m, x, w, b: m.nn.functional.conv_transpose3d(
+        x, w, b, stride=(2, 1, 2), padding=1, output_padding=(1, 0, 0), groups=2),
+        r(2, 4, 2, 3, 2), r(4, 3, 3, 2, 2, key=1), r(6, key=2)),
 })
 
 # the fused recurrent cells, through torch's functional cells (their rules

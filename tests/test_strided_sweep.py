@@ -239,6 +239,11 @@ CASES.update({
     "conv_transpose1d": Case(lambda M, x, w, b: M.nn.functional.conv_transpose1d(
         x, w, b, stride=2, padding=1, output_padding=1),
         [("f", (2, 3, 5)), ("f", (3, 4, 3)), ("f", (4,))], zero=True),
+    "conv3d": Case(lambda M, x, w, b: M.nn.functional.conv3d(x, w, b, padding=1, groups=2),
+                   [("f", (2, 4, 3, 4, 3)), ("f", (6, 2, 3, 2, 3)), ("f", (6,))], zero=True),
+    "conv_transpose3d": Case(lambda M, x, w, b: M.nn.functional.conv_transpose3d(
+        x, w, b, stride=2, padding=1, output_padding=1),
+        [("f", (2, 3, 2, 3, 2)), ("f", (3, 4, 3, 3, 2)), ("f", (4,))], zero=True),
 })
 del _n
 

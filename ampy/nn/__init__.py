@@ -27,9 +27,11 @@ from .modules import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d,  #
 __all__ += ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "MaxPool2d", "AvgPool2d",
             "AdaptiveAvgPool2d", "ConstantPad1d", "ConstantPad2d", "ZeroPad2d", "ReflectionPad1d",
             "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d", "Dropout2d", "Upsample"]
-from .modules import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d  # noqa: E402
+from .modules import (Conv1d, Conv2d, Conv3d, ConvTranspose1d,  # noqa: E402
+                      ConvTranspose2d, ConvTranspose3d)
 
-__all__ += ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
+__all__ += ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+            "ConvTranspose3d"]
 from . import _ops_rnn  # noqa: F401,E402  (registers the fused recurrent cells)
 from .modules import (GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell,  # noqa: E402
                       RNNCellBase)

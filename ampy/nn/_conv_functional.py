@@ -1,5 +1,6 @@
-"""nn.functional.conv1d, conv2d, conv_transpose1d and conv_transpose2d: torch's argument
-rules and messages, then one dispatch of the canonical op (ampy/nn/_ops_conv.py).
+"""nn.functional.conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d and
+conv_transpose3d: torch's argument rules and messages, then one dispatch of the
+canonical op (ampy/nn/_ops_conv.py, ampy/nn/_ops_conv3d.py).
 
 Checks follow ATen's Convolution.cpp (check_shape_forward and the
 padding="same" branch of _convolution_mode), in its order: the input's
@@ -10,13 +11,14 @@ the padded input against the dilated kernel; then the dtypes.
 from .. import _dtype as D
 from .._dispatch import _hooks, dispatch, get_op
 from .._tensor import Tensor
-from . import _ops_conv  # noqa: F401  (declares the ops looked up below)
+from . import _ops_conv, _ops_conv3d  # noqa: F401  (declare the ops looked up below)
 
-__all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "int_tuple"]
+__all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+           "conv_transpose3d", "int_tuple"]
 
-_CONV1D, _CONV2D, _CONV_T1D, _CONV_T2D = (get_op(n) for n in ("conv1d", "conv2d",
-                                                               "conv_transpose1d",
-                                                               "conv_transpose2d"))
+_CONV1D, _CONV2D, _CONV3D, _CONV_T1D, _CONV_T2D, _CONV_T3D = (
+    get_op(n) for n in ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+                        "conv_transpose3d"))
 _FLOATS = (D.float32, D.float64, D.float16, D.bfloat16)
 _TORCH_TYPE = {D.float32: "float", D.float64: "double", D.float16: "c10::Half",
                D.bfloat16: "c10::BFloat16"}
@@ -181,9 +183,27 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _conv(_CONV2D, 2, "conv2d", input, weight, bias, stride, padding, dilation, groups)
 
 
+def _opad_message(n, opad, stride, dilation):
+    """ATen's words for two or three dims; a 1-d call is its height-1 case."""
+    names = ("depth", "height", "width") if n == 3 else ("height", "width")
+    m = len(names)
+    op2, s2, d2 = ((0,) * (m - n) + opad, (1,) * (m - n) + stride, (1,) * (m - n) + dilation)
+    parts = [f"output_padding_{a}: {v}" for a, v in zip(names, op2)]
+    parts += [f"stride_{a}: {v}" for a, v in zip(names, s2)]
+    parts += [f"dilation_{a}: {v}" for a, v in zip(names, d2)]
+    return ("output padding must be smaller than either stride or dilation, but got " +
+            " ".join(parts))
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """torch.nn.functional.conv3d: (N, C, D, H, W) or (C, D, H, W) input;
+    padding an int, a triple, "valid" or "same" (stride 1 only)."""
+    return _conv(_CONV3D, 3, "conv3d", input, weight, bias, stride, padding, dilation, groups)
+
+
 def _conv_t(op, n, fn, input, weight, bias, stride, padding, output_padding, groups,
             dilation):
-    """torch's transposed convolution checks for n spatial dims (1 or 2), then
+    """torch's transposed convolution checks for n spatial dims (1, 2 or 3), then
     one dispatch of `op` in its canonical form."""
     _check_tensors(input, weight, bias, fn)
     if isinstance(padding, str):
@@ -197,13 +217,7 @@ def _conv_t(op, n, fn, input, weight, bias, stride, padding, output_padding, gro
     if any(p < 0 for p in opad):
         raise RuntimeError("negative output_padding is not supported")
     if any(p >= s and p >= d for p, s, d in zip(opad, stride, dilation)):
-        # ATen words it for two dims; a 1-d call is its height-1 case
-        op2, s2, d2 = ((0,) * (2 - n) + opad, (1,) * (2 - n) + stride,
-                       (1,) * (2 - n) + dilation)
-        raise RuntimeError(f"output padding must be smaller than either stride or dilation, but "
-                           f"got output_padding_height: {op2[0]} output_padding_width: "
-                           f"{op2[1]} stride_height: {s2[0]} stride_width: {s2[1]} "
-                           f"dilation_height: {d2[0]} dilation_width: {d2[1]}")
+        raise RuntimeError(_opad_message(n, opad, stride, dilation))
     _check_weight(x, weight, groups, n, True)
     if weight.shape[0] % groups:
         raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} "
@@ -238,4 +252,13 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     """torch.nn.functional.conv_transpose2d: the gradient of conv2d with
     respect to its input; weight (in_channels, out_channels / groups, kH, kW)."""
     return _conv_t(_CONV_T2D, 2, "conv_transpose2d", input, weight, bias, stride, padding,
+                   output_padding, groups, dilation)
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """torch.nn.functional.conv_transpose3d: the gradient of conv3d with
+    respect to its input; weight (in_channels, out_channels / groups, kD, kH,
+    kW)."""
+    return _conv_t(_CONV_T3D, 3, "conv_transpose3d", input, weight, bias, stride, padding,
                    output_padding, groups, dilation)

@@ -310,9 +310,11 @@ from ._functional_cnn import (adaptive_avg_pool2d, avg_pool2d, batch_norm,  # no
 
 __all__ += ["batch_norm", "group_norm", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "pad",
             "interpolate", "dropout2d"]
-from ._conv_functional import conv1d, conv2d, conv_transpose1d, conv_transpose2d  # noqa: E402
+from ._conv_functional import (conv1d, conv2d, conv3d, conv_transpose1d,  # noqa: E402
+                               conv_transpose2d, conv_transpose3d)
 
-__all__ += ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d"]
+__all__ += ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+            "conv_transpose3d"]
 from .._scatter import one_hot  # noqa: E402  (an indexing op, declared with gather/scatter)
 
 __all__ += ["one_hot"]

@@ -19,9 +19,11 @@ from .upsampling import Dropout2d, Upsample  # noqa: E402
 __all__ += ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "MaxPool2d", "AvgPool2d",
             "AdaptiveAvgPool2d", "ConstantPad1d", "ConstantPad2d", "ZeroPad2d", "ReflectionPad1d",
             "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d", "Dropout2d", "Upsample"]
-from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d  # noqa: E402
+from .conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d,  # noqa: E402
+                      ConvTranspose2d, ConvTranspose3d)
 
-__all__ += ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
+__all__ += ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+            "ConvTranspose3d"]
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase  # noqa: E402
 
 __all__ += ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]

@@ -1,4 +1,4 @@
-"""Conv1d, Conv2d, ConvTranspose1d and ConvTranspose2d: torch's constructor checks, parameter
+"""Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d and ConvTranspose3d: torch's constructor checks, parameter
 names and shapes (so state_dicts load both ways), initialisation
 (kaiming_uniform_(a=sqrt(5)), bias U(-1/sqrt(fan_in), 1/sqrt(fan_in))) and
 repr. padding_mode "zeros" pads inside the kernel; "reflect", "replicate"
@@ -14,7 +14,8 @@ from ..parameter import Parameter
 from ._conv_pad import pad_nd
 from .module import Module
 
-__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+           "ConvTranspose3d"]
 
 _MODES = ("zeros", "reflect", "replicate", "circular")
 _MODE_SET = {"zeros", "reflect", "replicate", "circular"}
@@ -144,6 +145,18 @@ class Conv2d(_Conv):
                          groups, bias, padding_mode, device, dtype)
 
 
+class Conv3d(_Conv):
+    """3-d convolution over (N, C, D, H, W) input; weight (out, in / groups, kD,
+    kH, kW)."""
+
+    _fn = staticmethod(CF.conv3d)
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(3, in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, device, dtype)
+
+
 class _ConvTransposeNd(_ConvNd):
     _fn = None
 
@@ -220,4 +233,18 @@ class ConvTranspose2d(_ConvTransposeNd):
                  output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
                  device=None, dtype=None):
         super().__init__(2, in_channels, out_channels, kernel_size, stride, padding,
+                         output_padding, groups, bias, dilation, padding_mode, device, dtype)
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """3-d transposed convolution; weight (in, out / groups, kD, kH, kW).
+    forward takes torch's optional output_size, which picks the
+    output_padding."""
+
+    _fn = staticmethod(CF.conv_transpose3d)
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
+                 device=None, dtype=None):
+        super().__init__(3, in_channels, out_channels, kernel_size, stride, padding,
                          output_padding, groups, bias, dilation, padding_mode, device, dtype)

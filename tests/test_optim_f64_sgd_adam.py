@@ -21,11 +21,15 @@ product, which is at most u * exp_avg_sq (both terms of the sum are >= 0):
 exp_avg_sq's relative difference grows by <= 3u a step (that half ulp plus
 the two sides rounding the new sum differently). sqrt halves it, the
 division, the eps add and addcdiv each round once more, so the update
-differs relatively by <= (3k/2 + 6) u at step k; it is at most a few lr
-(|m| / sqrt(v) <= 1 / sqrt(1 - beta2) after the bias corrections), and the
-final add may round to the neighbour: <= 2u * max|p| a step. Over N steps
-4 N u * max|w| holds every tensor (params and state; measured <= 2u * max|w|
-for 10 steps, any size; exp_avg_sq within 6 ulp elementwise).
+differs relatively by <= (3k/2 + 6) u at step k. The update is at most 8 lr
+(Cauchy-Schwarz: |m| / sqrt(v) <= (1 - beta1) / sqrt(1 - beta2) times
+sqrt(sum_j (beta1^2 / beta2)^j), under 8 for these betas), and the final add
+may round to the neighbour: <= 2u * max|p| a step. With lr <= 0.05, max|w|
+>= 2 and N = 10 steps that is <= 6u * max|w| a step: 6 N u * max|w| holds
+the params and, through the same ops, the state (L2 weight decay feeds the
+param difference back into the gradient; that case is measured, not
+derived). Measured: <= 2u * max|w| after 10 steps at any size, exp_avg_sq
+within 6 ulp elementwise (the test allows 3 N).
 """
 import contextlib
 import warnings
@@ -172,7 +176,7 @@ def test_adam_within_bound_of_stock_torch(name, cfg):
             want = want.detach().numpy()
             got = got.detach().numpy()
             assert got.dtype == want.dtype
-            assert np.abs(got - want).max() <= 4 * steps * U * np.abs(want).max()
+            assert np.abs(got - want).max() <= 6 * steps * U * np.abs(want).max()
         assert same_bits(ao.state[a]["step"], to.state[t]["step"])
         if not l2:
             assert same_bits(ao.state[a]["exp_avg"], to.state[t]["exp_avg"])
@@ -301,6 +305,11 @@ def test_state_dict_both_ways(name, cfg):
     t2.load_state_dict(_torch_state(ao.state_dict()))   # ampy's into torch
     _assert_same(to, a2)
     _assert_same(t2, ao)
+    kept = _snapshot(a2)  # copies, also where the dtype stays float64
+    for st in to.state.values():
+        for v in st.values():
+            v.fill_(7)
+    _same_snapshot(kept, _snapshot(a2))
     _run(name, t2, a2, rng, 3)
     _assert_same(t2, a2)
 

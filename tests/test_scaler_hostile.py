@@ -139,7 +139,7 @@ def test_bad_hyper_parameter_changes_nothing_then_retry(cls, key, bad, group, wi
 
 
 @pytest.mark.parametrize("cls", ["SGD", "Adam"])
-@pytest.mark.parametrize("kind", ["overlapping_param", "float64_param"])
+@pytest.mark.parametrize("kind", ["overlapping_param", "float64_param_float32_grad"])
 def test_bad_parameter_in_last_group_changes_nothing(cls, kind):
     ps = _model(2)
     bad = (nn.Parameter(ampy.zeros(4, 1).expand(4, 2)) if kind == "overlapping_param"
@@ -148,7 +148,10 @@ def test_bad_parameter_in_last_group_changes_nothing(cls, kind):
     _warm(opt, ps)
     _loss(ps).backward()
     opt.add_param_group({"params": [bad]})
-    bad.grad = ampy.ones(4, 2, dtype=bad.dtype)
+    if kind == "overlapping_param":
+        bad.grad = ampy.ones(4, 2)
+    else:  # past the grad setter's dtype check, which refuses it as torch's does
+        bad._grad = ampy.ones(4, 2)
     before = snapshot(opt, ps)
     with pytest.raises((RuntimeError, TypeError)):
         opt.step()

@@ -1,6 +1,6 @@
 """ampy.optim.Adagrad — torch.optim.Adagrad through ampy's fused kernel."""
 from ..amp import _adaptive as AF
-from . import _adaptive_f64 as F64
+from . import _f64 as F64
 from ._adaptive import _AdaptiveOptimizer, _check_common, _nonneg
 
 __all__ = ["Adagrad"]

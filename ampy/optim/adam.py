@@ -1,8 +1,10 @@
-"""ampy.optim.Adam and AdamW — torch.optim's, through ampy's fused Adam kernel."""
+"""ampy.optim.Adam and AdamW — torch.optim's, through ampy's fused Adam kernel
+(float64 parameters: torch's single-tensor formulas, _f64.py)."""
 from .. import _dtype as D
 from .._creation import full, zeros
 from .._tensor import Tensor
 from ..amp import functional as AF
+from . import _f64 as F64
 from .optimizer import Optimizer
 
 __all__ = ["Adam", "AdamW"]
@@ -15,9 +17,11 @@ class Adam(Optimizer):
     """torch.optim.Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
     weight_decay=0, amsgrad=False, *, maximize=False). State per parameter as
     torch ("step" a 0-d float32 tensor, "exp_avg", "exp_avg_sq",
-    "max_exp_avg_sq"), kept in float32 for every parameter dtype; with
-    master_weights=True float16/bfloat16 parameters also get
-    state["master_param"]. One fused C call per parameter group."""
+    "max_exp_avg_sq"), kept in float32 for float32/float16/bfloat16
+    parameters; with master_weights=True float16/bfloat16 parameters also get
+    state["master_param"]. One fused C call per parameter group; float64
+    parameters (float64 state, as torch's) are stepped by torch's
+    single-tensor formulas in float64 (_f64.py)."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
@@ -46,6 +50,7 @@ class Adam(Optimizer):
         super().__init__(params, defaults)
 
     _step_supports_amp_scaling = True  # the kernel reads grad_scale / found_inf
+    _f64_rule = staticmethod(F64.adam)
 
     @staticmethod
     def _hyper(group):
@@ -58,17 +63,17 @@ class Adam(Optimizer):
     def _new_state(self, p, state, amsgrad):
         """The state entries p still needs (created, not stored). A non-empty
         state without "step" raises KeyError('step'), as torch."""
-        new = {}
+        new, dt = {}, self._state_dtype(p)
         if len(state) == 0:
             new["step"] = zeros((), dtype=D.float32, device=p.device)
-            new["exp_avg"] = zeros(tuple(p.shape), dtype=D.float32, device=p.device)
-            new["exp_avg_sq"] = zeros(tuple(p.shape), dtype=D.float32, device=p.device)
+            new["exp_avg"] = zeros(tuple(p.shape), dtype=dt, device=p.device)
+            new["exp_avg_sq"] = zeros(tuple(p.shape), dtype=dt, device=p.device)
         else:
             for key in ("step", "exp_avg", "exp_avg_sq"):
                 if key not in state:
                     raise KeyError(key)
         if amsgrad and "max_exp_avg_sq" not in state:
-            new["max_exp_avg_sq"] = zeros(tuple(p.shape), dtype=D.float32, device=p.device)
+            new["max_exp_avg_sq"] = zeros(tuple(p.shape), dtype=dt, device=p.device)
         return new
 
     def _plan(self, group):
@@ -87,7 +92,7 @@ class Adam(Optimizer):
                 states[id(p)] = st  # the pending ones are added by _commit
         return plan
 
-    def _run_round(self, plan, params, grads, inv_scale, found_inf):
+    def _run_fused(self, plan, params, grads, inv_scale, found_inf):
         group = plan["group"]
         keep = group.get("master_weights", False)
         states = [plan["states"][id(p)] for p in params]

@@ -23,6 +23,7 @@ from .._creation import full
 from .._tensor import Tensor
 from ..autograd import enable_grad, no_grad
 from ..nn.modules.module import _to_ampy
+from . import _f64 as F64
 
 __all__ = ["Optimizer", "required"]
 
@@ -230,8 +231,17 @@ class Optimizer:
         if key != "step" and tuple(t.shape) != tuple(p.shape):
             raise ValueError(f"loaded state {key!r} has shape {list(t.shape)}, but its "
                              f"parameter has shape {list(p.shape)}")
-        out = _C.cast(t.detach(), D.float32)  # moments and masters live in fp32
-        return out if key != "step" or out.ndim == 0 else out.reshape(())
+        if key == "step":
+            out = _C.cast(t.detach(), D.float32)
+            return out if out.ndim == 0 else out.reshape(())
+        # moments and masters live in fp32; a float64 param's in float64 (torch: p's dtype)
+        return _C.cast(t.detach(), self._state_dtype(p))
+
+    @staticmethod
+    def _state_dtype(p):
+        """The dtype of p's state tensors: float64 for a float64 param (torch's
+        zeros_like), float32 for the others (ampy's fused kernels)."""
+        return D.float64 if p.dtype is D.float64 else D.float32
 
     # ------------------------------------------------------- fused-step helpers
     def _amp_scalars(self):
@@ -317,6 +327,9 @@ class Optimizer:
             if not self._check_param(p):
                 standins[id(p)] = p.detach().contiguous()
             g0 = raw[id(p)]
+            if p.dtype is D.float64 and g0.dtype is not D.float64:
+                raise RuntimeError(f"ampy.optim: the gradient of a float64 parameter must be "
+                                   f"float64, not {g0.dtype}")
             g = self._grad(p, g0)  # one contiguous copy per strided grad, shared by its params
             grads[id(p)] = g if g is g0 else copies.setdefault(id(g0), g)
             if keep and p.dtype in _HALF and "master_param" not in self.state.get(p, {}):
@@ -359,7 +372,7 @@ class Optimizer:
             if g is not p.grad:
                 p.grad.copy_(g)
 
-    _param_dtypes = (D.float32, D.float16, D.bfloat16)  # what the step computes in
+    _param_dtypes = (D.float32, D.float16, D.bfloat16, D.float64)  # what the steps take
 
     @classmethod
     def _check_param(cls, p):
@@ -380,6 +393,31 @@ class Optimizer:
                                "tensor refers to a single memory location. Please clone() the "
                                "tensor before performing the operation.")
         return False
+
+    def _run_round(self, plan, params, grads, inv_scale, found_inf):
+        """One round of a group: the float64 params by _run_f64 (torch's
+        single-tensor formulas in float64, _f64.py), the others by one fused
+        call, _run_fused (same signatures). Returns the fused call's answer
+        when there is one, else the float64 step's."""
+        wide = [i for i, p in enumerate(params) if p.dtype is D.float64]
+        if not wide:
+            return self._run_fused(plan, params, grads, inv_scale, found_inf)
+        rest = [i for i, p in enumerate(params) if p.dtype is not D.float64]
+        answer = None
+        if rest:
+            answer = self._run_fused(plan, [params[i] for i in rest], [grads[i] for i in rest],
+                                     inv_scale, found_inf)
+        f64 = self._run_f64(plan, [params[i] for i in wide], [grads[i] for i in wide],
+                            inv_scale, found_inf)
+        return f64 if answer is None else answer
+
+    _f64_rule = None  # the float64 update of _f64.py (sgd, adam, rmsprop, ...)
+
+    def _run_f64(self, plan, params, grads, inv_scale, found_inf):
+        """float64 params stepped with their states plan["states"][id(p)]."""
+        return F64.step_f64(type(self)._f64_rule, self._targets(plan, params), grads,
+                            [plan["states"][id(p)] for p in params], plan["group"],
+                            inv_scale, found_inf)
 
     def _run_groups(self, plans):
         """Second phase of a fused step, after every group was checked by the

@@ -1,5 +1,6 @@
 """ampy.optim.SGD — torch.optim.SGD through ampy's fused SGD kernel."""
 from ..amp import functional as AF
+from . import _f64 as F64
 from .optimizer import _HALF, Optimizer
 
 __all__ = ["SGD"]
@@ -11,7 +12,9 @@ _INF = float("inf")
 class SGD(Optimizer):
     """torch.optim.SGD(params, lr=1e-3, momentum=0, dampening=0, weight_decay=0,
     nesterov=False, *, maximize=False). One fused C call per parameter group
-    (any mix of float32/float16/bfloat16 parameters). master_weights=True keeps
+    (any mix of float32/float16/bfloat16 parameters; float64 ones are stepped by
+    torch's single-tensor formulas in float64, _f64.py, with float64 momentum
+    buffers as torch's). master_weights=True keeps
     a float32 copy of each float16/bfloat16 parameter in state["master_param"]
     (apex O2); the kernel updates it and writes the parameter rounded once."""
 
@@ -58,22 +61,41 @@ class SGD(Optimizer):
             bufs[id(p)] = None if st is None else st.get("momentum_buffer")
         return plan
 
-    def _run_round(self, plan, params, grads, inv_scale, found_inf):
+    def _run_fused(self, plan, params, grads, inv_scale, found_inf):
         group = plan["group"]
-        use_buf = group["momentum"] != 0
         keep = group.get("master_weights", False)
         targets = self._targets(plan, params)
         masters = [self._master(p, self.state[p] if keep and p.dtype in _HALF else {}, keep, t)
                    for p, t in zip(params, targets)]
-        bufs = [plan["bufs"][id(p)] for p in params] if use_buf else None
+        bufs = self._buffers(plan, params)
         stepped = AF.sgd_step_(targets, grads, bufs, **self._hyper(group),
                                master_params=masters if any(m is not None for m in masters)
                                else None, inv_scale=inv_scale, found_inf=found_inf)
-        if use_buf:  # torch keeps no state without momentum; the last update's buffer
-            for p, b in zip(params, bufs):
-                if b is not None:
-                    self.state[p]["momentum_buffer"] = b
+        self._keep_buffers(params, bufs)
         return stepped
+
+    def _run_f64(self, plan, params, grads, inv_scale, found_inf):
+        states = [{"momentum_buffer": b} for b in self._buffers(plan, params) or
+                  [None] * len(params)]
+        stepped = F64.step_f64(F64.sgd, self._targets(plan, params), grads, states,
+                               plan["group"], inv_scale, found_inf)
+        self._keep_buffers(params, [st["momentum_buffer"] for st in states])
+        return stepped
+
+    @staticmethod
+    def _buffers(plan, params):
+        """The momentum buffers params start from (None: not made yet), or
+        None without momentum."""
+        if plan["group"]["momentum"] == 0:
+            return None
+        return [plan["bufs"][id(p)] for p in params]
+
+    def _keep_buffers(self, params, bufs):
+        """torch keeps no state without momentum (bufs None or all None); with
+        it, the last update's buffer."""
+        for p, b in zip(params, bufs or ()):
+            if b is not None:
+                self.state[p]["momentum_buffer"] = b
 
     def step(self, closure=None):
         return self._fused_step(closure)

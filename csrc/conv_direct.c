@@ -178,10 +178,13 @@ static void tile_rows(const direct_ctx *c, int64_t tl, int64_t *roff)
 {
     const ampy_conv2d_geom *g = c->g;
     int64_t P = g->OH * g->OW, j0 = tl * CONV_DIRECT_MR;
+    int64_t n = j0 / P, oh = j0 % P / g->OW, ow = j0 % g->OW; /* stepped, not divided */
     for (int64_t r = 0; r < CONV_DIRECT_MR; r++) {
-        int64_t j = j0 + r < c->total ? j0 + r : c->total - 1;
-        int64_t n = j / P, p = j % P, oh = p / g->OW, ow = p % g->OW;
         roff[r] = n * c->img + (oh * g->sh * c->Wp + ow * g->sw) * c->Cp;
+        if (j0 + r + 1 >= c->total)
+            continue; /* the last position repeats */
+        if (++ow == g->OW && (ow = 0, ++oh == g->OH))
+            oh = 0, n++;
     }
 }
 

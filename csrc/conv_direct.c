@@ -165,7 +165,8 @@ typedef struct {
     int64_t Wp, Cp, img;    /* padded row, channels; per image      */
     const char *wp;
     int64_t pstride, nob;   /* elements per panel, panels           */
-    const int64_t *offs;    /* per tap, in elements                 */
+    const int64_t *offs;    /* per run, in elements                 */
+    int64_t runs, run;      /* runs of consecutive elements per row */
     const float *bias;      /* float32, or NULL                     */
     char *y;                /* image n0 of y                        */
     int64_t total, tiles;   /* the block's positions, their tiles   */
@@ -208,7 +209,6 @@ static void direct_range(int64_t begin, int64_t end, void *vctx)
 {
     const direct_ctx *c = vctx;
     const ampy_conv2d_geom *g = c->g;
-    int64_t taps = g->KH * g->KW;
     float tile[CONV_DIRECT_MR * DIRECT_NR];
     int64_t roff[CONV_DIRECT_MR];
     for (int64_t it = begin; it < end; it++) {
@@ -218,11 +218,11 @@ static void direct_range(int64_t begin, int64_t end, void *vctx)
         for (int64_t tl = t0; tl < t1; tl++) {
             tile_rows(c, tl, roff);
             if (c->bf)
-                ampy_conv_direct_tile_bf16((const uint16_t *)c->xp, roff, c->offs, taps,
-                                           c->Cp / 2, (const uint16_t *)c->wp + ob * c->pstride,
+                ampy_conv_direct_tile_bf16((const uint16_t *)c->xp, roff, c->offs, c->runs,
+                                           c->run / 2, (const uint16_t *)c->wp + ob * c->pstride,
                                            tile);
             else
-                ampy_conv_direct_tile_f32((const float *)c->xp, roff, c->offs, taps, c->Cp,
+                ampy_conv_direct_tile_f32((const float *)c->xp, roff, c->offs, c->runs, c->run,
                                           (const float *)c->wp + ob * c->pstride, tile);
             tile_store(c, tile, tl, o0, on);
         }
@@ -284,8 +284,12 @@ static ampy_status setup(direct_ctx *c, direct_bufs *b, ampy_dtype dtype, const 
     if (!b->xp || !b->wp || !b->offs || (bias && !b->bias))
         return ampy_error(AMPY_ERR_NOMEM, "conv2d: cannot allocate %zu bytes",
                           b->xbytes + b->wbytes + b->obytes + b->bbytes);
-    for (int64_t t = 0; t < taps; t++)
-        b->offs[t] = ((t / g->KW) * g->dh * c->Wp + (t % g->KW) * g->dw) * c->Cp;
+    /* With dw = 1 the KW taps of a kernel row read KW * Cp consecutive
+     * elements of a row of xp, in the panel's (kw, c) order: one run. */
+    c->runs = g->dw == 1 ? g->KH : taps, c->run = g->dw == 1 ? g->KW * c->Cp : c->Cp;
+    for (int64_t t = 0; t < c->runs; t++)
+        b->offs[t] = g->dw == 1 ? t * g->dh * c->Wp * c->Cp
+                                : ((t / g->KW) * g->dh * c->Wp + (t % g->KW) * g->dw) * c->Cp;
     for (int64_t o = 0; bias && o < g->O; o++)
         b->bias[o] = c->bf ? ampy_bf16_to_f32(((const uint16_t *)bias)[o])
                            : ((const float *)bias)[o];

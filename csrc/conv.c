@@ -13,7 +13,8 @@
  * The GEMM reads every operand through its strides (w^T, col^T in place) and
  * takes the AMX / AVX512-BF16 paths for halves. The buffers are bounded by
  * CONV_COL_BYTES, so the batch is walked in blocks. A 1x1 kernel with unit
- * stride and no padding reads x in place (its im2col is x itself). The
+ * stride and no padding reads x in place (its im2col is x itself); with a
+ * larger stride it is that 1x1 convolution of the view x[:, :, ::sh, ::sw]. The
  * forward of an ungrouped float32 / half convolution (and so the unit-stride
  * input gradient) runs instead as patch rows @ w^T over a channels-last
  * unfold (conv_patch.c), the orientation the GEMM runs faster. This is
@@ -140,6 +141,15 @@ static int is_pointwise(const ampy_conv2d_geom *g)
            g->OH == g->H && g->OW == g->W;
 }
 
+/* A 1x1 kernel, no padding, a stride past 1, and the output torch's size
+ * (OH = (H - 1) / sh + 1): output (oh, ow) reads input (oh * sh, ow * sw). */
+static int strided_pointwise(const ampy_conv2d_geom *g)
+{
+    return g->KH == 1 && g->KW == 1 && g->pt == 0 && g->pl == 0 && (g->sh > 1 || g->sw > 1) &&
+           g->H >= 1 && g->W >= 1 && g->OH <= (g->H - 1) / g->sh + 1 &&
+           g->OW <= (g->W - 1) / g->sw + 1;
+}
+
 /* y (or any N x O x P output) prefilled with bias[o], for a beta = 1 GEMM. */
 static void fill_bias(void *y, const void *bias, int64_t N, int64_t O, int64_t P, size_t es)
 {
@@ -166,6 +176,13 @@ ampy_status ampy_conv2d_forward(const ampy_conv2d_geom *g, ampy_dtype dtype, con
     int64_t Kg = Cg * g->KH * g->KW;
     if (g->N * g->O * P == 0)
         return AMPY_OK;
+    if (strided_pointwise(g)) {
+        /* y reads x[:, :, ::sh, ::sw]: the same 1x1 convolution of that view at unit stride */
+        ampy_conv2d_geom u = *g;
+        u.H = g->OH, u.W = g->OW, u.sh = u.sw = u.dh = u.dw = 1;
+        int64_t us[4] = {xs[0], xs[1], xs[2] * g->sh, xs[3] * g->sw};
+        return ampy_conv2d_forward(&u, dtype, x, us, w, bias, y);
+    }
     int inplace = is_pointwise(g) && (g->H <= 1 || xs[2] == g->W * xs[3] || g->W == 1);
     if (!inplace && ampy_conv_direct_ok(g, dtype))
         return ampy_conv_forward_direct(g, dtype, x, xs, w, bias, y);

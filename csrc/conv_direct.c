@@ -1,30 +1,32 @@
-/* conv_direct.c — the ungrouped unit-stride convolution as an implicit GEMM
- * over a zero-padded channels-last copy of the input (contracts in
- * ampy/conv.h; routed here by conv.c for float32 on AVX-512 and bfloat16 on
- * AVX512-BF16; the unit-stride input gradient is this forward of dy with the
- * flipped kernel, conv.c's bwd_input_as_conv).
+/* conv_direct.c — the ungrouped convolution as an implicit GEMM over a
+ * zero-padded channels-last copy of the input (contracts in ampy/conv.h;
+ * routed here by conv.c for float32 on AVX-512 and bfloat16 on AVX512-BF16;
+ * the unit-stride input gradient is this forward of dy with the flipped
+ * kernel, conv.c's bwd_input_as_conv).
  *
- * A block of images is copied once to xp[n][Hp][Wp][Cp] (Hp = OH + (KH-1)*dh,
- * Wp = OW + (KW-1)*dw, the image at row pt, column pl, zeros around it; Cp =
- * C, or C rounded up to even for the bfloat16 channel pairs). In the flat
- * space of one padded image, output position i = oh * Wp + ow reads, for tap
- * (kh, kw), the row i + kh*dh*Wp + kw*dw of xp (a row is Cp elements). So
- * every tap is a matrix of consecutive rows, and the convolution is one GEMM
- *     Y[i][o] = sum over taps t, channels c of xp[i + off_t][c] * w[o][c][t]
+ * A block of images (about L2's size, DIRECT_XP_BYTES) is copied to
+ * xp[n][Hp][Wp][Cp] (Hp = (OH-1)*sh + (KH-1)*dh + 1, likewise Wp, the image
+ * at row pt, column pl, zeros around it; Cp = C, or C rounded up to even for
+ * the bfloat16 channel pairs), NCHW planes transposed 16 x 16 with AVX-512.
+ * Output position (n, oh, ow) reads, for tap (kh, kw), the row
+ * n*Hp*Wp + (oh*sh + kh*dh)*Wp + ow*sw + kw*dw of xp (a row is Cp elements),
+ * so the convolution is one GEMM
+ *     Y[i][o] = sum over taps t, channels c of xp[row_t(i)][c] * w[o][c][t]
  * whose A rows are addressed by offset, never copied (the implicit GEMM of
  * direct convolution; Georganas et al., "Anatomy of High-Performance Deep
- * Learning Convolutions on SIMD Architectures", SC 2018). Positions with
- * ow >= OW fall into the padding columns: they are computed (the tile runs
- * straight across them) and not stored. The weights are packed once per
- * call into B panels of 32 output channels (conv_direct_x86.c's layout).
+ * Learning Convolutions on SIMD Architectures", SC 2018). A tile's 14 rows
+ * are 14 consecutive positions of the block, across image boundaries, so
+ * small outputs (7 x 7 = 49 positions) fill whole tiles too. The weights are
+ * packed once per call into B panels of 32 output channels
+ * (conv_direct_x86.c's layout).
  *
- * Work items are (image, chunk of position tiles, panel of 32 output
- * channels), split over the threads; a tile is accumulated in registers
- * over all taps and channels (float32 FMAs, or vdpbf16ps), then bias[o] is
- * added in float32 and the sum rounded ONCE to the output dtype, transposed
- * into y's NCHW planes. The sum order per output is taps in (kh, kw) order,
- * channels ascending (bfloat16: channel pairs, odd first, fused), so the
- * numerics are conv.h's: float32 accumulation, one rounding.
+ * Work items are (chunk of position tiles, panel of 32 output channels),
+ * split over the threads; a tile is accumulated in registers over all taps
+ * and channels (float32 FMAs, or vdpbf16ps), then bias[o] is added in
+ * float32 and the sum rounded ONCE to the output dtype, transposed into y's
+ * NCHW planes. The sum order per output is taps in (kh, kw) order, channels
+ * ascending (bfloat16: channel pairs, odd first, fused), so the numerics are
+ * conv.h's: float32 accumulation, one rounding.
  */
 #include <string.h>
 
@@ -35,10 +37,10 @@
 #include "ampy/parallel.h"
 #include "conv_impl.h"
 
-#define CONV_DIRECT_MIN_P 64               /* fewer positions: patch path */
+#define CONV_DIRECT_MIN_P 64               /* fewer positions (N*OH*OW): patch path */
 #define DIRECT_NR 32                      /* output channels per B panel */
 #define DIRECT_CHUNK 8                    /* position tiles per work item */
-#define DIRECT_XP_BYTES ((int64_t)16 << 20) /* padded copy per image block */
+#define DIRECT_XP_BYTES ((int64_t)2 << 20)  /* padded copy per image block: ~L2 */
 
 /* ---- the padded channels-last copy ---------------------------------------- */
 typedef struct {
@@ -47,6 +49,7 @@ typedef struct {
     size_t es;
     int64_t C, H, W, pt, pl, Hp, Wp, Cp;
     char *dst;
+    int vec; /* AVX-512 16 x 16 transposes (column stride 1 or 2) */
 } pad_ctx;
 
 #define PAD_ROW(T)                                                                                \
@@ -56,9 +59,13 @@ typedef struct {
         int64_t w_end = p->W < p->Wp - lead ? p->W : p->Wp - lead;                                \
         memset(d, 0, (size_t)(lead * p->Cp) * sizeof(T));                                         \
         for (int64_t c0 = 0; c0 < p->C; c0 += 16) {                                               \
-            int64_t cn = p->C - c0 < 16 ? p->C - c0 : 16;                                         \
+            int64_t cn = p->C - c0 < 16 ? p->C - c0 : 16, w0 = 0;                                 \
             const T *xc = xr + c0 * p->xs[1];                                                     \
-            for (int64_t w = 0; w < w_end; w++) {                                                 \
+            for (; p->vec && w0 < w_end; w0 += 16)                                                \
+                ampy_conv_direct_t16(xc + w0 * p->xs[3], p->xs[1], p->xs[3], sizeof(T), cn,       \
+                                     w_end - w0 < 16 ? w_end - w0 : 16,                           \
+                                     d + (p->pl + w0) * p->Cp + c0, p->Cp);                       \
+            for (int64_t w = w0; w < w_end; w++) {                                                \
                 T *o = d + (p->pl + w) * p->Cp + c0;                                              \
                 const T *s = xc + w * p->xs[3];                                                   \
                 for (int64_t c = 0; c < cn; c++)                                                  \
@@ -98,7 +105,10 @@ void ampy_conv_pad_nhwc(const char *x, const int64_t *xs, size_t es, int64_t nb,
                         int64_t H, int64_t W, int64_t pt, int64_t pl, int64_t Hp, int64_t Wp,
                         int64_t Cp, char *dst)
 {
-    pad_ctx p = {x, {xs[0], xs[1], xs[2], xs[3]}, es, C, H, W, pt, pl, Hp, Wp, Cp, dst};
+    pad_ctx p = {x, {xs[0], xs[1], xs[2], xs[3]}, es, C, H, W, pt, pl, Hp, Wp, Cp, dst, 0};
+#if defined(__x86_64__) && defined(__GNUC__)
+    p.vec = (xs[3] == 1 || xs[3] == 2) && ampy_cpu_level_get() >= AMPY_CPU_AVX512;
+#endif
     int64_t per = Wp * Cp;
     ampy_parallel_for(nb * Hp, per >= 16384 ? 1 : 16384 / per, pad_range, &p);
 }
@@ -113,32 +123,37 @@ typedef struct {
 } pack_ctx;
 
 /* Panel ob: float32 [tap][c][32]; bfloat16 [tap][c/2][32][2] (the pair of
- * channels 2q, 2q+1 of output j in word j); zeros past O and C. */
+ * channels 2q, 2q+1 of output j in word j); zeros past O and C. The loops
+ * read the 32 rows of w as 32 sequential streams. */
+#define PACK(T, name)                                                                             \
+    static void name(const ampy_conv2d_geom *g, const T *w, int64_t ob, int64_t Cp, int bf, T *d) \
+    {                                                                                             \
+        int64_t taps = g->KH * g->KW, on = g->O - ob * DIRECT_NR;                                 \
+        on = on < DIRECT_NR ? on : DIRECT_NR;                                                     \
+        if (on < DIRECT_NR || Cp > g->C)                                                          \
+            memset(d, 0, (size_t)(taps * Cp * DIRECT_NR) * sizeof(T));                            \
+        const T *wo = w + ob * DIRECT_NR * g->C * taps;                                           \
+        for (int64_t c = 0; c < g->C; c++)                                                        \
+            for (int64_t t = 0; t < taps; t++) {                                                  \
+                T *dc = bf ? d + (t * Cp + c / 2 * 2) * DIRECT_NR + c % 2                         \
+                           : d + (t * Cp + c) * DIRECT_NR;                                        \
+                const T *s = wo + c * taps + t;                                                   \
+                for (int64_t j = 0; j < on; j++)                                                  \
+                    dc[j << bf] = s[j * g->C * taps];                                             \
+            }                                                                                     \
+    }
+PACK(uint16_t, pack_u16)
+PACK(float, pack_f32)
+
 static void pack_range(int64_t begin, int64_t end, void *vctx)
 {
     const pack_ctx *p = vctx;
-    const ampy_conv2d_geom *g = p->g;
-    int64_t taps = g->KH * g->KW, per = taps * p->Cp * DIRECT_NR;
+    int64_t per = p->g->KH * p->g->KW * p->Cp * DIRECT_NR;
     for (int64_t ob = begin; ob < end; ob++) {
-        if (p->bf) {
-            uint16_t *d = (uint16_t *)p->wp + ob * per;
-            const uint16_t *w = (const uint16_t *)p->w;
-            memset(d, 0, (size_t)per * 2);
-            for (int64_t j = 0; j < DIRECT_NR && ob * DIRECT_NR + j < g->O; j++)
-                for (int64_t c = 0; c < g->C; c++)
-                    for (int64_t t = 0; t < taps; t++)
-                        d[(t * (p->Cp / 2) + c / 2) * 64 + j * 2 + c % 2] =
-                            w[((ob * DIRECT_NR + j) * g->C + c) * taps + t];
-        } else {
-            float *d = (float *)p->wp + ob * per;
-            const float *w = (const float *)p->w;
-            memset(d, 0, (size_t)per * 4);
-            for (int64_t j = 0; j < DIRECT_NR && ob * DIRECT_NR + j < g->O; j++)
-                for (int64_t c = 0; c < g->C; c++)
-                    for (int64_t t = 0; t < taps; t++)
-                        d[(t * p->Cp + c) * DIRECT_NR + j] =
-                            w[((ob * DIRECT_NR + j) * g->C + c) * taps + t];
-        }
+        if (p->bf)
+            pack_u16(p->g, (const uint16_t *)p->w, ob, p->Cp, 1, (uint16_t *)p->wp + ob * per);
+        else
+            pack_f32(p->g, (const float *)p->w, ob, p->Cp, 0, (float *)p->wp + ob * per);
     }
 }
 
@@ -150,45 +165,66 @@ typedef struct {
     int64_t Wp, Cp, img;    /* padded row, channels; per image      */
     const char *wp;
     int64_t pstride, nob;   /* elements per panel, panels           */
-    const int64_t *offs;    /* per tap, in elements                 */
+    const int64_t *offs;    /* per run, in elements                 */
+    int64_t runs, run;      /* runs of consecutive elements per row */
     const float *bias;      /* float32, or NULL                     */
     char *y;                /* image n0 of y                        */
-    int64_t tiles, nchunks; /* position tiles per image, chunks     */
+    int64_t total, tiles;   /* the block's positions, their tiles   */
 } direct_ctx;
 
-/* Items are (image, chunk of DIRECT_CHUNK tiles, panel). Tile tl of an
- * image holds the output positions j = tl * MR + r (j = oh * OW + ow, the
- * index in y's plane); past the last position its rows repeat the last one
- * (computed, not stored). */
+/* Rows of position tile tl: the block's positions j = tl * MR + r run across
+ * image boundaries (j = n * P + oh * OW + ow); past the block's last
+ * position a row repeats the last one (computed, not stored). */
+static void tile_rows(const direct_ctx *c, int64_t tl, int64_t *roff)
+{
+    const ampy_conv2d_geom *g = c->g;
+    int64_t P = g->OH * g->OW, j0 = tl * CONV_DIRECT_MR;
+    int64_t n = j0 / P, oh = j0 % P / g->OW, ow = j0 % g->OW; /* stepped, not divided */
+    for (int64_t r = 0; r < CONV_DIRECT_MR; r++) {
+        roff[r] = n * c->img + (oh * g->sh * c->Wp + ow * g->sw) * c->Cp;
+        if (j0 + r + 1 >= c->total)
+            continue; /* the last position repeats */
+        if (++ow == g->OW && (ow = 0, ++oh == g->OH))
+            oh = 0, n++;
+    }
+}
+
+/* The tile's rows into y's planes, one run per image they cover. */
+static void tile_store(const direct_ctx *c, const float *tile, int64_t tl, int64_t o0, int64_t on)
+{
+    const ampy_conv2d_geom *g = c->g;
+    int64_t P = g->OH * g->OW, j0 = tl * CONV_DIRECT_MR;
+    int64_t j1 = j0 + CONV_DIRECT_MR < c->total ? j0 + CONV_DIRECT_MR : c->total;
+    size_t es = c->bf ? 2 : 4;
+    for (int64_t j = j0; j < j1;) {
+        int64_t n = j / P, p = j % P, len = P - p < j1 - j ? P - p : j1 - j;
+        ampy_conv_direct_store(tile + (j - j0) * DIRECT_NR, c->bias ? c->bias + o0 : NULL, c->bf,
+                               len, on, c->y + (size_t)((n * g->O + o0) * P + p) * es, P);
+        j += len;
+    }
+}
+
+/* Items are (chunk of DIRECT_CHUNK position tiles, panel), panels fastest. */
 static void direct_range(int64_t begin, int64_t end, void *vctx)
 {
     const direct_ctx *c = vctx;
     const ampy_conv2d_geom *g = c->g;
-    int64_t taps = g->KH * g->KW, P = g->OH * g->OW;
-    size_t es = c->bf ? 2 : 4;
     float tile[CONV_DIRECT_MR * DIRECT_NR];
     int64_t roff[CONV_DIRECT_MR];
     for (int64_t it = begin; it < end; it++) {
-        int64_t ob = it % c->nob, rest = it / c->nob;
-        int64_t n = rest / c->nchunks, t0 = rest % c->nchunks * DIRECT_CHUNK;
+        int64_t ob = it % c->nob, t0 = it / c->nob * DIRECT_CHUNK;
         int64_t t1 = t0 + DIRECT_CHUNK < c->tiles ? t0 + DIRECT_CHUNK : c->tiles;
         int64_t o0 = ob * DIRECT_NR, on = g->O - o0 < DIRECT_NR ? g->O - o0 : DIRECT_NR;
-        const char *xn = c->xp + (size_t)(n * c->img) * es;
-        char *yn = c->y + (size_t)((n * g->O + o0) * P) * es;
         for (int64_t tl = t0; tl < t1; tl++) {
-            int64_t j0 = tl * CONV_DIRECT_MR, len = P - j0 < CONV_DIRECT_MR ? P - j0 : CONV_DIRECT_MR;
-            for (int64_t r = 0; r < CONV_DIRECT_MR; r++) {
-                int64_t j = j0 + (r < len ? r : len - 1), oh = j / g->OW, ow = j % g->OW;
-                roff[r] = (oh * g->sh * c->Wp + ow * g->sw) * c->Cp;
-            }
+            tile_rows(c, tl, roff);
             if (c->bf)
-                ampy_conv_direct_tile_bf16((const uint16_t *)xn, roff, c->offs, taps, c->Cp / 2,
-                                           (const uint16_t *)c->wp + ob * c->pstride, tile);
+                ampy_conv_direct_tile_bf16((const uint16_t *)c->xp, roff, c->offs, c->runs,
+                                           c->run / 2, (const uint16_t *)c->wp + ob * c->pstride,
+                                           tile);
             else
-                ampy_conv_direct_tile_f32((const float *)xn, roff, c->offs, taps, c->Cp,
+                ampy_conv_direct_tile_f32((const float *)c->xp, roff, c->offs, c->runs, c->run,
                                           (const float *)c->wp + ob * c->pstride, tile);
-            ampy_conv_direct_store(tile, c->bias ? c->bias + o0 : NULL, c->bf, len, on,
-                                   yn + (size_t)j0 * es, P);
+            tile_store(c, tile, tl, o0, on);
         }
     }
 }
@@ -197,11 +233,12 @@ static void direct_range(int64_t begin, int64_t end, void *vctx)
 int ampy_conv_direct_ok(const ampy_conv2d_geom *g, ampy_dtype dtype)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    /* Shape rule (bench_conv.py, ResNet-18 at batch 32, 1 thread): on the
-     * 7 x 7 outputs (P = 49, 4 tiles of 14 with 7 rows repeated) the
-     * patch-row GEMM was faster (512x7x7: 1.45 vs 1.50 x torch forward);
-     * from 14 x 14 up the direct forward was as fast or faster. */
-    if (g->groups != 1 || g->C <= 0 || g->OH * g->OW < CONV_DIRECT_MIN_P)
+    /* Shape rule (bench_conv.py --split, ResNet-18 at batch 32, 1 thread):
+     * with tiles running across images the direct forward was faster than
+     * the patch-row GEMM on every layer, the 7 x 7 outputs included
+     * (512x7x7 float32: 1.17 vs 1.39 x torch; bfloat16 1.12 vs 1.35); below
+     * 64 positions in all, the tiles would mostly repeat rows. */
+    if (g->groups != 1 || g->C <= 0 || g->N * g->OH * g->OW < CONV_DIRECT_MIN_P)
         return 0;
     ampy_cpu_level lv = ampy_cpu_level_get();
     if (dtype == AMPY_FLOAT32)
@@ -247,8 +284,12 @@ static ampy_status setup(direct_ctx *c, direct_bufs *b, ampy_dtype dtype, const 
     if (!b->xp || !b->wp || !b->offs || (bias && !b->bias))
         return ampy_error(AMPY_ERR_NOMEM, "conv2d: cannot allocate %zu bytes",
                           b->xbytes + b->wbytes + b->obytes + b->bbytes);
-    for (int64_t t = 0; t < taps; t++)
-        b->offs[t] = ((t / g->KW) * g->dh * c->Wp + (t % g->KW) * g->dw) * c->Cp;
+    /* With dw = 1 the KW taps of a kernel row read KW * Cp consecutive
+     * elements of a row of xp, in the panel's (kw, c) order: one run. */
+    c->runs = g->dw == 1 ? g->KH : taps, c->run = g->dw == 1 ? g->KW * c->Cp : c->Cp;
+    for (int64_t t = 0; t < c->runs; t++)
+        b->offs[t] = g->dw == 1 ? t * g->dh * c->Wp * c->Cp
+                                : ((t / g->KW) * g->dh * c->Wp + (t % g->KW) * g->dw) * c->Cp;
     for (int64_t o = 0; bias && o < g->O; o++)
         b->bias[o] = c->bf ? ampy_bf16_to_f32(((const uint16_t *)bias)[o])
                            : ((const float *)bias)[o];
@@ -271,8 +312,6 @@ ampy_status ampy_conv_forward_direct(const ampy_conv2d_geom *g, ampy_dtype dtype
     c.img = Hp * c.Wp * c.Cp;
     c.nob = (g->O + DIRECT_NR - 1) / DIRECT_NR;
     c.pstride = g->KH * g->KW * c.Cp * DIRECT_NR;
-    c.tiles = (g->OH * g->OW + CONV_DIRECT_MR - 1) / CONV_DIRECT_MR;
-    c.nchunks = (c.tiles + DIRECT_CHUNK - 1) / DIRECT_CHUNK;
     int64_t NB = DIRECT_XP_BYTES / (c.img * (int64_t)es);
     NB = NB < 1 ? 1 : (NB < g->N ? NB : g->N);
     direct_bufs b = {0};
@@ -282,7 +321,10 @@ ampy_status ampy_conv_forward_direct(const ampy_conv2d_geom *g, ampy_dtype dtype
         ampy_conv_pad_nhwc((const char *)x + (size_t)(n0 * xs[0]) * es, xs, es, nb, g->C, g->H,
                            g->W, g->pt, g->pl, Hp, c.Wp, c.Cp, b.xp);
         c.y = (char *)y + (size_t)(n0 * g->O * g->OH * g->OW) * es;
-        ampy_parallel_for(nb * c.nchunks * c.nob, 1, direct_range, &c);
+        c.total = nb * g->OH * g->OW;
+        c.tiles = (c.total + CONV_DIRECT_MR - 1) / CONV_DIRECT_MR;
+        int64_t chunks = (c.tiles + DIRECT_CHUNK - 1) / DIRECT_CHUNK;
+        ampy_parallel_for(chunks * c.nob, 1, direct_range, &c);
     }
     free_bufs(&b);
     return s;

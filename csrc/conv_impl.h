@@ -35,7 +35,7 @@ void ampy_conv_pad_nhwc(const char *x, const int64_t *xs, size_t es, int64_t nb,
                         int64_t Cp, char *dst);
 
 /* conv_direct.c: whether the direct (implicit-GEMM) forward takes this
- * convolution (ungrouped, any stride, OH*OW >= 64; float32 at AMPY_CPU_AVX512 and up,
+ * convolution (ungrouped, any stride, N*OH*OW >= 64; float32 at AMPY_CPU_AVX512 and up,
  * bfloat16 at AMPY_CPU_AVX512_BF16), and that forward (the contract of
  * ampy_conv2d_forward, geometry already checked, N*O*P > 0). */
 int ampy_conv_direct_ok(const ampy_conv2d_geom *g, ampy_dtype dtype);
@@ -50,6 +50,12 @@ ampy_status ampy_conv_forward_direct(const ampy_conv2d_geom *g, ampy_dtype dtype
  * channel pairs, offsets even) per tap. Only called on CPUs with the
  * kernel's ISA. */
 #define CONV_DIRECT_MR 14
+/* Transpose of an ni x nj block (1 <= ni, nj <= 16) of es-byte elements (es
+ * 2 or 4): element (i, j) of src (at src + i * ss + j * cs elements, cs 1 or
+ * 2) to dst + j * ds + i; nothing else is written, nothing outside the block
+ * read. AVX-512 CPUs only. */
+void ampy_conv_direct_t16(const void *src, int64_t ss, int64_t cs, size_t es, int64_t ni,
+                          int64_t nj, void *dst, int64_t ds);
 /* The tile's first `len` rows, channels [0, on), plus bias (on floats, or
  * NULL) rounded once to float32 / bfloat16 (bf) into y's planes: row r,
  * channel o to y[o * P + r] (elements of the dtype). */

@@ -39,6 +39,17 @@ DIRECT = {  # name: (x shape, w shape, kwargs)
     "kernel > input": ((1, 2, 8, 8), (3, 2, 9, 9), dict(padding=4)),
     "same, even kernel": ((1, 3, 8, 9), (4, 3, 4, 2), dict(padding="same")),
     "stride (1, 3)": ((2, 7, 9, 22), (9, 7, 2, 3), dict(stride=(1, 3), padding=(1, 0))),
+    # tiles of 14 rows run across images: 49 positions (3.5 tiles) per image
+    "tiles across images": ((5, 16, 7, 7), (40, 16, 3, 3), dict(padding=1)),
+    "1 position, 70 images": ((70, 3, 1, 1), (5, 3, 3, 3), dict(padding=1)),
+    "63 positions, batch 1": ((1, 5, 7, 9), (6, 5, 3, 3), dict(padding=1)),  # below the rule
+    # the padded copy's 16 x 16 transposes: full blocks and both tails
+    "transpose tails": ((2, 35, 6, 40), (4, 35, 3, 3), dict(padding=1)),
+    # a strided 1x1 is the unit-stride 1x1 of x[::sh, ::sw] (column stride 2 or 3)
+    "1x1 stride 2": ((3, 20, 13, 11), (17, 20, 1, 1), dict(stride=2)),
+    "1x1 stride 2 wide": ((2, 17, 9, 70), (5, 17, 1, 1), dict(stride=2)),
+    "1x1 stride (2, 3)": ((2, 33, 40, 37), (9, 33, 1, 1), dict(stride=(2, 3))),
+    "1x1 stride 2 padded": ((2, 9, 16, 15), (7, 9, 1, 1), dict(stride=2, padding=1)),
 }
 
 
@@ -84,8 +95,8 @@ def test_direct_exact_sums_round_once(cpu_path, dt, name):
 
 
 def test_direct_batch_in_padded_blocks(cpu_path):
-    """5 images of a 332x332x8 float32 padded copy (3.5 MB) exceed the 16 MB
-    block: two blocks; the result is the whole batch's."""
+    """5 images of a 332x332x8 float32 padded copy (3.5 MB each) exceed the
+    2 MB block: one block per image; the result is the whole batch's."""
     arrays, kw = _case((5, 8, 330, 330), (4, 8, 3, 3), dict(padding=1), 0.2)
     fn = lambda M, x, w, b: M.conv2d(x, w, b, **kw)  # noqa: E731
     y, _ = _run_ampy(fn, "float32", arrays, None, grad=False)
@@ -109,6 +120,56 @@ def test_direct_non_contiguous_inputs(cpu_path, dt):
         ya = F.conv2d(a, w, b, padding=1)
         yc = F.conv2d(c, w.contiguous(), b, padding=1)
         assert np.array_equal(_np(ya), _np(yc))
+        g = ampy.tensor(_rand(*ya.shape, seed=4)).to(adt)
+        ya.backward(g)
+        yc.backward(g)
+        assert np.array_equal(_np(a.grad), _np(c.grad))
+
+
+@pytest.mark.parametrize("dt", ("float32", "bfloat16"))
+def test_direct_tiles_across_padded_blocks(cpu_path, dt):
+    """A 7x7 output in padded blocks of several images whose tiles straddle
+    image boundaries (51 images of 9x9x512 bfloat16 / float32 padded copies:
+    several 2 MB blocks, a ragged last one) gives torch's float64 result
+    within the bound."""
+    arrays, kw = _case((51, 512, 7, 7), (33, 512, 3, 3), dict(padding=1), 0.05)
+    fn = lambda M, x, w, b: M.conv2d(x, w, b, **kw)  # noqa: E731
+    y, _ = _run_ampy(fn, dt, arrays, None, grad=False)
+    xs = [torch.from_numpy(a).to(getattr(torch, dt)).double() for a in arrays]
+    ref = TF.conv2d(*xs, **kw)
+    bound = TF.conv2d(*[a.abs() for a in xs], **kw)
+    unit = 2.0 ** -24 if dt == "float32" else 2.0 ** -8
+    err = np.abs(_np(y) - ref.numpy())
+    assert np.all(err <= 2 * 4608 * 2.0 ** -24 * bound.numpy() + unit * ref.abs().numpy())
+
+
+@pytest.mark.parametrize("dt", ("float32", "bfloat16", "float64"))
+@pytest.mark.parametrize("groups", (1, 3))
+def test_strided_1x1_views_give_the_contiguous_bits(cpu_path, dt, groups):
+    """A strided 1x1 convolution (run as the 1x1 of x[::sh, ::sw]) on a
+    column-sliced view, a channels-last view and a row-sliced view gives the
+    bits of its contiguous copy, forward and gradients, ungrouped and grouped
+    (the unfold path), in float64 too."""
+    adt = getattr(ampy, dt)
+    views = (ampy.tensor(_rand(2, 12, 9, 46)).to(adt)[..., ::2],                 # (2, 12, 9, 23)
+             ampy.tensor(_rand(2, 9, 23, 12, seed=2)).to(adt).permute(0, 3, 1, 2),
+             ampy.tensor(_rand(2, 12, 18, 23, seed=3)).to(adt)[:, :, ::2])
+    w = ampy.tensor(_rand(6, 12 // groups, 1, 1, seed=1) * 0.3).to(adt)
+    for xin in views:
+        a, c = xin.detach().requires_grad_(), xin.contiguous().detach().requires_grad_()
+        ya = F.conv2d(a, w, None, stride=(2, 3), groups=groups)
+        yc = F.conv2d(c, w, None, stride=(2, 3), groups=groups)
+        assert tuple(ya.shape) == (2, 6, 5, 8)
+        assert np.array_equal(_np(ya), _np(yc))
+        ref = TF.conv2d(torch.from_numpy(_np(c)), torch.from_numpy(_np(w)), None, stride=(2, 3),
+                        groups=groups)
+        k = 12 // groups
+        unit = {"float32": 2.0 ** -24, "bfloat16": 2.0 ** -8, "float64": 2.0 ** -53}[dt]
+        bound = TF.conv2d(torch.from_numpy(np.abs(_np(c))), torch.from_numpy(np.abs(_np(w))),
+                          None, stride=(2, 3), groups=groups).numpy()
+        acc = 2.0 ** -53 if dt == "float64" else 2.0 ** -24
+        assert np.all(np.abs(_np(ya) - ref.numpy()) <= 2 * k * acc * bound
+                      + unit * np.abs(ref.numpy()))
         g = ampy.tensor(_rand(*ya.shape, seed=4)).to(adt)
         ya.backward(g)
         yc.backward(g)

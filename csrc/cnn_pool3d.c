@@ -99,10 +99,13 @@ static int64_t box_max(const pool3_ctx *k, const void *x, const box3 *b, double 
     return best;
 }
 
-/* The box's sum: float64 for float64 data, else float32. */
+/* The box's sum: float64 for float64 data, else float32; half data of an
+ * adaptive average sums in its own type (each add rounded), as torch's
+ * adaptive_avg_pool3d frame does with its scalar_t sum. */
 static double box_sum(const pool3_ctx *k, const void *x, const box3 *b)
 {
     const int64_t H = k->v.in[1], W = k->v.in[2];
+    const int own = k->kind == K_ADAPTIVE_AVG && ampy_dtype_is_half(k->dt);
     double sd = 0.0;
     float sf = 0.0f;
     for (int64_t id = b->lo[0]; id < b->hi[0]; id++)
@@ -111,11 +114,29 @@ static double box_sum(const pool3_ctx *k, const void *x, const box3 *b)
             if (k->dt == AMPY_FLOAT64)
                 for (int64_t iw = b->lo[2]; iw < b->hi[2]; iw++)
                     sd += ((const double *)x)[row + iw];
+            else if (own)
+                for (int64_t iw = b->lo[2]; iw < b->hi[2]; iw++)
+                    sf = (float)ampy_cnn_round_to(k->dt, sf + ampy_cnn_ldf(x, k->dt, row + iw));
             else
                 for (int64_t iw = b->lo[2]; iw < b->hi[2]; iw++)
                     sf += ampy_cnn_ldf(x, k->dt, row + iw);
         }
     return k->dt == AMPY_FLOAT64 ? sd : (double)sf;
+}
+
+/* The share of output gradient g spread over box b, rounded to the data
+ * type as torch's scalar_t division rounds it. */
+static double share_of(const pool3_ctx *k, const box3 *b, double g)
+{
+    const int dt = k->dt;
+    if (k->kind == K_AVG)
+        return dt == AMPY_FLOAT64 ? g / (double)b->div
+                                  : ampy_cnn_round_to(dt, (float)g / (float)b->div);
+    double d = g;
+    for (int j = 0; j < 3; j++)
+        d = dt == AMPY_FLOAT64 ? d / (double)(b->hi[j] - b->lo[j])
+                               : ampy_cnn_round_to(dt, (float)d / (float)(b->hi[j] - b->lo[j]));
+    return d;
 }
 
 /* One output of a forward: its value into y[o] (and its index). */
@@ -138,12 +159,10 @@ static void fwd_one(const pool3_ctx *k, const void *x, int64_t ob, const int64_t
                                                  : s / (double)(b.hi[0] - b.lo[0]) /
                                                        (double)(b.hi[1] - b.lo[1]) /
                                                        (double)(b.hi[2] - b.lo[2]);
-    } else {
-        const float f = (float)s;
-        ampy_cnn_stf(k->dst, k->dt, o,
-                     k->kind == K_AVG ? f / (float)b.div
-                                      : f / (float)(b.hi[0] - b.lo[0]) /
-                                            (float)(b.hi[1] - b.lo[1]) / (float)(b.hi[2] - b.lo[2]));
+    } else if (k->kind == K_AVG) {
+        ampy_cnn_stf(k->dst, k->dt, o, (float)s / (float)b.div);
+    } else { /* each division in the data type, as torch's scalar_t division */
+        ampy_cnn_stf(k->dst, k->dt, o, (float)share_of(k, &b, s));
     }
 }
 
@@ -161,21 +180,6 @@ static void fwd_range(int64_t p0, int64_t p1, void *vc)
                 for (oc[2] = 0; oc[2] < k->v.out[2]; oc[2]++)
                     fwd_one(k, x, p * OV, oc);
     }
-}
-
-/* The share of output gradient g spread over box b, rounded to the data
- * type as torch's scalar_t division rounds it. */
-static double share_of(const pool3_ctx *k, const box3 *b, double g)
-{
-    const int dt = k->dt;
-    if (k->kind == K_AVG)
-        return dt == AMPY_FLOAT64 ? g / (double)b->div
-                                  : ampy_cnn_round_to(dt, (float)g / (float)b->div);
-    double d = g;
-    for (int j = 0; j < 3; j++)
-        d = dt == AMPY_FLOAT64 ? d / (double)(b->hi[j] - b->lo[j])
-                               : ampy_cnn_round_to(dt, (float)d / (float)(b->hi[j] - b->lo[j]));
-    return d;
 }
 
 static void bwd_range(int64_t p0, int64_t p1, void *vc)

@@ -237,7 +237,7 @@ def adaptive_avg_pool2d(input, output_size):
     _check_float(input, "adaptive_avg_pool2d")
     if size[0] < 0 or size[1] < 0:
         raise RuntimeError(f"adaptive_avg_pool2d: elements of output_size must be greater than "
-                           f"or equal to 0 but received {list(size)}")
+                           f"or equal to 0 but received {{{size[0]}, {size[1]}}}")
     if size == (1, 1):
         return input.mean((-1, -2), keepdim=True)
     return dispatch(_AAP, input, size)

@@ -314,7 +314,7 @@ def adaptive_avg_pool3d(input, output_size):
         raise RuntimeError(f"{fn}: output_size must be 3")
     if any(v < 0 for v in size):
         raise RuntimeError(f"{fn}: elements of output_size must be greater than or equal to 0 "
-                           f"but received {{{size[0]}, {size[1]}, {size[2]}}}")
+                           f"but received {{{size[0]}, {size[1]},{size[2]}}}")  # (torch's spacing)
     if list(size) == [1, 1, 1]:
         FC._check_float(input, "mean")
         return input.mean((-1, -2, -3), keepdim=True)

@@ -14,6 +14,7 @@
  * thread pool, one volume per thread at a time.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ampy/cnn_math.h"
@@ -34,6 +35,7 @@ typedef struct {
     const void *src;
     void *dst;
     int64_t *idx;
+    const int64_t *tab[3]; /* window_table's rows of each dim */
 } pool3_ctx;
 
 /* The window of one output: per dim [lo, hi) in steps of st, and the
@@ -42,30 +44,53 @@ typedef struct {
     int64_t lo[3], hi[3], st[3], div;
 } box3;
 
+/* Output o's window in dim j: [*lo, *hi) in steps of *st, and (averages)
+ * its length *pad counted over the padding, before the clip. */
+static void dim_window(const pool3_ctx *k, int j, int64_t o, int64_t *lo, int64_t *hi,
+                       int64_t *st, int64_t *pad)
+{
+    const int64_t n = k->v.in[j];
+    *st = 1, *pad = 0;
+    if (k->kind == K_ADAPTIVE_AVG || k->kind == K_ADAPTIVE_MAX) {
+        *lo = ampy_cnn_adaptive_start(o, k->v.out[j], n);
+        *hi = ampy_cnn_adaptive_end(o, k->v.out[j], n);
+    } else if (k->kind == K_MAX) {
+        int64_t a = o * k->w.s[j] - k->w.p[j], e = a + (k->w.k[j] - 1) * k->w.d[j] + 1;
+        while (a < 0)
+            a += k->w.d[j];
+        *lo = a, *hi = e < n ? e : n, *st = k->w.d[j];
+    } else {
+        int64_t a = o * k->w.s[j] - k->w.p[j];
+        int64_t e = a + k->w.k[j] < n + k->w.p[j] ? a + k->w.k[j] : n + k->w.p[j];
+        *pad = e - a;
+        *lo = a > 0 ? a : 0, *hi = e < n ? e : n;
+    }
+}
+
+/* The per-dim windows of every output index, 4 entries each (lo, hi, st,
+ * pad), dims one after the other: a table the loops read. */
+static int64_t *window_table(const pool3_ctx *k)
+{
+    int64_t *t = (int64_t *)malloc(
+        (size_t)(4 * (k->v.out[0] + k->v.out[1] + k->v.out[2]) + 1) * sizeof(int64_t));
+    if (!t)
+        return NULL;
+    int64_t *e = t;
+    for (int j = 0; j < 3; j++)
+        for (int64_t o = 0; o < k->v.out[j]; o++, e += 4)
+            dim_window(k, j, o, e, e + 1, e + 2, e + 3);
+    return t;
+}
+
 static void box_of(const pool3_ctx *k, const int64_t o[3], box3 *b)
 {
     int64_t pool = 1, inner = 1, empty = 0;
     for (int j = 0; j < 3; j++) {
-        const int64_t n = k->v.in[j];
-        b->st[j] = 1;
-        if (k->kind == K_ADAPTIVE_AVG || k->kind == K_ADAPTIVE_MAX) {
-            b->lo[j] = ampy_cnn_adaptive_start(o[j], k->v.out[j], n);
-            b->hi[j] = ampy_cnn_adaptive_end(o[j], k->v.out[j], n);
-            inner *= b->hi[j] - b->lo[j];
-        } else if (k->kind == K_MAX) {
-            int64_t lo = o[j] * k->w.s[j] - k->w.p[j], hi = lo + (k->w.k[j] - 1) * k->w.d[j] + 1;
-            while (lo < 0)
-                lo += k->w.d[j];
-            b->lo[j] = lo, b->hi[j] = hi < n ? hi : n, b->st[j] = k->w.d[j];
-        } else {
-            int64_t lo = o[j] * k->w.s[j] - k->w.p[j];
-            int64_t hi = lo + k->w.k[j] < n + k->w.p[j] ? lo + k->w.k[j] : n + k->w.p[j];
-            pool *= hi - lo;
-            lo = lo > 0 ? lo : 0, hi = hi < n ? hi : n;
-            b->lo[j] = lo, b->hi[j] = hi;
-            inner *= hi - lo;
-            empty |= lo >= hi;
-        }
+        const int64_t *e = k->tab[j] + 4 * o[j];
+        b->lo[j] = e[0], b->hi[j] = e[1], b->st[j] = e[2];
+        pool *= e[3];
+        inner *= e[1] - e[0];
+        empty |= e[0] >= e[1];
     }
     b->div = empty ? 0 : (k->divisor > 0 ? k->divisor : (k->include_pad ? pool : inner));
 }
@@ -114,6 +139,9 @@ static double box_sum(const pool3_ctx *k, const void *x, const box3 *b)
             if (k->dt == AMPY_FLOAT64)
                 for (int64_t iw = b->lo[2]; iw < b->hi[2]; iw++)
                     sd += ((const double *)x)[row + iw];
+            else if (k->dt == AMPY_FLOAT32)
+                for (int64_t iw = b->lo[2]; iw < b->hi[2]; iw++)
+                    sf += ((const float *)x)[row + iw];
             else if (own)
                 for (int64_t iw = b->lo[2]; iw < b->hi[2]; iw++)
                     sf = (float)ampy_cnn_round_to(k->dt, sf + ampy_cnn_ldf(x, k->dt, row + iw));
@@ -202,6 +230,8 @@ static void bwd_range(int64_t p0, int64_t p1, void *vc)
                         const int64_t i = p * IV + (id * H + ih) * W + iw;
                         if (k->dt == AMPY_FLOAT64)
                             ((double *)k->dst)[i] += d;
+                        else if (k->dt == AMPY_FLOAT32)
+                            ((float *)k->dst)[i] += (float)d;
                         else
                             ampy_cnn_stf(k->dst, k->dt, i,
                                          ampy_cnn_ldf(k->dst, k->dt, i) + (float)d);
@@ -237,10 +267,15 @@ static ampy_status run(pool3_ctx *k, int backward, const char *fn)
         return s;
     const int64_t IV = k->v.in[0] * k->v.in[1] * k->v.in[2];
     const int64_t OV = k->v.out[0] * k->v.out[1] * k->v.out[2];
+    int64_t *tab = window_table(k);
+    if (!tab)
+        return ampy_error(AMPY_ERR_NOMEM, "%s: out of memory", fn);
+    k->tab[0] = tab, k->tab[1] = tab + 4 * k->v.out[0], k->tab[2] = k->tab[1] + 4 * k->v.out[1];
     if (backward)
         memset(k->dst, 0, (size_t)(k->v.P * IV) * ampy_dtype_size((ampy_dtype)k->dt));
     int64_t work = IV + OV, grain = work > 0 ? POOL3_GRAIN_ELEMS / work : 1;
     ampy_parallel_for(k->v.P, grain < 1 ? 1 : grain, backward ? bwd_range : fwd_range, k);
+    free(tab);
     return AMPY_OK;
 }
 
@@ -251,7 +286,7 @@ ampy_status ampy_cnn_max_pool3d_fwd(const ampy_cnn_vol *v, const ampy_cnn_window
 {
     if (!v || !w)
         return ampy_error(AMPY_ERR_VALUE, "max_pool3d: NULL sizes or window");
-    pool3_ctx k = {*v, *w, K_MAX, 0, dtype, 0, x, y, idx};
+    pool3_ctx k = {*v, *w, K_MAX, 0, dtype, 0, x, y, idx, {NULL, NULL, NULL}};
     return run(&k, 0, "max_pool3d");
 }
 
@@ -261,7 +296,8 @@ ampy_status ampy_cnn_avg_pool3d_fwd(const ampy_cnn_vol *v, const ampy_cnn_window
 {
     if (!v || !w)
         return ampy_error(AMPY_ERR_VALUE, "avg_pool3d: NULL sizes or window");
-    pool3_ctx k = {*v, *w, K_AVG, count_include_pad, dtype, divisor_override, x, y, NULL};
+    pool3_ctx k = {*v, *w, K_AVG, count_include_pad, dtype, divisor_override, x, y, NULL,
+                   {NULL, NULL, NULL}};
     return run(&k, 0, "avg_pool3d");
 }
 
@@ -271,7 +307,8 @@ ampy_status ampy_cnn_avg_pool3d_bwd(const ampy_cnn_vol *v, const ampy_cnn_window
 {
     if (!v || !w)
         return ampy_error(AMPY_ERR_VALUE, "avg_pool3d_backward: NULL sizes or window");
-    pool3_ctx k = {*v, *w, K_AVG, count_include_pad, dtype, divisor_override, dy, dx, NULL};
+    pool3_ctx k = {*v, *w, K_AVG, count_include_pad, dtype, divisor_override, dy, dx, NULL,
+                   {NULL, NULL, NULL}};
     return run(&k, 1, "avg_pool3d_backward");
 }
 
@@ -280,7 +317,7 @@ ampy_status ampy_cnn_adaptive_avg_pool3d_fwd(const ampy_cnn_vol *v, const void *
 {
     if (!v)
         return ampy_error(AMPY_ERR_VALUE, "adaptive_avg_pool3d: NULL sizes");
-    pool3_ctx k = {*v, NO_WINDOW, K_ADAPTIVE_AVG, 0, dtype, 0, x, y, NULL};
+    pool3_ctx k = {*v, NO_WINDOW, K_ADAPTIVE_AVG, 0, dtype, 0, x, y, NULL, {NULL, NULL, NULL}};
     return run(&k, 0, "adaptive_avg_pool3d");
 }
 
@@ -289,7 +326,7 @@ ampy_status ampy_cnn_adaptive_avg_pool3d_bwd(const ampy_cnn_vol *v, const void *
 {
     if (!v)
         return ampy_error(AMPY_ERR_VALUE, "adaptive_avg_pool3d_backward: NULL sizes");
-    pool3_ctx k = {*v, NO_WINDOW, K_ADAPTIVE_AVG, 0, dtype, 0, dy, dx, NULL};
+    pool3_ctx k = {*v, NO_WINDOW, K_ADAPTIVE_AVG, 0, dtype, 0, dy, dx, NULL, {NULL, NULL, NULL}};
     return run(&k, 1, "adaptive_avg_pool3d_backward");
 }
 
@@ -298,6 +335,6 @@ ampy_status ampy_cnn_adaptive_max_pool3d_fwd(const ampy_cnn_vol *v, const void *
 {
     if (!v)
         return ampy_error(AMPY_ERR_VALUE, "adaptive_max_pool3d: NULL sizes");
-    pool3_ctx k = {*v, NO_WINDOW, K_ADAPTIVE_MAX, 0, dtype, 0, x, y, idx};
+    pool3_ctx k = {*v, NO_WINDOW, K_ADAPTIVE_MAX, 0, dtype, 0, x, y, idx, {NULL, NULL, NULL}};
     return run(&k, 0, "adaptive_max_pool3d");
 }

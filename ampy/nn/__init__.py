@@ -31,7 +31,9 @@ from .modules import (AdaptiveAvgPool1d, AdaptiveAvgPool3d, AdaptiveMaxPool1d,  
                       AdaptiveMaxPool2d, AvgPool1d, AvgPool3d, BatchNorm3d, Dropout1d,
                       Dropout3d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, MaxPool1d,
                       MaxPool3d)
-__all__ += ["MaxPool1d", "MaxPool3d", "AvgPool1d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "Dropout1d", "Dropout3d"]
+__all__ += ["MaxPool1d", "MaxPool3d", "AvgPool1d", "AvgPool3d", "AdaptiveAvgPool1d",
+            "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "BatchNorm3d",
+            "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "Dropout1d", "Dropout3d"]
 from .modules import (Conv1d, Conv2d, Conv3d, ConvTranspose1d,  # noqa: E402
                       ConvTranspose2d, ConvTranspose3d)
 

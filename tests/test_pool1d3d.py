@@ -383,3 +383,23 @@ def test_unet3d_block_trains_as_torch():
     for (k, pa), (_, pt) in zip(ma.state_dict().items(), mt.state_dict().items()):
         np.testing.assert_allclose(np.asarray(pa).astype(np.float64), pt.numpy(), rtol=1e-10,
                                    atol=1e-12, err_msg=k)
+
+
+@pytest.mark.parametrize("name,shape,args", [
+    ("max_pool1d", (1, 2, 12), (2,)), ("max_pool1d", (1, 2, 12), (3, 2, 1)),
+    ("adaptive_max_pool1d", (1, 2, 12), (5,)), ("adaptive_max_pool2d", (1, 2, 4, 6), (3,)),
+    ("max_pool3d", (1, 2, 2, 2, 6), (2,)), ("max_pool3d", (1, 2, 2, 4, 6), (2, 1, 1))])
+def test_signed_zeros_infinities_and_nans_as_torch(cpu_path, name, shape, args):
+    """-0.0 before 0.0 (the first wins), all -inf windows, +inf and NaN after it."""
+    pattern = np.array([-0.0, 0.0, -np.inf, -np.inf, np.inf, np.nan, 0.0, -0.0, 1.0, np.nan,
+                        -np.inf, 2.0], np.float32)
+    x = np.resize(pattern, int(np.prod(shape))).reshape(shape)
+    for kwargs in ({}, {"return_indices": True}):
+        if name.startswith("adaptive") and not kwargs:
+            continue
+        ya = getattr(AF, name)(ampy.tensor(x), *args, **kwargs)
+        yt = getattr(TF, name)(torch.from_numpy(x), *args, **kwargs)
+        ya = ya if isinstance(ya, tuple) else (ya,)
+        yt = yt if isinstance(yt, tuple) else (yt,)
+        for p, q in zip(ya, yt):
+            np.testing.assert_array_equal(bits(p), bits(q))

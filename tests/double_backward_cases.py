@@ -412,6 +412,17 @@ CASES.update({
     "avg_pool2d": Case(lambda m, x: m.nn.functional.avg_pool2d(x * x, 2, 1, 1), r(1, 2, 4, 6)),
     "adaptive_avg_pool2d": Case(lambda m, x: m.nn.functional.adaptive_avg_pool2d(x * x, (2, 3)),
                                 r(1, 2, 5, 7)),
+    "max_pool3d": Case(lambda m, x: m.nn.functional.max_pool3d(x * x, 2, 1, 1), r(1, 2, 3, 4, 5)),
+    "max_pool3d_with_indices": Case(lambda m, x: m.nn.functional.max_pool3d(
+        x * x, (2, 3, 2), 2, return_indices=True)[0], r(2, 1, 4, 5, 4)),
+    # (torch's CPU avg_pool3d has no half kernel: half inputs are pooled in float32)
+    "avg_pool3d": Case(lambda m, x: m.nn.functional.avg_pool3d(
+        x * x if x.dtype in (m.float32, m.float64) else (x * x).float(), 3, 2, 1, False, False),
+        r(1, 2, 4, 5, 6)),
+    "adaptive_avg_pool3d": Case(lambda m, x: m.nn.functional.adaptive_avg_pool3d(
+        x * x, (2, 3, 2)), r(1, 2, 3, 5, 4)),
+    "adaptive_max_pool2d": Case(lambda m, x: m.nn.functional.adaptive_max_pool2d(x * x, (2, 3)),
+                                r(1, 2, 5, 7)),
     "constant_pad_nd": Case(lambda m, x: m.nn.functional.pad(x * x, (1, 2, -1, 1), value=0.5),
                             r(2, 4, 5)),
     "upsample_nearest2d": Case(lambda m, x: m.nn.functional.interpolate(x * x, scale_factor=2),

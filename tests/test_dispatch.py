@@ -14,6 +14,7 @@ SPELLED = {"to_dtype": "to", "to_device": "to", "getitem": "__getitem__",
 SPELLED.update({"lstm_cell_fused": "lstm_cell", "gru_cell_fused": "gru_cell",
                 "rnn_cell_fused": "rnn_tanh_cell"})  # the fused step behind torch's cells
 SPELLED.update({"rnn_layer": "lstm"})  # one layer of torch.lstm / nn.LSTM / GRU / RNN
+SPELLED.update({"max_pool3d_with_indices": "max_pool3d"})  # max_pool3d(return_indices=True)
 
 
 def test_every_op_has_a_forward_and_a_public_name():

@@ -302,6 +302,7 @@ CASES.update({
 })
 # ------------------------------------------------------------------ cnn ops
 _IMG = ("f", (2, 3, 5, 6))
+_VOL = ("f", (2, 3, 4, 5, 6))
 _CNN_F = "nn.functional"
 CASES.update({
     "batch_norm": Case(lambda M, x, w, b: M.nn.functional.batch_norm(x, None, None, w, b, True),
@@ -314,6 +315,16 @@ CASES.update({
                                 [_IMG], zero=True),
     "constant_pad_nd": Case(lambda M, x: M.nn.functional.pad(x, (1, 2, -1, 1)), [_IMG],
                             zero=True),
+    "max_pool3d": Case(lambda M, x: M.nn.functional.max_pool3d(x, 2, 1), [_VOL]),
+    "max_pool3d_with_indices": Case(lambda M, x: M.nn.functional.max_pool3d(
+        x, (1, 2, 2), 1, 0, 1, True, True)[0], [_VOL]),
+    # (torch's CPU avg_pool3d has no half kernel; ampy raises as it does)
+    "avg_pool3d": Case(lambda M, x: M.nn.functional.avg_pool3d(x, 3, 2, 1), [_VOL], zero=True,
+                       half=False),
+    "adaptive_avg_pool3d": Case(lambda M, x: M.nn.functional.adaptive_avg_pool3d(x, (2, 1, 4)),
+                                [_VOL], zero=True),
+    "adaptive_max_pool2d": Case(lambda M, x: M.nn.functional.adaptive_max_pool2d(x, (2, 4)),
+                                [_IMG]),
     "_pad_circular": Case(lambda M, x: M.nn.functional.pad(x, (1, 2), mode="circular"),
                           [("f", (2, 3, 5))]),
     "upsample_nearest2d": Case(lambda M, x: M.nn.functional.interpolate(x, scale_factor=2),

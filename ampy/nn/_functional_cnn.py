@@ -1,5 +1,5 @@
 """torch.nn.functional's cnn functions: batch_norm, group_norm, max_pool2d,
-avg_pool2d, adaptive_avg_pool2d, pad, interpolate, dropout2d, and
+avg_pool2d, adaptive_avg_pool2d, pad, interpolate, dropout1d/2d/3d, and
 ampy.flatten.
 
 Each checks its arguments as torch does (torch's exception types and
@@ -21,7 +21,7 @@ from ._ops import Saved
 from ._ops_cnn import PAD_MODES, PAD_OPS
 
 __all__ = ["batch_norm", "group_norm", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "pad",
-           "interpolate", "dropout2d", "flatten"]
+           "interpolate", "dropout1d", "dropout2d", "dropout3d", "flatten"]
 
 _BN, _GN, _MAXP, _AVGP, _AAP = (get_op(n) for n in (
     "batch_norm", "group_norm", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"))
@@ -237,7 +237,7 @@ def adaptive_avg_pool2d(input, output_size):
     _check_float(input, "adaptive_avg_pool2d")
     if size[0] < 0 or size[1] < 0:
         raise RuntimeError(f"adaptive_avg_pool2d: elements of output_size must be greater than "
-                           f"or equal to 0 but received {list(size)}")
+                           f"or equal to 0 but received {{{size[0]}, {size[1]}}}")
     if size == (1, 1):
         return input.mean((-1, -2), keepdim=True)
     return dispatch(_AAP, input, size)
@@ -380,8 +380,7 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
     1 / (1 - p) (torch.nn.functional.dropout2d); the channel mask is drawn by
     ampy's Philox generator."""
     _check_tensor(input, "dropout2d", "input")
-    if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    _check_p(p)
     if input.ndim not in (3, 4):
         warnings.warn(f"dropout2d: Received a {input.ndim}-D input to dropout2d, which is "
                       "deprecated and will result in an error in a future release. To retain "
@@ -396,6 +395,13 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
                       "release to interpret the input as one without a batch dimension, i.e. "
                       "shape (C, H, W). To maintain the 1D channel-wise dropout behavior, please "
                       "switch to using dropout1d instead.", stacklevel=2)
+    return _feature_dropout(input, p, training, inplace)
+
+
+def _feature_dropout(input, p, training, inplace):
+    """torch's feature_dropout: whole channels (dim 1) zeroed with
+    probability p, the rest scaled by 1 / (1 - p); the mask is drawn by
+    ampy's Philox generator."""
     if p == 0 or not training or input.numel() == 0:
         return input
     if input.ndim < 2:
@@ -411,6 +417,50 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
     if inplace:
         return input.mul_(noise)
     return input * noise
+
+
+def _check_p(p):
+    if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+
+
+def _unbatched_dropout(input, p, training, inplace, batched):
+    """torch's dropout1d/3d tail: an unbatched input is dropped as a batch of one."""
+    if batched:
+        return _feature_dropout(input, p, training, inplace)
+    if inplace:
+        out = _feature_dropout(input.unsqueeze_(0), p, training, True)
+        return out.squeeze_(0)
+    return _feature_dropout(input.unsqueeze(0), p, training, False).squeeze(0)
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    """Zeroes whole channels of an (N, C, L) or (C, L) input with probability
+    p and scales the rest by 1 / (1 - p) (torch.nn.functional.dropout1d)."""
+    _check_tensor(input, "dropout1d", "input")
+    _check_p(p)
+    if input.ndim not in (2, 3):
+        raise RuntimeError(f"dropout1d: Expected 2D or 3D input, but received a {input.ndim}D "
+                           "input. Note that dropout1d exists to provide channel-wise dropout "
+                           "on inputs with 1 spatial dimension, a channel dimension, and an "
+                           "optional batch dimension (i.e. 2D or 3D inputs).")
+    return _unbatched_dropout(input, p, training, inplace, input.ndim == 3)
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    """Zeroes whole channels of an (N, C, D, H, W) or (C, D, H, W) input with
+    probability p and scales the rest by 1 / (1 - p)
+    (torch.nn.functional.dropout3d)."""
+    _check_tensor(input, "dropout3d", "input")
+    _check_p(p)
+    if input.ndim not in (4, 5):
+        warnings.warn(f"dropout3d: Received a {input.ndim}-D input to dropout3d, which is "
+                      "deprecated and will result in an error in a future release. To retain "
+                      "the behavior and silence this warning, please use dropout instead. Note "
+                      "that dropout3d exists to provide channel-wise dropout on inputs with 3 "
+                      "spatial dimensions, a channel dimension, and an optional batch dimension "
+                      "(i.e. 4D or 5D inputs).", stacklevel=2)
+    return _unbatched_dropout(input, p, training, inplace, input.ndim == 5)
 
 
 def flatten(input, start_dim=0, end_dim=-1):

@@ -306,10 +306,18 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
 
 # ---- convolutional-network functions (ampy/nn/_functional_cnn.py)
 from ._functional_cnn import (adaptive_avg_pool2d, avg_pool2d, batch_norm,  # noqa: E402
-                              dropout2d, group_norm, interpolate, max_pool2d, pad)
+                              dropout1d, dropout2d, dropout3d, group_norm, interpolate,
+                              max_pool2d, pad)
 
 __all__ += ["batch_norm", "group_norm", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "pad",
-            "interpolate", "dropout2d"]
+            "interpolate", "dropout1d", "dropout2d", "dropout3d"]
+from ._functional_pool import (adaptive_avg_pool1d, adaptive_avg_pool3d,  # noqa: E402
+                               adaptive_max_pool1d, adaptive_max_pool2d, avg_pool1d, avg_pool3d,
+                               max_pool1d, max_pool3d)
+__all__ += ["max_pool1d", "avg_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool1d",
+            "adaptive_max_pool2d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d"]
+from ._functional_norm import instance_norm  # noqa: E402
+__all__ += ["instance_norm"]
 from ._conv_functional import (conv1d, conv2d, conv3d, conv_transpose1d,  # noqa: E402
                                conv_transpose2d, conv_transpose3d)
 

@@ -66,6 +66,7 @@ extern PyMethodDef ampy_py_tensorops_methods[]; /* tensorops_py.c */
 extern PyMethodDef ampy_py_attention_methods[]; /* attention_py.c */
 extern PyMethodDef ampy_py_clip_methods[], ampy_py_backends_methods[]; /* clip_py.c, backends_py.c */
 extern PyMethodDef ampy_py_cnn_methods[], ampy_py_cnn_pool_methods[]; /* cnn_py.c, cnn_pool_py.c */
+extern PyMethodDef ampy_py_cnn_pool3d_methods[]; /* cnn_pool3d_py.c */
 
 static PyMethodDef module_methods[] = {
     {"_init", py_init, METH_VARARGS, "_init(tensor_type, dtypes, np_dtypes, size_type)\n--\n\n"
@@ -105,6 +106,7 @@ static int module_exec(PyObject *m)
         ampy_py_nn_methods,      ampy_py_fused_methods,
         ampy_py_optim_adaptive_methods,
         ampy_py_cnn_methods,     ampy_py_cnn_pool_methods,
+        ampy_py_cnn_pool3d_methods,
         ampy_py_conv_methods,
         ampy_py_rnn_methods,
         ampy_py_tensorops_methods,

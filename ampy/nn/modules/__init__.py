@@ -19,6 +19,13 @@ from .upsampling import Dropout2d, Upsample  # noqa: E402
 __all__ += ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "MaxPool2d", "AvgPool2d",
             "AdaptiveAvgPool2d", "ConstantPad1d", "ConstantPad2d", "ZeroPad2d", "ReflectionPad1d",
             "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d", "Dropout2d", "Upsample"]
+from .batchnorm import BatchNorm3d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d  # noqa: E402
+from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool3d, AdaptiveMaxPool1d,  # noqa: E402
+                      AdaptiveMaxPool2d, AvgPool1d, AvgPool3d, MaxPool1d, MaxPool3d)
+from .upsampling import Dropout1d, Dropout3d  # noqa: E402
+__all__ += ["MaxPool1d", "MaxPool3d", "AvgPool1d", "AvgPool3d", "AdaptiveAvgPool1d",
+            "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "BatchNorm3d",
+            "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "Dropout1d", "Dropout3d"]
 from .conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d,  # noqa: E402
                       ConvTranspose2d, ConvTranspose3d)
 

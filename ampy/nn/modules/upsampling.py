@@ -1,8 +1,8 @@
-"""Upsample and Dropout2d (torch.nn's arguments and defaults)."""
+"""Upsample and Dropout1d/2d/3d (torch.nn's arguments and defaults)."""
 from .. import _functional_cnn as FC
 from .module import Module
 
-__all__ = ["Upsample", "Dropout2d"]
+__all__ = ["Upsample", "Dropout1d", "Dropout2d", "Dropout3d"]
 
 
 class Upsample(Module):
@@ -26,7 +26,9 @@ class Upsample(Module):
         return f"{what}, mode='{self.mode}'"
 
 
-class Dropout2d(Module):
+class _DropoutNd(Module):
+    _fn = None
+
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
         if p < 0 or p > 1:
@@ -35,7 +37,25 @@ class Dropout2d(Module):
         self.inplace = inplace
 
     def forward(self, input):
-        return FC.dropout2d(input, self.p, self.training, self.inplace)
+        return type(self)._fn(input, self.p, self.training, self.inplace)
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout1d(_DropoutNd):
+    """Channel dropout of (N, C, L) or (C, L) inputs."""
+
+    _fn = staticmethod(FC.dropout1d)
+
+
+class Dropout2d(_DropoutNd):
+    """Channel dropout of (N, C, H, W) inputs."""
+
+    _fn = staticmethod(FC.dropout2d)
+
+
+class Dropout3d(_DropoutNd):
+    """Channel dropout of (N, C, D, H, W) or (C, D, H, W) inputs."""
+
+    _fn = staticmethod(FC.dropout3d)

@@ -201,6 +201,13 @@ CPU_ONLY = {
     "rnn_layer": "the whole-layer time loop is host C; CUDA layers run the fused cells",
     "scatter_reduce": "no device kernel combines products / maxima / minima in index order yet",
     "scatter_reduce_": "no device kernel combines products / maxima / minima in index order yet",
+    # csrc/cnn_pool3d.c (the volume kernel) has no CUDA twin yet; AdaptiveMaxPool2d runs it
+    # with depth 1
+    "max_pool3d": "the volume pool kernel is host C only",
+    "max_pool3d_with_indices": "the volume pool kernel is host C only",
+    "avg_pool3d": "the volume pool kernel is host C only",
+    "adaptive_avg_pool3d": "the volume pool kernel is host C only",
+    "adaptive_max_pool2d": "runs the volume pool kernel (host C only) with depth 1",
 }
 
 # ops whose CUDA kernels are reached through the _C bindings of csrc/py/

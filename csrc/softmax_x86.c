@@ -101,24 +101,30 @@ AMPY_TARGET_AVX512 static inline void smx_add(smx_acc *a, __m512 e)
                                      _mm512_castps_pd(e), 1))));
 }
 
-/* sum += e^(x - m) over x[0..n); y[i] = e^(x[i] - m) when y is not NULL */
+/* sum += e^(x - m) over x[0..n); y[i] = e^(x[i] - m) when y is not NULL.
+ * The sums are a local copy: kept in *a, they went through memory on every
+ * vector (the stores to y may alias *a), a store-to-load chain that took
+ * half the time of a softmax line. */
 AMPY_TARGET_AVX512 static void smx_expsum(const float *x, int64_t n, float m, float *y, smx_acc *a)
 {
     const __m512 vm = _mm512_set1_ps(m);
+    smx_acc s = *a;
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         const __m512 e = smx_expdiff(_mm512_loadu_ps(x + i), vm);
         if (y)
             _mm512_storeu_ps(y + i, e);
-        smx_add(a, e);
+        smx_add(&s, e);
     }
     if (i < n) {
         const __mmask16 k = smx_mask(n - i);
         const __m512 e = _mm512_maskz_mov_ps(k, smx_expdiff(_mm512_maskz_loadu_ps(k, x + i), vm));
         if (y)
             _mm512_mask_storeu_ps(y + i, k, e);
-        smx_add(a, e); /* +0.0 in the unused lanes: no change */
+        smx_add(&s, e); /* +0.0 in the unused lanes: no change */
     }
+    a->s0 = s.s0;
+    a->s1 = s.s1;
 }
 
 AMPY_TARGET_AVX512 static double smx_sum(const smx_acc *a)
@@ -270,26 +276,27 @@ static void smx_out(const line_ctx *c, ampy_cast_kernel from_f32, char *out, int
         ampy_ewise_store(y, AMPY_KIND_F32, out + off * c->sout, c->sout, c->out_dt, n);
 }
 
-/* nl (1 or 2) whole lines of L <= SM_LINE / nl elements, each converted into
- * its part of buf (or read in place), the exponentials kept in the output
- * (float32) or in buf. Two lines go phase by phase, so that one line's
- * horizontal reductions (max, sum, 1/s: a serial latency chain) overlap the
- * other's vector loops; each line's arithmetic is its own, so the bits do
- * not depend on the pairing. */
+/* nl (1 to SMX_GROUP) whole lines of L <= SM_LINE / group elements, each
+ * converted into its part of buf (SM_LINE / group floats, or read in place),
+ * the exponentials kept in the output (float32) or in buf. The lines go
+ * phase by phase, so that one line's horizontal reductions (max, sum, 1/s:
+ * a serial latency chain) overlap the others' vector loops; each line's
+ * arithmetic is its own, so the bits do not depend on the grouping. */
+#define SMX_GROUP 4
 AMPY_TARGET_AVX512
 static void smx_short_lines(const line_ctx *c, const char *const *in, char *const *out,
-                                  int nl, float *buf)
+                                  int nl, int group, float *buf)
 {
     const int64_t L = c->len;
     const int dout = c->out_dt == AMPY_FLOAT32 && c->sout == 4;
     const int hin = c->sin == 2, hout = c->sout == 2;
     const int bfin = c->in_dt == AMPY_BFLOAT16, bfout = c->out_dt == AMPY_BFLOAT16;
     const ampy_cast_kernel to_f32 = (ampy_cast_kernel)c->to_f32;
-    smx_acc a[2];
-    const float *x[2];
-    float *y[2], m[2];
+    smx_acc a[SMX_GROUP];
+    const float *x[SMX_GROUP];
+    float *y[SMX_GROUP], m[SMX_GROUP];
     for (int q = 0; q < nl; q++) {
-        float *b = buf + q * (SM_LINE / 2);
+        float *b = buf + q * (SM_LINE / group);
         smx_init(&a[q]);
         x[q] = b;
         if (hin)
@@ -352,23 +359,30 @@ AMPY_TARGET_AVX512 static void softmax_line_avx512(const line_ctx *c, const char
     }
 }
 
-/* Lines of up to SM_LINE / 2 go in pairs through smx_short_lines, longer
- * ones one by one through softmax_line_avx512. */
+/* Lines of up to SM_LINE / 4 go in groups of four through smx_short_lines,
+ * up to SM_LINE / 2 in pairs, longer ones one by one through
+ * softmax_line_avx512. */
 AMPY_TARGET_AVX512
 void ampy_softmax_lines_avx512(const line_ctx *c, char **ptrs, const int64_t *s, int64_t n)
 {
     if (c->len <= SM_LINE / 2) {
         _Alignas(64) float buf[SM_LINE];
+        const int group = c->len <= SM_LINE / SMX_GROUP ? SMX_GROUP : 2;
         const int64_t esz = (int64_t)ampy_dtype_size(c->in_dt);
         const int pf = c->sin == esz && c->len * esz <= 4096; /* contiguous lines */
-        for (int64_t j = 0; j < n; j += 2) {
-            if (pf && j + 3 < n) /* the next pair: too short for the hardware prefetcher */
-                for (int q = 2; q < 4; q++)
+        for (int64_t j = 0; j < n; j += group) {
+            if (pf && j + 2 * group - 1 < n) /* the next group: too short for the hardware prefetcher */
+                for (int q = group; q < 2 * group; q++)
                     for (int64_t b = 0; b < c->len * esz; b += 64)
                         _mm_prefetch(ptrs[0] + (j + q) * s[0] + b, _MM_HINT_T0);
-            const char *in[2] = {ptrs[0] + j * s[0], ptrs[0] + (j + 1) * s[0]};
-            char *out[2] = {ptrs[1] + j * s[1], ptrs[1] + (j + 1) * s[1]};
-            smx_short_lines(c, in, out, n - j >= 2 ? 2 : 1, buf);
+            const char *in[SMX_GROUP];
+            char *out[SMX_GROUP];
+            const int nl = n - j >= group ? group : (int)(n - j);
+            for (int q = 0; q < nl; q++) {
+                in[q] = ptrs[0] + (j + q) * s[0];
+                out[q] = ptrs[1] + (j + q) * s[1];
+            }
+            smx_short_lines(c, in, out, nl, group, buf);
         }
         return;
     }

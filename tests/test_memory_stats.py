@@ -1,6 +1,9 @@
 """ampy.memory_stats() and friends: the host allocator's counters (csrc/alloc.c)
 against allocations of known size."""
 import gc
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -90,3 +93,28 @@ def test_numpy_interop_does_not_confuse_the_counters():
     assert ampy.memory_allocated() - base == 4000  # z keeps it alive
     del z
     assert _settle() == base
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="transparent huge pages: Linux")
+def test_blocks_of_2_mib_or_more_start_on_a_huge_page_boundary():
+    """Large blocks are 2 MiB aligned (so that MADV_HUGEPAGE can back them
+    with huge pages); smaller ones keep the 64-byte alignment; the data and
+    the counters are as for any block."""
+    big = ampy.empty(1 << 20)  # 4 MiB of float32
+    assert big.data_ptr() % (2 << 20) == 0
+    big.fill_(3.0)
+    assert float(big.sum()) == 3.0 * (1 << 20)
+    small = ampy.empty(1000)
+    assert small.data_ptr() % 64 == 0
+    del big, small
+
+
+def test_huge_pages_can_be_turned_off():
+    """AMPY_NO_HUGEPAGES=1: no 2 MiB alignment asked for (a fresh process)."""
+    code = ("import ampy; ampy.empty_cache() if hasattr(ampy, 'empty_cache') else None; "
+            "ts = [ampy.empty((1 << 20) + 16 * i) for i in range(8)]; "
+            "print(sum(t.data_ptr() % (2 << 20) != 0 for t in ts))")
+    env = dict(os.environ, AMPY_NO_HUGEPAGES="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True)
+    assert int(out.stdout.strip()) > 0

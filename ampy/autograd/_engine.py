@@ -13,7 +13,9 @@ from here, where the rest of ampy imports them.
 import heapq
 import sys
 
+from .. import _C
 from .. import _views as V
+from .._convert import scalar
 
 from ._grad_mode import _set, _state
 from ._node import AccumulateGrad, Meta, Node, _type_str
@@ -273,7 +275,7 @@ def run_backward(roots, grads, retain_graph, create_graph, capture=None, accumul
         if n is not None and n in active and n not in deps:
             _heappush(heap, (-n._seq, id(n), n))
     captured = {}
-    owned = {}  # id -> buffered grad that only the engine references (see _into_owned)
+    owned = _Owned()  # id -> buffered grad that only the engine references (see _into_owned)
     st = _state
     prev_enabled, prev_cg = st.enabled, st.create_graph
     if prev_enabled != create_graph:
@@ -289,6 +291,8 @@ def run_backward(roots, grads, retain_graph, create_graph, capture=None, accumul
             if grads_in is not None and owned:
                 for g in grads_in:
                     if g is not None:
+                        if owned.lazy:
+                            _settle(owned, g)
                         owned.pop(id(g), None)
             _execute(node, grads_in, create_graph, capture, captured, accumulate, act,
                      buffers, deps, heap, owned)
@@ -350,25 +354,79 @@ def _into_owned(node, grads, buffers, owned):
     if g.dtype is not old.dtype or x.dtype is not old.dtype or \
             tuple(x.shape) != tuple(old.shape):
         return False
+    lazy = owned.lazy.get(id(old)) if owned.lazy else None
+    sel = _select_of(node, old) if lazy is not None else None
+    if sel is not None:
+        dim, index = sel
+        if dim == lazy[1] and index not in lazy[2]:  # still unwritten: no zeros to read
+            part = V.select(old, dim, index)
+            if tuple(part.shape) != tuple(g.shape):
+                return False
+            O.add(g, 0.0, out=part)  # (the bits of 0 + g: torch's sum turns -0 into +0)
+            lazy[2].add(index)
+            return True
     part = _part(node, old)
     if tuple(part.shape) != tuple(g.shape):
         return False
+    if lazy is not None:
+        _settle(owned, old)
     O.add_(part, g)
     return True
 
 
-def _permuted_zeros(nxt, shape, dtype, like):
+def _select_of(node, t):
+    """(dim, index) with both wrapped when the select/getitem `node` takes
+    t.select(dim, index) with a Python int index, else None."""
+    if node._op_name == "select":
+        _, dim, index = node.args[:3]
+        dim = wrap_dim(dim, t.ndim)
+    elif node._op_name == "getitem" and t.ndim:
+        dim, index = 0, node.args[1]
+    else:
+        return None
+    if index.__class__ is not int or not -t.shape[dim] <= index < t.shape[dim]:
+        return None
+    return dim, index + t.shape[dim] if index < 0 else index
+
+
+class _Owned(dict):
+    """The engine's owned buffers (id -> tensor), and in `lazy` those of them
+    whose memory is only partly written (_fresh_owned): id -> [tensor, dim,
+    set of the indices along dim written so far]."""
+    __slots__ = ("lazy",)
+
+    def __init__(self):
+        super().__init__()
+        self.lazy = {}
+
+
+def _settle(owned, t):
+    """Zeros into the parts of a lazily filled buffer that no gradient
+    reached, before anything else reads it (no-op for other tensors)."""
+    e = owned.lazy.pop(id(t), None)
+    if e is None or e[0] is not t:
+        return
+    z, dim, done = e
+    zero = None
+    for i in range(z.shape[dim]):
+        if i not in done:
+            zero = scalar(0, z.dtype) if zero is None else zero
+            _C.copy_(V.select(z, dim, i), zero)
+
+
+def _permuted_zeros(nxt, shape, dtype, like, fill=True):
     """Zeros of `shape` laid out so that the backward of nxt (the permute or
     transpose that produced the indexed tensor) turns them back into a
     contiguous tensor: its reshape back is then a view, not a copy. None when
-    nxt is neither op or its input does not fit."""
+    nxt is neither op or its input does not fit. fill=False: uninitialized
+    memory (CPU only)."""
     name = nxt._op_name
     if name not in ("permute", "transpose"):
         return None
     src = nxt.args[0]
     if src.__class__ is not Meta and not _is_tensor(src):
         return None
-    z = zeros(src.shape, dtype, like)
+    z = zeros(src.shape, dtype, like) if fill else _C.empty(tuple(src.shape), dtype)
     if name == "transpose":
         z = V.transpose(z, nxt.args[1], nxt.args[2])
     else:
@@ -397,14 +455,25 @@ def _fresh_owned(node, grads, buffers, owned, deps):
     x = node.args[0]
     if g.dtype is not x.dtype:
         return False
-    z = _permuted_zeros(nxt, x.shape, g.dtype, g)
+    # a select on the CPU: the other indices are left unwritten until another
+    # select's gradient fills them or the buffer is read (_settle zeros the rest)
+    sel = _select_of(node, x) if g._device_index < 0 else None
+    lazy = sel is not None
+    z = _permuted_zeros(nxt, x.shape, g.dtype, g, fill=not lazy)
     if z is None:
         return False
-    part = _part(node, z)
+    if lazy:
+        dim, index = sel
+        part = V.select(z, dim, index)
+    else:
+        part = _part(node, z)
     if tuple(part.shape) != tuple(g.shape):
         return False
     if deps[nxt] > 1:
-        O.add_(part, g)
+        if lazy:
+            O.add(g, 0.0, out=part)  # (0 + g into unwritten memory: no zeros to read)
+        else:
+            O.add_(part, g)
     else:
         O.copy_(part, g)
     if buf is None:
@@ -412,6 +481,8 @@ def _fresh_owned(node, grads, buffers, owned, deps):
         buf = buffers[nxt] = [None] if m is None else [None] * len(m)
     buf[nr] = z
     owned[id(z)] = z
+    if lazy:
+        owned.lazy[id(z)] = [z, dim, {index}]
     return True
 
 
@@ -470,6 +541,8 @@ def _execute(node, grads, create_graph, capture, captured, accumulate, active, b
                 if plain:  # the rule's fresh zeros-with-g: nobody else holds it
                     owned[id(g)] = g
             else:
+                if owned.lazy:
+                    _settle(owned, old)
                 new = buf[nr] = _add(old, g)
                 if not create_graph:  # the sum is the engine's own
                     owned.pop(id(old), None)

@@ -98,6 +98,17 @@ ampy_status ampy_conv_wgrad_set_path(const char *name);
  * give g in dtype. */
 const char *ampy_conv_wgrad_path(const ampy_conv2d_geom *g, ampy_dtype dtype);
 
+/* Which input-gradient path ampy_conv2d_backward_input takes: "auto" (the
+ * shape rule in conv.c), "gemm" (never the phase kernel of conv_dgrad.c) or
+ * "phase" (that kernel wherever its dtype and CPU level allow). Process-wide,
+ * for tests and benchmarks. Returns AMPY_OK or AMPY_ERR_VALUE. */
+ampy_status ampy_conv_dgrad_set_path(const char *name);
+
+/* The path that setting and the CPU level give g in dtype: "pointwise",
+ * "phase", "as_conv" (the forward of dy with the flipped kernel) or
+ * "col2im". */
+const char *ampy_conv_dgrad_path(const ampy_conv2d_geom *g, ampy_dtype dtype);
+
 /* db[o] = sum over n and the P positions of dy[n, o, :] (double sums,
  * rounded once).
  *   dy        in: contiguous N x O x P.

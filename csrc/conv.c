@@ -384,11 +384,20 @@ ampy_status ampy_conv_dgrad_set_path(const char *name)
 }
 
 /* Where the phase kernel beat the GEMM paths (1 thread, ResNet-18 layers at
- * batch 32): every stride above 1. */
+ * batch 32, bench_conv.py --split): strides above 1 with a spatial kernel
+ * (64x56x56 -> 128, 3x3 / 2: float32 23 vs 30 ms, bfloat16 16 vs 29 ms);
+ * not the 1x1 / 2 (three phases of four are empty there; the GEMM and
+ * col2im took 5.9 vs 9.6 ms); at unit stride only the maps under 64
+ * positions, where the forward is not the direct kernel (512x7x7, 3x3:
+ * float32 38.7 vs 50.3 ms, bfloat16 21.2 vs 24.2 ms); from 14x14 up the
+ * forward of the flipped kernel was as fast or faster (its store is
+ * contiguous). */
 static int phase_wins(const ampy_conv2d_geom *g, ampy_dtype dtype)
 {
     (void)dtype;
-    return g->sh > 1 || g->sw > 1;
+    if (g->sh > 1 || g->sw > 1)
+        return g->KH * g->KW > 1;
+    return g->H * g->W < 64;
 }
 
 static int dgrad_path(const ampy_conv2d_geom *g, ampy_dtype dtype)

@@ -88,7 +88,7 @@ ampy_status ampy_conv2d_backward_weight(const ampy_conv2d_geom *g, ampy_dtype dt
                                         void *dw);
 
 /* Which weight-gradient path ampy_conv2d_backward_weight takes where the
- * shifted-view kernel (conv_weight_x86.c) is possible (unit stride,
+ * shifted-view kernel (conv_weight_x86.c) is possible (any stride,
  * ungrouped, its CPU level): "auto" (the shape rule in conv_weight.c),
  * "im2col" (always the unfold + GEMM) or "shifted" (always that kernel).
  * Process-wide, for tests and benchmarks. Returns AMPY_OK or AMPY_ERR_VALUE. */

@@ -395,6 +395,8 @@ ampy_status ampy_conv_dgrad_set_path(const char *name)
 static int phase_wins(const ampy_conv2d_geom *g, ampy_dtype dtype)
 {
     (void)dtype;
+    if (g->C < 32)
+        return 0; /* a panel is 32 channels of dx: 3 -> 64, 7x7 / 2 took 3x the GEMM's time */
     if (g->sh > 1 || g->sw > 1)
         return g->KH * g->KW > 1;
     return g->H * g->W < 64;

@@ -124,9 +124,9 @@ def test_input_grad_against_float64(cpu_path, dgrad_path, dt, case, bias):
 
 
 def test_phase_path_rule():
-    """The auto rule at the best level: strided spatial kernels and maps under
-    64 positions take the phase kernel; the 1x1 / 2 and the unit-stride
-    14x14 and up do not."""
+    """The auto rule at the AVX-512 level: strided spatial kernels and maps
+    under 64 positions take the phase kernel; the 1x1 / 2, the unit-stride
+    14x14 and up, float64 and fewer than 32 input channels do not."""
     def path(case, dt):
         g, w, _, shape, geom = _inputs(case, dt)
         return _C.conv_dgrad_path(_ampy(g, dt), _ampy(w, dt), shape, geom)
@@ -134,12 +134,13 @@ def test_phase_path_rule():
         pytest.skip("the CPU has no AVX-512")
     _C._set_cpu_level("avx512")
     try:
-        assert path((1, 8, 14, 14, 16, (3, 3), 2, 1, 1), "float32") == "phase"
-        assert path((1, 8, 7, 7, 16, (3, 3), 1, 1, 1), "float32") == "phase"
-        assert path((1, 8, 14, 14, 16, (3, 3), 1, 1, 1), "float32") == "as_conv"
-        assert path((1, 8, 14, 14, 16, (1, 1), 2, 0, 1), "float32") == "col2im"
-        assert path((1, 8, 14, 14, 16, (1, 1), 1, 0, 1), "float32") == "pointwise"
-        assert path((1, 8, 14, 14, 16, (3, 3), 2, 1, 1), "float64") == "col2im"
+        assert path((1, 32, 14, 14, 16, (3, 3), 2, 1, 1), "float32") == "phase"
+        assert path((1, 32, 7, 7, 16, (3, 3), 1, 1, 1), "float32") == "phase"
+        assert path((1, 32, 14, 14, 16, (3, 3), 1, 1, 1), "float32") == "as_conv"
+        assert path((1, 32, 14, 14, 16, (1, 1), 2, 0, 1), "float32") == "col2im"
+        assert path((1, 32, 14, 14, 16, (1, 1), 1, 0, 1), "float32") == "pointwise"
+        assert path((1, 32, 14, 14, 16, (3, 3), 2, 1, 1), "float64") == "col2im"
+        assert path((1, 3, 14, 14, 16, (7, 7), 2, 3, 1), "float32") == "col2im"
     finally:
         _C._set_cpu_level(None)
 

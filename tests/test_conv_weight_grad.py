@@ -50,6 +50,9 @@ CASES = [  # (N, C, H, W, O, (KH, KW), stride, padding, dilation)
     (3, 9, 6, 6, 33, (2, 2), 2, 0, 1),       # 2x2 / 2: one tap per phase
     (4, 24, 20, 20, 40, (3, 3), 2, 1, 1),    # many chunks at stride 2
     (1, 40, 11, 13, 70, (4, 4), 2, (3, 1), (1, 2)),  # even kernel, mixed padding
+    (2, 3, 5, 75, 9, (3, 3), 2, 1, 1),       # phase rows of 37-38: the vector
+                                             # deinterleave and its masked tails
+    (1, 2, 3, 130, 5, (1, 3), 2, (0, 1), 1), # rows of 65: two bfloat16 vectors and a tail
 ]
 
 

@@ -383,6 +383,60 @@ static ampy_status bwd_input_as_conv(const ampy_conv2d_geom *g, ampy_dtype dtype
     return s;
 }
 
+/* ---- the input-gradient path choice -------------------------------------------- */
+enum { DG_POINTWISE, DG_PHASE, DG_AS_CONV, DG_COL2IM };
+static const char *const dg_names[] = {"pointwise", "phase", "as_conv", "col2im"};
+static int dg_choice = 0; /* 0 auto, 1 the GEMM paths only, 2 phase where it runs */
+
+ampy_status ampy_conv_dgrad_set_path(const char *name)
+{
+    static const char *const choices[] = {"auto", "gemm", "phase"};
+    for (int i = 0; name && i < 3; i++)
+        if (strcmp(name, choices[i]) == 0) {
+            dg_choice = i;
+            return AMPY_OK;
+        }
+    return ampy_error(AMPY_ERR_VALUE, "conv2d: unknown input-gradient path '%s' (expected "
+                      "auto, gemm or phase)", name ? name : "(null)");
+}
+
+/* Where the phase kernel beat the GEMM paths (1 thread, ResNet-18 layers at
+ * batch 32, bench_conv.py --split): strides above 1 with a spatial kernel
+ * (64x56x56 -> 128, 3x3 / 2: float32 23 vs 30 ms, bfloat16 16 vs 29 ms);
+ * not the 1x1 / 2 (three phases of four are empty there; the GEMM and
+ * col2im took 5.9 vs 9.6 ms); at unit stride only the maps under 64
+ * positions, where the forward is not the direct kernel (512x7x7, 3x3:
+ * float32 38.7 vs 50.3 ms, bfloat16 21.2 vs 24.2 ms); from 14x14 up the
+ * forward of the flipped kernel was as fast or faster (its store is
+ * contiguous). */
+static int phase_wins(const ampy_conv2d_geom *g, ampy_dtype dtype)
+{
+    (void)dtype;
+    if (g->C < 32)
+        return 0; /* a panel is 32 channels of dx: 3 -> 64, 7x7 / 2 took 3x the GEMM's time */
+    if (g->sh > 1 || g->sw > 1)
+        return g->KH * g->KW > 1;
+    return g->H * g->W < 64;
+}
+
+static int dgrad_path(const ampy_conv2d_geom *g, ampy_dtype dtype)
+{
+    if (is_pointwise(g))
+        return DG_POINTWISE;
+    if (dg_choice != 1 && ampy_conv_dgrad_phase_ok(g, dtype) &&
+        (dg_choice == 2 || phase_wins(g, dtype)))
+        return DG_PHASE;
+    if (g->sh == 1 && g->sw == 1 && g->pt <= g->dh * (g->KH - 1) &&
+        g->pl <= g->dw * (g->KW - 1))
+        return DG_AS_CONV;
+    return DG_COL2IM;
+}
+
+const char *ampy_conv_dgrad_path(const ampy_conv2d_geom *g, ampy_dtype dtype)
+{
+    return dg_names[dgrad_path(g, dtype)];
+}
+
 ampy_status ampy_conv2d_backward_input(const ampy_conv2d_geom *g, ampy_dtype dtype,
                                        const void *dy, const void *w, const void *bias,
                                        void *dx)
@@ -394,11 +448,12 @@ ampy_status ampy_conv2d_backward_input(const ampy_conv2d_geom *g, ampy_dtype dty
         return ampy_error(AMPY_ERR_DTYPE, "conv2d: unsupported dtype");
     if (g->N * g->C * g->H * g->W == 0)
         return AMPY_OK;
-    if (is_pointwise(g))
-        return bwd_input_pointwise(g, dtype, dy, w, bias, dx);
-    if (g->sh == 1 && g->sw == 1 && g->pt <= g->dh * (g->KH - 1) &&
-        g->pl <= g->dw * (g->KW - 1))
-        return bwd_input_as_conv(g, dtype, dy, w, bias, dx);
+    switch (dgrad_path(g, dtype)) {
+    case DG_POINTWISE: return bwd_input_pointwise(g, dtype, dy, w, bias, dx);
+    case DG_PHASE: return ampy_conv_dgrad_phase(g, dtype, dy, w, bias, dx);
+    case DG_AS_CONV: return bwd_input_as_conv(g, dtype, dy, w, bias, dx);
+    default: break;
+    }
     ampy_dtype acc = dtype == AMPY_FLOAT64 ? AMPY_FLOAT64 : AMPY_FLOAT32;
     size_t es = ampy_dtype_size(dtype), as = ampy_dtype_size(acc);
     int64_t G = g->groups, Cg = g->C / G, Og = g->O / G, P = g->OH * g->OW;

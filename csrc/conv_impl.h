@@ -66,4 +66,13 @@ void ampy_conv_direct_tile_f32(const float *a, const int64_t *roff, const int64_
 void ampy_conv_direct_tile_bf16(const uint16_t *a, const int64_t *roff, const int64_t *offs,
                                 int64_t taps, int64_t pairs, const uint16_t *b, float *out);
 
+/* conv_dgrad.c: whether the phase-decomposed direct input gradient takes
+ * this convolution (ungrouped, any stride and dilation; float32 at
+ * AMPY_CPU_AVX512 and up, bfloat16 at AMPY_CPU_AVX512_BF16), and that input
+ * gradient (the contract of ampy_conv2d_backward_input, geometry checked,
+ * N*C*H*W > 0). */
+int ampy_conv_dgrad_phase_ok(const ampy_conv2d_geom *g, ampy_dtype dtype);
+ampy_status ampy_conv_dgrad_phase(const ampy_conv2d_geom *g, ampy_dtype dtype, const void *dy,
+                                  const void *w, const void *bias, void *dx);
+
 #endif /* AMPY_CONV_IMPL_H */

@@ -83,11 +83,17 @@ ampy_status ampy_conv_wgrad_set_path(const char *name)
 }
 
 /* Where the shifted-view kernel beat the im2col GEMM (1 thread, a loaded
- * machine, ResNet-like layers): float32 everywhere measured; bfloat16 with a
- * spatial kernel on maps of 10x10 or more (it lost at 7x7 and on 1x1). */
+ * machine, ResNet-18 layers at batch 32, bench_conv.py --split): every
+ * unit-stride layer but bfloat16 1x1, and the strided ones with outputs of
+ * 10x10 or more (64x56x56 -> 128, 3x3 / 2: float32 25 vs 43 ms, bfloat16 14
+ * vs 20 ms; the 1x1 / 2 in float32 6.1 vs 7.0 ms); on the 7x7 output of
+ * 256x14x14 -> 512, 3x3 / 2 the GEMM won (float32 27 vs 30 ms, bfloat16 14
+ * vs 17 ms), and bfloat16 1x1 kernels (2.9 vs 3.4 ms). */
 static int shifted_wins(const ampy_conv2d_geom *g, ampy_dtype dtype)
 {
-    return dtype == AMPY_FLOAT32 || (g->KH * g->KW > 1 && g->OH * g->OW >= 100);
+    if ((g->sh > 1 || g->sw > 1) && g->OH * g->OW < 100)
+        return 0;
+    return dtype == AMPY_FLOAT32 || g->KH * g->KW > 1;
 }
 
 const char *ampy_conv_wgrad_path(const ampy_conv2d_geom *g, ampy_dtype dtype)

@@ -1,29 +1,35 @@
-/* conv_weight_x86.c — the weight gradient of a unit-stride ungrouped
- * convolution without an unfolded copy of x (contract in conv_weight.h).
+/* conv_weight_x86.c — the weight gradient of an ungrouped convolution of
+ * any stride without an unfolded copy of x (contract in conv_weight.h).
  *
  * dw[o][c][kh][kw] = sum over n, oh, ow of
- *                    dy[n][o][oh][ow] * x[n][c][oh + kh*dh - pt][ow + kw*dw - pl].
- * Output positions are numbered in a flat space q = (n * Hs + oh) * Wr + ow
- * whose rows (Wr wide) and images (Hs rows) also hold the zero padding of x:
- * padded x element (n, X, Y) sits at flat index (n * Hs + X) * Wr + Y, so
- * tap (kh, kw) reads x at q + kh*dh*Wr + kw*dw, one shift for all
- * positions. Wr and Hs are the smallest sizes at which a read that runs past
- * a row (an image) lands in the next row's (image's) zero padding, which two
- * neighbours share. Positions with ow >= OW or oh >= OH are junk: dy is zero
- * there, so they add nothing (a finite x times zero; an inf or NaN in x
- * sends the call back to the general path, which never forms those
- * products).
+ *     dy[n][o][oh][ow] * x[n][c][oh*sh + kh*dh - pt][ow*sw + kw*dw - pl].
+ * Padded x (X = ih + pt, Y = iw + pl) is split into its phases: phase
+ * (fh, fw) is the sub-image of elements (sh * A + fh, sw * B + fw), and tap
+ * (kh, kw) with kh*dh = sh * jh + fh, kw*dw = sw * jw + fw reads phase
+ * (fh, fw) at (oh + jh, ow + jw): in its phase every tap is a unit-stride
+ * shift (with unit stride there is one phase, padded x itself). Output
+ * positions are numbered in a flat space q = (n * Hs + oh) * Wr + ow whose
+ * rows (Wr wide) and images (Hs rows) also hold the zero padding of the
+ * phases: phase element (n, A, B) sits at flat index (n * Hs + A) * Wr + B,
+ * so the tap reads its phase at q + jh*Wr + jw, one shift for all positions.
+ * Wr and Hs are the smallest sizes at which every phase's data fits and a
+ * read that runs past a row (an image) lands in the next row's (image's)
+ * zero padding, which two neighbours share. Positions with ow >= OW or
+ * oh >= OH are junk: dy is zero there, so they add nothing (a finite x times
+ * zero; an inf or NaN in x sends the call back to the general path, which
+ * never forms those products).
  *
- * The flat space is walked in chunks of KC positions sized for L2; per chunk
- *   xb[c][j]       = padded x at q0 + j (a plain plane per channel, channel
- *                    count rounded up to 8 with zero planes),
+ * x is copied once into that flat space, xf[c][phase][flat index] (channel
+ * count rounded up to 8 with zero planes); the flat space is then walked in
+ * chunks of KC positions (an image's junk rows below OH left out), and per
+ * chunk
  *   dq[ob][s][32]  = dy of output channels [32 ob, 32 ob + 32) at step s,
  *                    transposed from dy's planes: float32 one position per
  *                    step, bfloat16 the pair (q0 + 2s, q0 + 2s + 1) in one
  *                    32-bit word (vdpbf16ps's layout);
  * and an 8 (c) x 32 (o) tile of each tap's dw lives in 16 zmm accumulators
  * over the chunk: per step two dy vectors are loaded and, per c row, the
- * 32-bit word of xb at the tap's shift is broadcast (a float32, or the
+ * 32-bit word of xf at the tap's shift is broadcast (a float32, or the
  * bfloat16 pair of the same two positions, read at any parity) into two
  * FMAs (vdpbf16ps). Accumulators are float32 in a buffer of tiles; threads
  * take disjoint runs of chunks into their own buffers, summed at the end in
@@ -57,25 +63,64 @@ typedef struct {
     int64_t xs[4];
     const char *dy;
     int64_t Wr, Hs, Cp, nob, taps, kc, nch, xl;
+    int64_t nph, xlp;             /* phases of x, elements per phase plane  */
+    const int64_t *phs;           /* phase k: its (row, column) residues as
+                                     fh * sw + fw                         */
     int64_t seg, ext, nsmax;      /* positions per image, x run past a
                                      segment, segments per chunk at most  */
     const int64_t *off;           /* taps shifts                           */
+    char *xf;                     /* x in the flat space: channel c, phase k
+                                     at (c * xl + k * xlp) elements        */
 } wg_plan;
 
 /* A chunk's segments (its pieces within one image): segment i has sst[i]
  * steps and its x runs start xo[i] elements into each channel's plane. */
 typedef struct {
-    char *xb, *dt, *dq;
+    char *dt, *dq;
     float *acc;
     int64_t *sst, *xo, ns;
-    int bad;
 } wg_work;
 
 /* ---- packing ---------------------------------------------------------------- */
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
+/* dst[i] = src[2 * i], i < n, for 32-bit (es 4) or 16-bit elements; reads
+ * no element past src[2 * (n - 1)]. The tail is scalar: masked vector
+ * tails ran several times slower here (Zen 5) than the scalar loop. */
+static void copy_even(const char *src, int64_t n, size_t es, char *dst)
+{
+    int64_t i = 0;
+    if (es == 4) {
+        const __m512i idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
+                                              28, 30);
+        const float *s = (const float *)src;
+        for (; i + 16 < n; i += 16)
+            _mm512_storeu_ps((float *)dst + i,
+                             _mm512_permutex2var_ps(_mm512_loadu_ps(s + 2 * i), idx,
+                                                    _mm512_loadu_ps(s + 2 * i + 16)));
+        for (; i < n; i++)
+            ((float *)dst)[i] = s[2 * i];
+        return;
+    }
+    const __m512i idx = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36,
+                                         34, 32, 30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6,
+                                         4, 2, 0);
+    const uint16_t *s = (const uint16_t *)src;
+    for (; i + 32 < n; i += 32)
+        _mm512_storeu_si512((uint16_t *)dst + i,
+                            _mm512_permutex2var_epi16(_mm512_loadu_si512(s + 2 * i), idx,
+                                                      _mm512_loadu_si512(s + 2 * i + 32)));
+    for (; i < n; i++)
+        ((uint16_t *)dst)[i] = s[2 * i];
+}
+#pragma GCC pop_options
+
 static void copy_strided(const char *src, int64_t stride, int64_t n, size_t es, char *dst)
 {
     if (stride == 1) {
         memcpy(dst, src, (size_t)n * es);
+    } else if (stride == 2) {
+        copy_even(src, n, es, dst);
     } else if (es == 2) {
         for (int64_t i = 0; i < n; i++)
             ((uint16_t *)dst)[i] = ((const uint16_t *)src)[i * stride];
@@ -85,15 +130,27 @@ static void copy_strided(const char *src, int64_t stride, int64_t n, size_t es, 
     }
 }
 
-/* out[j] = padded x of channel c at flat index f0 + j, j < len. */
-static void fill_x_plane(const wg_plan *p, int64_t c, int64_t f0, int64_t len, char *out)
+/* The columns [*b0, *b1) of phase residue f (stride s, padding pad) that
+ * hold data of an image row of W columns. */
+static void data_cols(int64_t f, int64_t s, int64_t pad, int64_t W, int64_t *b0, int64_t *b1)
+{
+    *b0 = pad - f <= 0 ? 0 : (pad - f + s - 1) / s;
+    *b1 = pad + W - f <= 0 ? 0 : (pad + W - f + s - 1) / s;
+}
+
+/* out[j] = phase k of padded x, channel c, at flat index f0 + j, j < len:
+ * element (n, A, B) is padded x (n, sh * A + fh, sw * B + fw). */
+static void fill_x_plane(const wg_plan *p, int64_t c, int64_t k, int64_t f0, int64_t len,
+                         char *out)
 {
     const ampy_conv2d_geom *g = p->g;
     size_t es = p->es;
+    int64_t fh = p->phs[k] / g->sw, fw = p->phs[k] % g->sw, ba, bb;
+    data_cols(fw, g->sw, g->pl, g->W, &ba, &bb);
     for (int64_t f = f0; f < f0 + len;) {
         int64_t R = f / p->Wr, y0 = f % p->Wr;
         int64_t seg = (R + 1) * p->Wr < f0 + len ? (R + 1) * p->Wr - f : f0 + len - f;
-        int64_t n = R / p->Hs, ih = R % p->Hs - g->pt;
+        int64_t n = R / p->Hs, ih = R % p->Hs * g->sh + fh - g->pt;
         char *o = out + (size_t)(f - f0) * es;
         if (n >= g->N || ih < 0 || ih >= g->H) {
             memset(o, 0, (size_t)seg * es);
@@ -101,13 +158,13 @@ static void fill_x_plane(const wg_plan *p, int64_t c, int64_t f0, int64_t len, c
             continue;
         }
         /* [a, b): the part of the segment's columns that are data */
-        int64_t a = y0 > g->pl ? y0 : g->pl, b = g->pl + g->W < y0 + seg ? g->pl + g->W : y0 + seg;
+        int64_t a = y0 > ba ? y0 : ba, b = bb < y0 + seg ? bb : y0 + seg;
         if (b < a)
             a = b = y0 + seg;
         memset(o, 0, (size_t)(a - y0) * es);
         const char *src = p->x + (size_t)(n * p->xs[0] + c * p->xs[1] + ih * p->xs[2] +
-                                          (a - g->pl) * p->xs[3]) * es;
-        copy_strided(src, p->xs[3], b - a, es, o + (size_t)(a - y0) * es);
+                                          (a * g->sw + fw - g->pl) * p->xs[3]) * es;
+        copy_strided(src, g->sw * p->xs[3], b - a, es, o + (size_t)(a - y0) * es);
         memset(o + (size_t)(b - y0) * es, 0, (size_t)(y0 + seg - b) * es);
         f += seg;
     }
@@ -253,47 +310,30 @@ static void tile_f32(int64_t ns, const int64_t *sst, const int64_t *xo, const ch
 }
 #pragma GCC pop_options
 
-/* Chunk positions [q0, q0 + kc) in images' runs of seg positions: the
- * segments, their flat starts fs[i] and compact offsets qa[i]. */
+/* Chunk positions [q0, q0 + kc) in images' runs of seg positions (the last
+ * chunk ends at the last image's): the segments, their flat starts fs[i] and compact offsets qa[i]. */
 static void chunk_segments(const wg_plan *p, int64_t q0, wg_work *w, int64_t *fs, int64_t *qa)
 {
-    int64_t ns = 0, xo = 0, q1 = q0 + p->kc;
+    int64_t ns = 0, q1 = q0 + p->kc < p->g->N * p->seg ? q0 + p->kc : p->g->N * p->seg;
     for (int64_t q = q0; q < q1; ns++) {
         int64_t n = q / p->seg, r = q % p->seg;
         int64_t len = p->seg - r < q1 - q ? p->seg - r : q1 - q;
         fs[ns] = n * p->Hs * p->Wr + r;
         qa[ns] = q - q0;
         w->sst[ns] = p->bf ? len / 2 : len;
-        w->xo[ns] = xo;
-        xo += len + p->ext;
+        w->xo[ns] = fs[ns];
         q += len;
     }
     w->ns = ns;
 }
 
-/* Packs chunk q0 into w's buffers; 1 when x held an inf or NaN. */
-static int pack_chunk(const wg_plan *p, int64_t q0, wg_work *w)
+/* Packs chunk q0's dy into w's buffers. */
+static void pack_chunk(const wg_plan *p, int64_t q0, wg_work *w)
 {
     const ampy_conv2d_geom *g = p->g;
     size_t es = p->es;
     int64_t steps = p->bf ? p->kc / 2 : p->kc, *fs = w->sst + p->nsmax, *qa = w->xo + p->nsmax;
     chunk_segments(p, q0, w, fs, qa);
-    for (int64_t c = 0; c < p->Cp; c++) {
-        char *row = w->xb + (size_t)(c * p->xl) * es;
-        if (c >= g->C) {
-            memset(row, 0, (size_t)p->xl * es);
-            continue;
-        }
-        int64_t used = 0;
-        for (int64_t i = 0; i < w->ns; i++) {
-            int64_t len = (p->bf ? 2 : 1) * w->sst[i] + p->ext;
-            fill_x_plane(p, c, fs[i], len, row + (size_t)w->xo[i] * es);
-            used = w->xo[i] + len;
-        }
-        memset(row + (size_t)used * es, 0, (size_t)(p->xl - used) * es);
-    }
-    if (any_nonfinite(w->xb, g->C * p->xl, p->bf))
-        return 1;
     for (int64_t ob = 0; ob < p->nob; ob++) {
         for (int64_t r = 0; r < WG_NR; r++) {
             char *row = w->dt + (size_t)(r * p->kc) * es;
@@ -308,7 +348,6 @@ static int pack_chunk(const wg_plan *p, int64_t q0, wg_work *w)
         transpose_block((const uint32_t *)w->dt, steps,
                         (uint32_t *)(w->dq + (size_t)(ob * steps) * 128));
     }
-    return 0;
 }
 
 static void run_chunk(const wg_plan *p, wg_work *w)
@@ -316,7 +355,7 @@ static void run_chunk(const wg_plan *p, wg_work *w)
     int64_t steps = p->bf ? p->kc / 2 : p->kc, xl = p->xl * (int64_t)p->es;
     (void)steps;
     for (int64_t cb = 0; cb < p->Cp / WG_MR; cb++) {
-        const char *xc = w->xb + cb * WG_MR * xl;
+        const char *xc = p->xf + cb * WG_MR * xl;
         for (int64_t ob = 0; ob < p->nob; ob++) {
             const char *dq = w->dq + (size_t)(ob * steps) * 128;
             float *acc = w->acc + ((cb * p->nob + ob) * p->taps) * WG_TILE;
@@ -333,6 +372,42 @@ static void run_chunk(const wg_plan *p, wg_work *w)
 
 typedef struct {
     const wg_plan *p;
+    char *bad;
+} wgx_ctx;
+
+/* Items are (channel, phase) planes of xf; bad[item] = whether the plane
+ * holds an inf or NaN. */
+static void pack_x_range(int64_t begin, int64_t end, void *vctx)
+{
+    const wgx_ctx *c = vctx;
+    const wg_plan *p = c->p;
+    for (int64_t it = begin; it < end; it++) {
+        int64_t ch = it / p->nph, k = it % p->nph;
+        char *row = p->xf + (size_t)(ch * p->xl + k * p->xlp) * p->es;
+        if (ch >= p->g->C) {
+            memset(row, 0, (size_t)p->xlp * p->es);
+            c->bad[it] = 0;
+            continue;
+        }
+        fill_x_plane(p, ch, k, 0, p->xlp, row);
+        c->bad[it] = (char)any_nonfinite(row, p->xlp, p->bf);
+    }
+}
+
+/* Fills xf; 1 when x held an inf or NaN. */
+static int pack_x(const wg_plan *p, char *bad)
+{
+    wgx_ctx c = {p, bad};
+    int64_t n = p->Cp * p->nph;
+    ampy_parallel_for(n, p->xlp >= 16384 ? 1 : 16384 / p->xlp, pack_x_range, &c);
+    for (int64_t i = 0; i < n; i++)
+        if (bad[i])
+            return 1;
+    return 0;
+}
+
+typedef struct {
+    const wg_plan *p;
     wg_work *work;
     int64_t nw;
 } wg_ctx;
@@ -344,35 +419,59 @@ static void worker_range(int64_t begin, int64_t end, void *vctx)
     for (int64_t wi = begin; wi < end; wi++) {
         wg_work *w = &c->work[wi];
         int64_t a = wi * p->nch / c->nw, b = (wi + 1) * p->nch / c->nw;
-        for (int64_t ch = a; ch < b && !w->bad; ch++) {
-            if (pack_chunk(p, ch * p->kc, w))
-                w->bad = 1;
-            else
-                run_chunk(p, w);
+        for (int64_t ch = a; ch < b; ch++) {
+            pack_chunk(p, ch * p->kc, w);
+            run_chunk(p, w);
         }
     }
 }
 
 static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
-/* The flat space, the shifts and the chunk size of g. */
-static void make_plan(const ampy_conv2d_geom *g, int bf, int64_t *off, wg_plan *p)
+/* The phases of x that the taps read (tap t: residues (kh*dh mod sh,
+ * kw*dw mod sw), phase tph[t]; phase k's residues phs[k]), each tap's shift
+ * within its phase into off, and the flat space's row and image sizes. */
+static void plan_phases(const ampy_conv2d_geom *g, int64_t *off, int64_t *tph, int64_t *phs,
+                        wg_plan *p)
 {
-    int64_t ew = (g->KW - 1) * g->dw, eh = (g->KH - 1) * g->dh;
-    int64_t wr = g->pl + g->W, hs = g->pt + g->H;
-    wr = wr > g->OW + ew - g->pl ? wr : g->OW + ew - g->pl;
-    hs = hs > g->OH + eh - g->pt ? hs : g->OH + eh - g->pt;
-    p->Wr = wr > g->OW ? wr : g->OW;
-    p->Hs = hs > g->OH ? hs : g->OH;
+    int64_t wr = g->OW, hs = g->OH;
+    p->nph = 0;
+    for (int64_t t = 0; t < p->taps; t++) {
+        int64_t kh = t / g->KW * g->dh, kw = t % g->KW * g->dw, fh = kh % g->sh, fw = kw % g->sw;
+        int64_t k = 0, a0, a1, b0, b1;
+        while (k < p->nph && phs[k] != fh * g->sw + fw)
+            k++;
+        if (k == p->nph)
+            phs[p->nph++] = fh * g->sw + fw;
+        tph[t] = k;
+        /* a row (image) holds the phase's data, and a read of the last
+         * output position past it lands in the next one's zero padding */
+        data_cols(fw, g->sw, g->pl, g->W, &b0, &b1);
+        data_cols(fh, g->sh, g->pt, g->H, &a0, &a1);
+        wr = wr > b1 ? wr : b1;
+        wr = wr > g->OW + kw / g->sw - b0 ? wr : g->OW + kw / g->sw - b0;
+        hs = hs > a1 ? hs : a1;
+        hs = hs > g->OH + kh / g->sh - a0 ? hs : g->OH + kh / g->sh - a0;
+    }
+    p->Wr = wr, p->Hs = hs;
     /* an image's segment is OH * Wr rounded up to even (below); its extra
      * position must be a junk row of the same image, not the next image's
      * first position */
     if (p->Hs == g->OH && (g->OH * p->Wr) % 2)
         p->Hs++;
-    p->taps = g->KH * g->KW;
     for (int64_t t = 0; t < p->taps; t++)
-        off[t] = (t / g->KW) * g->dh * p->Wr + (t % g->KW) * g->dw;
-    int64_t offmax = eh * p->Wr + ew;
+        off[t] = t / g->KW * g->dh / g->sh * p->Wr + t % g->KW * g->dw / g->sw;
+}
+
+/* The flat space, the phases, the shifts and the chunk size of g. off holds
+ * 3 * taps elements: the shifts, then the scratch of plan_phases. */
+static void make_plan(const ampy_conv2d_geom *g, int bf, int64_t *off, wg_plan *p)
+{
+    p->taps = g->KH * g->KW;
+    int64_t *tph = off + p->taps, *phs = off + 2 * p->taps, offmax = 0;
+    plan_phases(g, off, tph, phs, p);
+    for (int64_t t = 0; t < p->taps; t++)
+        offmax = off[t] > offmax ? off[t] : offmax;
     p->Cp = round_up(g->C, WG_MR);
     p->nob = (g->O + WG_NR - 1) / WG_NR;
     p->bf = bf;
@@ -382,8 +481,10 @@ static void make_plan(const ampy_conv2d_geom *g, int bf, int64_t *off, wg_plan *
     p->seg = round_up(g->OH * p->Wr, 2);
     p->ext = offmax + 2;
     int64_t L = g->N * p->seg, budget = WG_CHUNK_BYTES / (int64_t)p->es;
-    int64_t kc = (budget - 2 * p->Cp * p->ext) /
-                 (p->Cp + p->Cp * p->ext / p->seg + (p->nob + 1) * WG_NR);
+    /* the chunk's dy (all panels, re-read per channel block) and one channel
+     * block's x runs stay in L2; x streams through once per chunk */
+    int64_t xc = p->nph * WG_MR;
+    int64_t kc = (budget - 2 * xc * p->ext) / (xc + xc * p->ext / p->seg + (p->nob + 1) * WG_NR);
     int64_t nt = ampy_get_num_threads(), per = round_up((L + 4 * nt - 1) / (4 * nt), 32);
     kc = kc / 32 * 32;
     kc = kc < per ? kc : per;
@@ -391,8 +492,12 @@ static void make_plan(const ampy_conv2d_geom *g, int bf, int64_t *off, wg_plan *
     p->kc = kc < round_up(L, 32) ? kc : round_up(L, 32);
     p->nch = (L + p->kc - 1) / p->kc;
     p->nsmax = p->kc / p->seg + 2;
-    p->xl = round_up(p->kc + p->nsmax * p->ext, 32);
-    p->off = off;
+    p->xlp = round_up(g->N * p->Hs * p->Wr + p->ext + 2, 32);
+    p->xl = p->nph * p->xlp;
+    /* tap t reads its phase's plane */
+    for (int64_t t = 0; t < p->taps; t++)
+        off[t] += tph[t] * p->xlp;
+    p->off = off, p->phs = phs;
 }
 
 typedef struct {
@@ -434,8 +539,7 @@ static void store_range(int64_t begin, int64_t end, void *vctx)
 
 int ampy_conv_wgrad_shifted_ok(const ampy_conv2d_geom *g, ampy_dtype dtype)
 {
-    if (g->groups != 1 || g->sh != 1 || g->sw != 1 || g->N <= 0 || g->C <= 0 || g->O <= 0 ||
-        g->OH <= 0 || g->OW <= 0)
+    if (g->groups != 1 || g->N <= 0 || g->C <= 0 || g->O <= 0 || g->OH <= 0 || g->OW <= 0)
         return 0;
     ampy_cpu_level lv = ampy_cpu_level_get();
     if (dtype == AMPY_FLOAT32)
@@ -447,7 +551,6 @@ int ampy_conv_wgrad_shifted_ok(const ampy_conv2d_geom *g, ampy_dtype dtype)
 static void free_work(wg_work *w, int64_t nw, const size_t *sz)
 {
     for (int64_t i = 0; i < nw; i++) {
-        ampy_free(w[i].xb, sz[0]);
         ampy_free(w[i].dt, sz[1]);
         ampy_free(w[i].dq, sz[2]);
         ampy_free(w[i].acc, sz[3]);
@@ -462,11 +565,12 @@ ampy_status ampy_conv_wgrad_shifted(const ampy_conv2d_geom *g, ampy_dtype dtype,
                                     const int64_t *xs, const void *dy, void *dw, int *fallback)
 {
     int64_t taps = g->KH * g->KW;
-    int64_t *off = ampy_alloc((size_t)taps * sizeof(int64_t));
+    int64_t *off = ampy_alloc((size_t)(3 * taps) * sizeof(int64_t));
     if (!off)
         return ampy_error(AMPY_ERR_NOMEM, "conv2d: cannot allocate the tap shifts");
-    wg_plan p = {g, 0, 0, x, {xs[0], xs[1], xs[2], xs[3]}, dy, 0, 0, 0, 0, 0, 0, 0, 0,
-                 0, 0, 0, NULL};
+    wg_plan p = {0};
+    p.g = g, p.x = x, p.dy = dy;
+    memcpy(p.xs, xs, sizeof(p.xs));
     make_plan(g, dtype == AMPY_BFLOAT16, off, &p);
     int64_t nw = ampy_get_num_threads();
     nw = nw < p.nch ? nw : p.nch;
@@ -478,33 +582,37 @@ ampy_status ampy_conv_wgrad_shifted(const ampy_conv2d_geom *g, ampy_dtype dtype,
     wg_work work[WG_MAX_WORKERS];
     memset(work, 0, sizeof(wg_work) * (size_t)nw);
     ampy_status s = AMPY_OK;
+    char *flags = ampy_alloc((size_t)(p.Cp * p.nph));
+    p.xf = ampy_alloc(sz[0]);
+    if (!flags || !p.xf) {
+        s = ampy_error(AMPY_ERR_NOMEM, "conv2d: cannot allocate the weight-gradient buffers");
+        goto done;
+    }
     for (int64_t i = 0; i < nw; i++) {
-        work[i].xb = ampy_alloc(sz[0]);
         work[i].dt = ampy_alloc(sz[1]);
         work[i].dq = ampy_alloc(sz[2]);
         work[i].acc = ampy_alloc(sz[3]);
         work[i].sst = ampy_alloc(sz[4]);
         work[i].xo = ampy_alloc(sz[4]);
-        if (!work[i].xb || !work[i].dt || !work[i].dq || !work[i].acc || !work[i].sst ||
+        if (!work[i].dt || !work[i].dq || !work[i].acc || !work[i].sst ||
             !work[i].xo) {
             s = ampy_error(AMPY_ERR_NOMEM, "conv2d: cannot allocate the weight-gradient buffers");
             goto done;
         }
         memset(work[i].acc, 0, sz[3]);
     }
-    wg_ctx c = {&p, work, nw};
-    ampy_parallel_for(nw, 1, worker_range, &c);
-    *fallback = 0;
-    for (int64_t i = 0; i < nw; i++)
-        *fallback |= work[i].bad;
-    if (!*fallback) {
+    if ((*fallback = pack_x(&p, flags)) == 0) {
+        wg_ctx c = {&p, work, nw};
+        ampy_parallel_for(nw, 1, worker_range, &c);
         store_ctx sc = {&p, work, nw, dw};
         int64_t per = p.Cp * WG_NR * taps;
         ampy_parallel_for(p.nob, per >= 16384 ? 1 : 16384 / per, store_range, &sc);
     }
 done:
     free_work(work, nw, sz);
-    ampy_free(off, (size_t)taps * sizeof(int64_t));
+    ampy_free(p.xf, sz[0]);
+    ampy_free(flags, (size_t)(p.Cp * p.nph));
+    ampy_free(off, (size_t)(3 * taps) * sizeof(int64_t));
     return s;
 }
 

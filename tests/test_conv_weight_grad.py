@@ -1,11 +1,13 @@
 """The conv2d weight gradient (csrc/conv_weight.c, and the shifted-view path
-of csrc/conv_weight_x86.c that unit-stride ungrouped float32 / bfloat16
-problems take on AVX-512 / AVX512-BF16) against torch's float64 on the same
-values, over the edges of the flat position layout: channel counts off the
-8 x 32 tiles, odd sizes, 1x1 / 3x3 / 5x5 kernels, padding 0-2 (and more than
-the kernel), stride 2 and dilation 2 (the general path), batch 1, positions
-running across chunk and image boundaries, non-contiguous x and dy, inf and
-NaN. Every case runs at every CPU level (the cpu_path fixture).
+of csrc/conv_weight_x86.c that ungrouped float32 / bfloat16 problems take on
+AVX-512 / AVX512-BF16) against torch's float64 on the same values, over the
+edges of the flat position layout: channel counts off the 8 x 32 tiles, odd
+sizes, 1x1 / 3x3 / 5x5 kernels, padding 0-2 (and more than the kernel),
+dilation 2, batch 1, positions running across chunk and image boundaries,
+non-contiguous x and dy, inf and NaN; and of its stride phases: strides 2
+and 3 (uneven per axis), dilation with stride (every tap in one phase), odd
+sizes whose last phase row or column holds no data, a 1x1 input. Every case
+runs at every CPU level (the cpu_path fixture).
 
 Bound: each dw element is a sum of K = N * OH * OW products, accumulated in
 float32 (float64 for float64) and rounded once, so
@@ -33,12 +35,24 @@ CASES = [  # (N, C, H, W, O, (KH, KW), stride, padding, dilation)
     (2, 9, 11, 11, 33, (3, 3), 1, 2, 2),     # dilation 2
     (2, 8, 6, 6, 16, (1, 1), 1, 0, 1),       # pointwise
     (2, 7, 6, 5, 9, (1, 1), 1, 2, 1),        # 1x1 with padding beyond the kernel
-    (2, 6, 9, 8, 10, (3, 3), 2, 1, 1),       # stride 2 (general path)
+    (2, 6, 9, 8, 10, (3, 3), 2, 1, 1),       # stride 2: four phases of x
     (2, 4, 8, 7, 6, (2, 3), 1, (1, 0), 1),   # rectangular kernel, uneven padding
     (1, 5, 1, 13, 3, (1, 3), 1, (0, 1), 1),  # H = 1
     (4, 24, 20, 20, 40, (3, 3), 1, 1, 1),    # many chunks, chunks across images
     (3, 9, 5, 7, 20, (1, 1), 1, 0, 1),       # 1x1 unpadded, odd OH * OW: an image's
                                              # even segment ends in a junk row
+    (1, 3, 8, 8, 40, (5, 5), 3, 2, 1),       # stride 3, batch 1
+    (2, 33, 9, 8, 10, (3, 3), 2, 1, 2),      # dilation 2 at stride 2: one phase
+    (2, 4, 9, 7, 6, (2, 3), (2, 3), (1, 0), 1),  # uneven stride, rectangular kernel
+    (3, 9, 5, 7, 20, (1, 1), 2, 0, 1),       # 1x1 / 2: one phase, odd sizes
+    (2, 6, 1, 1, 7, (3, 3), 2, 1, 1),        # 1x1 input: phases of padding only
+    (2, 8, 6, 6, 16, (3, 3), (3, 2), (0, 4), (2, 1)),  # padding past the kernel
+    (3, 9, 6, 6, 33, (2, 2), 2, 0, 1),       # 2x2 / 2: one tap per phase
+    (4, 24, 20, 20, 40, (3, 3), 2, 1, 1),    # many chunks at stride 2
+    (1, 40, 11, 13, 70, (4, 4), 2, (3, 1), (1, 2)),  # even kernel, mixed padding
+    (2, 3, 5, 75, 9, (3, 3), 2, 1, 1),       # phase rows of 37-38: the vector
+                                             # deinterleave and its masked tails
+    (1, 2, 3, 130, 5, (1, 3), 2, (0, 1), 1), # rows of 65: two bfloat16 vectors and a tail
 ]
 
 
@@ -105,18 +119,21 @@ def test_weight_grad_against_float64(cpu_path, wgrad_path, dt, case):
     _check(got, x, g, wshape, geom, dt, f"{case} {dt}")
 
 
+@pytest.mark.parametrize("stride", (1, 2))
 @pytest.mark.parametrize("dt", ("float32", "bfloat16"))
-def test_weight_grad_resnet_shape(cpu_path, dt):
-    """A ResNet-like layer (64 channels, 3x3, padding 1): many chunks of the
-    flat space, several tiles in each direction."""
-    case = (4, 64, 14, 14, 64, (3, 3), 1, 1, 1)
+def test_weight_grad_resnet_shape(cpu_path, dt, stride):
+    """A ResNet-like layer (64 channels, 3x3, padding 1; the downsampling one
+    at stride 2): many chunks of the flat space, several tiles in each
+    direction."""
+    case = (4, 64, 14 * stride, 14 * stride, 64 * stride, (3, 3), stride, 1, 1)
     x, g, wshape, geom = _inputs(case, dt, seed=7)
     _check(_C.conv2d_bwd_weight(_ampy(x, dt), _ampy(g, dt), wshape, geom), x, g, wshape,
            geom, dt, dt)
 
 
+@pytest.mark.parametrize("stride", (1, 2))
 @pytest.mark.parametrize("dt", ("float32", "bfloat16"))
-def test_weight_grad_views_equal_contiguous(cpu_path, dt):
+def test_weight_grad_views_equal_contiguous(cpu_path, dt, stride):
     """Channels-last and sliced x, and a non-contiguous dy, give the bits of
     their contiguous copies (autograd through F.conv2d)."""
     adt = getattr(ampy, dt)
@@ -126,26 +143,27 @@ def test_weight_grad_views_equal_contiguous(cpu_path, dt):
     for xin in xs:
         a, b = xin.detach().requires_grad_(), xin.contiguous().detach().requires_grad_()
         wa, wb = w.detach().requires_grad_(), w.detach().clone().requires_grad_()
-        ya = ampy.nn.functional.conv2d(a, wa, padding=1)
-        yb = ampy.nn.functional.conv2d(b, wb, padding=1)
+        ya = ampy.nn.functional.conv2d(a, wa, stride=stride, padding=1)
+        yb = ampy.nn.functional.conv2d(b, wb, stride=stride, padding=1)
         gbig = ampy.tensor(_rand(tuple(ya.shape[:3]) + (2 * ya.shape[3],), 4)).to(adt)
         ya.backward(gbig[..., ::2])
         yb.backward(gbig[..., ::2].contiguous())
         assert np.array_equal(np.asarray(wa.grad.float()), np.asarray(wb.grad.float()))
         x64 = torch.from_numpy(np.asarray(xin.contiguous().double()))
         g64 = torch.from_numpy(np.asarray(gbig[..., ::2].contiguous().double()))
-        _check(wa.grad, x64, g64, tuple(w.shape), (1, 1, 1, 1, 1, 1, 1), dt, "view")
+        _check(wa.grad, x64, g64, tuple(w.shape), (stride, stride, 1, 1, 1, 1, 1), dt, "view")
 
 
+@pytest.mark.parametrize("stride", (1, 2))
 @pytest.mark.parametrize("dt", ("float32", "bfloat16"))
 @pytest.mark.parametrize("where", ("x_edge", "x_center", "dy"))
-def test_weight_grad_inf_nan_as_torch(cpu_path, dt, where):
+def test_weight_grad_inf_nan_as_torch(cpu_path, dt, where, stride):
     """inf / NaN land where torch's do: an inf of x in the last column meets
     no output for some taps (those stay finite). One known difference: an inf
     of dy at output (0, 0) meets the zero padding on the taps with kh == 0 or
     kw == 0; ampy forms those products (0 * inf = NaN, IEEE; both its paths,
     as the im2col path on main), torch 2.13 skips them (finite there)."""
-    case = (2, 6, 7, 7, 5, (3, 3), 1, 1, 1)
+    case = (2, 6, 7, 7, 5, (3, 3), stride, 1, 1)
     x, g, wshape, geom = _inputs(case, dt, seed=3)
     x, g = x.float(), g.float()
     if where == "x_edge":

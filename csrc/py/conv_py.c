@@ -229,6 +229,35 @@ static PyObject *f_wgrad_set_path(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* conv_dgrad_path(dy, weight, input_shape, geom) -> the input-gradient path */
+static PyObject *f_dgrad_path(PyObject *self, PyObject *args)
+{
+    PyObject *ody, *ow, *og;
+    long long v[4];
+    if (!PyArg_ParseTuple(args, "OO(LLLL)O:conv_dgrad_path", &ody, &ow, &v[0], &v[1], &v[2],
+                          &v[3], &og))
+        return NULL;
+    AmpyTensor *dy = targ(ody, "grad_output", 4, NULL, 1, 0), *w;
+    if (!dy || !(w = targ(ow, "weight", 4, dy, 1, 0)))
+        return NULL;
+    int64_t in[4] = {v[0], v[1], v[2], v[3]};
+    ampy_conv2d_geom g;
+    if (parse_geom(og, &g) < 0 || set_io(&g, in, w->shape, dy->shape) < 0)
+        return NULL;
+    return PyUnicode_FromString(dy->device >= 0 ? "cuda" : ampy_conv_dgrad_path(&g, dy->dtype));
+}
+
+static PyObject *f_dgrad_set_path(PyObject *self, PyObject *arg)
+{
+    const char *name = PyUnicode_AsUTF8(arg);
+    if (!name)
+        return NULL;
+    ampy_status st = ampy_conv_dgrad_set_path(name);
+    if (st != AMPY_OK)
+        return ampy_py_raise(st);
+    Py_RETURN_NONE;
+}
+
 /* conv_bwd_bias(dy) -> db: dy (N, O, ...) contiguous, summed over all dims
  * but dim 1. */
 static PyObject *f_bwd_bias(PyObject *self, PyObject *ody)
@@ -273,6 +302,12 @@ PyMethodDef ampy_py_conv_methods[] = {
      "conv2d_bwd_weight takes ('im2col' or 'shifted'; 'cuda' for CUDA tensors)."},
     {"conv_wgrad_set_path", f_wgrad_set_path, METH_O,
      "conv_wgrad_set_path(name)\n--\n\nInternal: 'auto', 'im2col' or 'shifted' (tests, "
+     "benchmarks)."},
+    {"conv_dgrad_path", f_dgrad_path, METH_VARARGS,
+     "conv_dgrad_path(dy, weight, input_shape, geom)\n--\n\nInternal: the input-gradient "
+     "path conv2d_bwd_input takes ('pointwise', 'phase', 'as_conv', 'col2im'; 'cuda')."},
+    {"conv_dgrad_set_path", f_dgrad_set_path, METH_O,
+     "conv_dgrad_set_path(name)\n--\n\nInternal: 'auto', 'gemm' or 'phase' (tests, "
      "benchmarks)."},
     {"conv_bwd_bias", f_bwd_bias, METH_O,
      "conv_bwd_bias(dy)\n--\n\nInternal: dy summed over every dim but 1."},

@@ -88,7 +88,7 @@ ampy_status ampy_conv2d_backward_weight(const ampy_conv2d_geom *g, ampy_dtype dt
                                         void *dw);
 
 /* Which weight-gradient path ampy_conv2d_backward_weight takes where the
- * shifted-view kernel (conv_weight_x86.c) is possible (unit stride,
+ * shifted-view kernel (conv_weight_x86.c) is possible (any stride,
  * ungrouped, its CPU level): "auto" (the shape rule in conv_weight.c),
  * "im2col" (always the unfold + GEMM) or "shifted" (always that kernel).
  * Process-wide, for tests and benchmarks. Returns AMPY_OK or AMPY_ERR_VALUE. */
@@ -97,6 +97,17 @@ ampy_status ampy_conv_wgrad_set_path(const char *name);
 /* The path, "im2col" or "shifted", that the setting above and the CPU level
  * give g in dtype. */
 const char *ampy_conv_wgrad_path(const ampy_conv2d_geom *g, ampy_dtype dtype);
+
+/* Which input-gradient path ampy_conv2d_backward_input takes: "auto" (the
+ * shape rule in conv.c), "gemm" (never the phase kernel of conv_dgrad.c) or
+ * "phase" (that kernel wherever its dtype and CPU level allow). Process-wide,
+ * for tests and benchmarks. Returns AMPY_OK or AMPY_ERR_VALUE. */
+ampy_status ampy_conv_dgrad_set_path(const char *name);
+
+/* The path that setting and the CPU level give g in dtype: "pointwise",
+ * "phase", "as_conv" (the forward of dy with the flipped kernel) or
+ * "col2im". */
+const char *ampy_conv_dgrad_path(const ampy_conv2d_geom *g, ampy_dtype dtype);
 
 /* db[o] = sum over n and the P positions of dy[n, o, :] (double sums,
  * rounded once).

@@ -558,7 +558,8 @@ static void item_offsets(const batch_ctx *bc, int64_t bi, int64_t off[3])
 /* The implementations whose batch items are prefetched (batch_range). */
 static int prefetch_items(const gemm_impl *im)
 {
-    return im->pelem == 4 || im == ampy_gemm_impl_avx512bf16(AMPY_BFLOAT16);
+    const gemm_impl *bf = ampy_gemm_impl_avx512bf16(AMPY_BFLOAT16);
+    return im->pelem == 4 || im == bf || (bf && bf->for_a && im->for_a == bf->for_a);
 }
 
 /* Sets up pf for the item at offsets nx, run after the item at cur; 0 when
@@ -652,6 +653,8 @@ ampy_status ampy_gemm_run_nd(int nd, const int64_t *shape, int64_t M, int64_t N,
     if (nd < 0 || nd > AMPY_GEMM_MAX_BATCH_DIMS)
         return ampy_error(AMPY_ERR_SHAPE, "ampy_gemm: %d batch dims (at most %d)", nd,
                           AMPY_GEMM_MAX_BATCH_DIMS);
+    if (im->for_a)
+        im = im->for_a(a);
     batch_ctx bc;
     memset(&bc, 0, sizeof bc);
     gemm_ctx *x = &bc.base;

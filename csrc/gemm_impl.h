@@ -118,6 +118,9 @@ typedef struct gemm_impl {
     void (*kernel_pf)(int64_t kcp, const void *a, const void *b, float *w, int64_t ldw,
                       int accumulate, struct gemm_prefetch *pf);
     int pf_kch;
+    /* the table to run for this A (a variant with its own A packing layout,
+     * pack_a / kernel / macro), or NULL: this one for every A */
+    const struct gemm_impl *(*for_a)(const gemm_operand *a);
 } gemm_impl;
 
 /* Portable pieces (gemm.c), also the fallbacks the SIMD files call for

@@ -223,17 +223,81 @@ static void task_b_init(task_b *tb, gemm_ctx *x, int64_t t, int64_t q0, int64_t 
 static void task_b_plan(task_b *tb, int64_t t)
 {
     gemm_ctx *x = tb->x;
+    gemm_prefetch *then = tb->pf.then; /* the next A block's cursor stays */
     memset(&tb->pf, 0, sizeof tb->pf);
+    tb->pf.then = then;
     if (t < 0 || __atomic_load_n(&x->bstate[t], __ATOMIC_RELAXED) != B_TODO)
         return;
     int64_t k0, kc, j0, cols, es = (int64_t)ampy_dtype_size(x->b.dt);
     b_item(x, t, &k0, &kc, &j0, &cols);
     const char *p = x->b.p + (k0 * x->b.rs + (x->jc + j0) * x->b.cs) * es;
     int64_t bytes = ampy_gemm_pf_add(&tb->pf, p, kc, cols, x->b.rs, x->b.cs, es, 0, 1);
-    if (bytes <= 0)
+    if (bytes <= 0) {
         memset(&tb->pf, 0, sizeof tb->pf);
-    else
+        tb->pf.then = then;
+    } else {
         tb->pf.per_step = (bytes / 64 + tb->steps - 1) / tb->steps + 1;
+    }
+}
+
+/* ---- the next A block, prefetched (vdpbf16ps) ------------------------------
+ * A task packs its A block (mc rows x a K block) from memory right before
+ * using it, a copy that waited on L3 for a tenth of a 4096 x 256 x 1024
+ * product (Zen 5, 1 thread) and more for the k-major A of a weight
+ * gradient. So while a K block computes, the source of the block the
+ * thread packs next (the task's next K block, else the first block of task
+ * t + nthreads: exact at one thread, the usual order of claims at more) is
+ * pulled into L2, chained to the B cursor (stepped before every pass of the
+ * kernel), up to A_PF_BYTES of it so that it fits beside the packed block.
+ * Prefetches never change a result. */
+#define A_PF_BYTES ((int64_t)256 << 10)
+
+static int a_prefetch_on(const gemm_impl *im)
+{
+    const gemm_impl *bf = ampy_gemm_impl_avx512bf16(AMPY_BFLOAT16);
+    return bf && bf->for_a && im->for_a == bf->for_a;
+}
+
+/* Points apf at A rows [i0, i0+rows) x k [k0, k0+kc), capped, spread over
+ * `steps` steps; an empty cursor when it does not apply. */
+static void plan_a_next(const gemm_ctx *x, int64_t i0, int64_t rows, int64_t k0, int64_t kc,
+                        int64_t steps, gemm_prefetch *apf)
+{
+    int64_t es = (int64_t)ampy_dtype_size(x->a.dt);
+    memset(apf, 0, sizeof *apf);
+    if (rows <= 0 || kc <= 0 || steps <= 0)
+        return;
+    const char *p = x->a.p + (i0 * x->a.rs + k0 * x->a.cs) * es;
+    if (ampy_gemm_pf_add(apf, p, rows, kc, x->a.rs, x->a.cs, es, 0, 1) <= 0) {
+        memset(apf, 0, sizeof *apf);
+        return;
+    }
+    gemm_pf_region *g = &apf->r[0];
+    if (g->nruns == 1 && g->run_bytes > A_PF_BYTES)
+        g->run_bytes = A_PF_BYTES;
+    else if (g->nruns * (g->run_bytes + 63) > A_PF_BYTES)
+        g->nruns = A_PF_BYTES / (g->run_bytes + 63) > 1 ? A_PF_BYTES / (g->run_bytes + 63) : 1;
+    apf->per_step = (g->nruns * ((g->run_bytes + 63) / 64 + 1) + steps - 1) / steps + 1;
+}
+
+/* The A block this thread packs after K block k0 of task t (rows i0..). */
+static void plan_a_after(const gemm_ctx *x, int64_t t, int64_t i0, int64_t rows, int64_t k0,
+                         int64_t steps, gemm_prefetch *apf)
+{
+    const gemm_impl *im = x->im;
+    memset(apf, 0, sizeof *apf);
+    if (!a_prefetch_on(im) || x->pf)
+        return;
+    if (k0 + im->kc < x->K) {
+        int64_t k1 = k0 + im->kc, kc = x->K - k1 < im->kc ? x->K - k1 : im->kc;
+        plan_a_next(x, i0, rows, k1, kc, steps, apf);
+        return;
+    }
+    int64_t tn = t + x->nthreads, in = tn / x->n_js * x->mc;
+    if (tn >= x->n_ic * x->n_js || in == i0)
+        return;
+    plan_a_next(x, in, x->M - in < x->mc ? x->M - in : x->mc, 0,
+                x->K < im->kc ? x->K : im->kc, steps, apf);
 }
 
 typedef void (*visit_fn)(void *ctx, int64_t qa, int64_t qb);
@@ -333,8 +397,13 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
     int64_t npanels = (rows + im->mr - 1) / im->mr;
     int64_t csz = (int64_t)ampy_dtype_size(x->cdt);
     task_b tb;
+    gemm_prefetch apf;
     task_b_init(&tb, x, t, q0, q1, rows);
     tb.cols_end = j0 + cols;
+    /* steps of the B cursor per K block: passes per tile x tiles */
+    int64_t asteps = tb.steps / x->bgroup * (q1 - q0);
+    memset(&apf, 0, sizeof apf);
+    tb.pf.then = x->bstate && a_prefetch_on(im) ? &apf : NULL;
     visit_ctx v = {x, &tb, i0, rows, j0, 0, 0, ap, w, ldw, 0};
     if (x->K <= im->kc) {
         /* One K block: each micro-tile is complete after one kernel call, so
@@ -344,6 +413,7 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
         int64_t kcp = round_up(x->K, im->kunit);
         if (im->macro) {
             v.kcp = kcp;
+            plan_a_after(x, t, i0, rows, 0, asteps, &apf);
             walk_b(&tb, 0, visit_macro, &v);
             return;
         }
@@ -394,6 +464,7 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
         int64_t kc = x->K - k0 < im->kc ? x->K - k0 : im->kc;
         v.k0 = k0, v.kcp = round_up(kc, im->kunit);
         im->pack_a(&x->a, i0, rows, k0, kc, v.kcp, ap);
+        plan_a_after(x, t, i0, rows, k0, asteps, &apf);
         walk_b(&tb, k0 / im->kc, visit_kblock, &v);
     }
     im->epilogue(w, ldw, rows, cols, x->alpha, x->beta, x->bias ? x->bias + x->jc + j0 : NULL,
@@ -563,9 +634,12 @@ static int prefetch_items(const gemm_impl *im)
 }
 
 /* Sets up pf for the item at offsets nx, run after the item at cur; 0 when
- * prefetching does not apply. Contiguous operands are prefetched too for
+ * prefetching does not apply. Contiguous A and B are prefetched too for
  * vdpbf16ps (pelem 2): its item reads them in its packing copies, right at
- * the start, where the hardware prefetchers have not caught up yet. */
+ * the start, where the hardware prefetchers have not caught up yet. A
+ * contiguous C is left to the hardware on every path: the epilogue writes it
+ * a tile at a time, in order, and prefetching it for writing as well made
+ * the attention products ~3 % slower (Zen 5, 1 thread). */
 static int plan_prefetch(const batch_ctx *bc, const int64_t cur[3], const int64_t nx[3],
                          gemm_prefetch *pf)
 {
@@ -585,7 +659,7 @@ static int plan_prefetch(const batch_ctx *bc, const int64_t cur[3], const int64_
         if (t > 0)
             bytes += t;
     }
-    if ((t = ampy_gemm_pf_add(pf, x->c + nx[2] * csz, x->M, x->N, x->crs, x->ccs, csz, 1, contig)) > 0)
+    if ((t = ampy_gemm_pf_add(pf, x->c + nx[2] * csz, x->M, x->N, x->crs, x->ccs, csz, 1, 0)) > 0)
         bytes += t;
     if (pf->nr == 0 || bytes > PF_MAX_BYTES)
         return 0;

@@ -70,6 +70,7 @@ typedef struct gemm_prefetch {
     int write[GEMM_PF_REGIONS];
     int cur;                /* cursor: region, run, byte offset */
     int64_t run, off, per_step;
+    struct gemm_prefetch *then; /* stepped after this one at every step (or NULL) */
 } gemm_prefetch;
 void ampy_gemm_prefetch_step(struct gemm_prefetch *pf);
 /* Adds the rows x cols matrix at p (strides rs, cs in elements of es bytes)

@@ -251,24 +251,26 @@ static void plan_a_next(const gemm_ctx *x, int64_t i0, int64_t rows, int64_t k0,
     apf->per_step = (g->nruns * ((g->run_bytes + 63) / 64 + 1) + steps - 1) / steps + 1;
 }
 
-/* The A block this thread packs after K block k0 of task t (rows i0..). */
-static void plan_a_after(const gemm_ctx *x, int64_t t, int64_t i0, int64_t rows, int64_t k0,
-                         int64_t steps, gemm_prefetch *apf)
+/* The A block this thread packs after K block k0 of task t (rows i0..):
+ * apf, and 1, when there is one to prefetch (0: no cursor, none stepped). */
+static int plan_a_after(const gemm_ctx *x, int64_t t, int64_t i0, int64_t rows, int64_t k0,
+                        int64_t steps, gemm_prefetch *apf)
 {
     const gemm_impl *im = x->im;
     memset(apf, 0, sizeof *apf);
-    if (!ampy_gemm_is_bf16dp(im) || x->pf)
-        return;
+    if (!x->bstate || !ampy_gemm_is_bf16dp(im) || x->pf)
+        return 0;
     if (k0 + im->kc < x->K) {
         int64_t k1 = k0 + im->kc, kc = x->K - k1 < im->kc ? x->K - k1 : im->kc;
         plan_a_next(x, i0, rows, k1, kc, steps, apf);
-        return;
+        return apf->nr > 0;
     }
     int64_t tn = t + x->nthreads, in = tn / x->n_js * x->mc;
     if (tn >= x->n_ic * x->n_js || in == i0)
-        return;
+        return 0;
     plan_a_next(x, in, x->M - in < x->mc ? x->M - in : x->mc, 0,
                 x->K < im->kc ? x->K : im->kc, steps, apf);
+    return apf->nr > 0;
 }
 
 typedef void (*visit_fn)(void *ctx, int64_t qa, int64_t qb);
@@ -373,8 +375,6 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
     tb.cols_end = j0 + cols;
     /* steps of the B cursor per K block: passes per tile x tiles */
     int64_t asteps = tb.steps / x->bgroup * (q1 - q0);
-    memset(&apf, 0, sizeof apf);
-    tb.pf.then = x->bstate && ampy_gemm_is_bf16dp(im) ? &apf : NULL;
     visit_ctx v = {x, &tb, i0, rows, j0, 0, 0, ap, w, ldw, 0};
     if (x->K <= im->kc) {
         /* One K block: each micro-tile is complete after one kernel call, so
@@ -384,7 +384,7 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
         int64_t kcp = round_up(x->K, im->kunit);
         if (im->macro) {
             v.kcp = kcp;
-            plan_a_after(x, t, i0, rows, 0, asteps, &apf);
+            tb.pf.then = plan_a_after(x, t, i0, rows, 0, asteps, &apf) ? &apf : NULL;
             walk_b(&tb, 0, visit_macro, &v);
             return;
         }
@@ -435,7 +435,7 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
         int64_t kc = x->K - k0 < im->kc ? x->K - k0 : im->kc;
         v.k0 = k0, v.kcp = round_up(kc, im->kunit);
         im->pack_a(&x->a, i0, rows, k0, kc, v.kcp, ap);
-        plan_a_after(x, t, i0, rows, k0, asteps, &apf);
+        tb.pf.then = plan_a_after(x, t, i0, rows, k0, asteps, &apf) ? &apf : NULL;
         walk_b(&tb, k0 / im->kc, visit_kblock, &v);
     }
     im->epilogue(w, ldw, rows, cols, x->alpha, x->beta, x->bias ? x->bias + x->jc + j0 : NULL,

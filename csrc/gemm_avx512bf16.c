@@ -12,7 +12,9 @@
  * columns 0-15 is one 64-byte vector (16 words: (B[2p][c], B[2p+1][c])), of
  * columns 16-31 the vector 1024 bytes further. So a k pair is: 2 B vector
  * loads, and per A row one 32-bit broadcast (vdpbf16ps's {1to16} memory
- * operand), feeding 2 vdpbf16ps.
+ * operand), feeding 2 vdpbf16ps. An A stored k-major (a weight gradient's
+ * dY.T) is packed here instead, into a layout of its own ("pairs", see
+ * A_RSTEP): a second table (impl_bf16_km) with its own kernel instances.
  *
  * Register blocking: the 32 x 32 micro-tile is computed in 4 passes of 8
  * rows x 32 columns (16 zmm accumulators, 2 B vectors, 8 broadcasts per k

@@ -219,11 +219,15 @@ static void task_b_plan(task_b *tb, int64_t t)
  * thread packs next (the task's next K block, else, at one thread, the
  * first block of task t + 1; with more threads the next claim is not known)
  * is pulled into L2, chained to the B cursor (stepped before every pass of the
- * kernel), up to A_PF_BYTES of it so that it fits beside the packed block.
+ * kernel), up to A_PF_BYTES of it and no more than fits beside the packed
+ * block in half of a 1 MiB L2 (A_PF_PAIR; none below A_PF_MIN: a 2048-long
+ * K block of 128 rows fills that half alone).
  * Measured (perf, loaded machine): the copy went from 10 % to 7 % of that
  * product, the steps cost 2.5 %, so the net gain is small; more where A
  * comes from memory rather than L3. Prefetches never change a result. */
 #define A_PF_BYTES ((int64_t)256 << 10)
+#define A_PF_PAIR ((int64_t)512 << 10) /* packed block + prefetched source */
+#define A_PF_MIN ((int64_t)32 << 10)
 
 int ampy_gemm_is_bf16dp(const gemm_impl *im)
 {
@@ -234,7 +238,7 @@ int ampy_gemm_is_bf16dp(const gemm_impl *im)
 /* Points apf at A rows [i0, i0+rows) x k [k0, k0+kc), capped, spread over
  * `steps` steps; an empty cursor when it does not apply. */
 static void plan_a_next(const gemm_ctx *x, int64_t i0, int64_t rows, int64_t k0, int64_t kc,
-                        int64_t steps, gemm_prefetch *apf)
+                        int64_t steps, int64_t cap, gemm_prefetch *apf)
 {
     int64_t es = (int64_t)ampy_dtype_size(x->a.dt);
     memset(apf, 0, sizeof *apf);
@@ -246,10 +250,10 @@ static void plan_a_next(const gemm_ctx *x, int64_t i0, int64_t rows, int64_t k0,
         return;
     }
     gemm_pf_region *g = &apf->r[0];
-    if (g->nruns == 1 && g->run_bytes > A_PF_BYTES)
-        g->run_bytes = A_PF_BYTES;
-    else if (g->nruns * (g->run_bytes + 63) > A_PF_BYTES)
-        g->nruns = A_PF_BYTES / (g->run_bytes + 63) > 1 ? A_PF_BYTES / (g->run_bytes + 63) : 1;
+    if (g->nruns == 1 && g->run_bytes > cap)
+        g->run_bytes = cap;
+    else if (g->nruns * (g->run_bytes + 63) > cap)
+        g->nruns = cap / (g->run_bytes + 63) > 1 ? cap / (g->run_bytes + 63) : 1;
     apf->per_step = (g->nruns * ((g->run_bytes + 63) / 64 + 1) + steps - 1) / steps + 1;
 }
 
@@ -262,16 +266,23 @@ static int plan_a_after(const gemm_ctx *x, int64_t t, int64_t i0, int64_t rows, 
     memset(apf, 0, sizeof *apf);
     if (!x->bstate || !ampy_gemm_is_bf16dp(im) || x->pf)
         return 0;
+    /* room beside the packed block (mc x a K block) */
+    int64_t kb = x->K < im->kc ? x->K : im->kc;
+    int64_t cap = A_PF_PAIR - round_up(rows, im->mr) * round_up(kb, im->kunit) *
+                                  (int64_t)im->pelem;
+    if (cap > A_PF_BYTES)
+        cap = A_PF_BYTES;
+    if (cap < A_PF_MIN)
+        return 0;
     if (k0 + im->kc < x->K) {
         int64_t k1 = k0 + im->kc, kc = x->K - k1 < im->kc ? x->K - k1 : im->kc;
-        plan_a_next(x, i0, rows, k1, kc, steps, apf);
+        plan_a_next(x, i0, rows, k1, kc, steps, cap, apf);
         return apf->nr > 0;
     }
     int64_t tn = t + 1, in = tn / x->n_js * x->mc;
     if (x->nthreads > 1 || tn >= x->n_ic * x->n_js || in == i0)
         return 0;
-    plan_a_next(x, in, x->M - in < x->mc ? x->M - in : x->mc, 0,
-                x->K < im->kc ? x->K : im->kc, steps, apf);
+    plan_a_next(x, in, x->M - in < x->mc ? x->M - in : x->mc, 0, kb, steps, cap, apf);
     return apf->nr > 0;
 }
 

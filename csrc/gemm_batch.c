@@ -65,12 +65,9 @@ static int prefetch_items(const gemm_impl *im)
 }
 
 /* Sets up pf for the item at offsets nx, run after the item at cur; 0 when
- * prefetching does not apply. Contiguous A and B are prefetched too for
+ * prefetching does not apply. Contiguous operands are prefetched too for
  * vdpbf16ps (pelem 2): its item reads them in its packing copies, right at
- * the start, where the hardware prefetchers have not caught up yet. A
- * contiguous C is left to the hardware on every path: the epilogue writes it
- * a tile at a time, in order, and prefetching it for writing as well made
- * the attention products ~3 % slower (Zen 5, 1 thread). */
+ * the start, where the hardware prefetchers have not caught up yet. */
 static int plan_prefetch(const batch_ctx *bc, const int64_t cur[3], const int64_t nx[3],
                          gemm_prefetch *pf)
 {
@@ -90,7 +87,7 @@ static int plan_prefetch(const batch_ctx *bc, const int64_t cur[3], const int64_
         if (t > 0)
             bytes += t;
     }
-    if ((t = ampy_gemm_pf_add(pf, x->c + nx[2] * csz, x->M, x->N, x->crs, x->ccs, csz, 1, 0)) > 0)
+    if ((t = ampy_gemm_pf_add(pf, x->c + nx[2] * csz, x->M, x->N, x->crs, x->ccs, csz, 1, contig)) > 0)
         bytes += t;
     if (pf->nr == 0 || bytes > PF_MAX_BYTES)
         return 0;

@@ -12,7 +12,9 @@
  * columns 0-15 is one 64-byte vector (16 words: (B[2p][c], B[2p+1][c])), of
  * columns 16-31 the vector 1024 bytes further. So a k pair is: 2 B vector
  * loads, and per A row one 32-bit broadcast (vdpbf16ps's {1to16} memory
- * operand), feeding 2 vdpbf16ps.
+ * operand), feeding 2 vdpbf16ps. An A stored k-major (a weight gradient's
+ * dY.T) is packed here instead, into a layout of its own ("pairs", see
+ * A_RSTEP): a second table (impl_bf16_km) with its own kernel instances.
  *
  * Register blocking: the 32 x 32 micro-tile is computed in 4 passes of 8
  * rows x 32 columns (16 zmm accumulators, 2 B vectors, 8 broadcasts per k
@@ -80,11 +82,21 @@ int ampy_gemm_avx512bf16_usable(void)
 
 #define BF_INL inline __attribute__((always_inline))
 
+/* The two layouts of a packed A micro-panel, as byte steps inside a 32-k
+ * block: "rows" (the AMX packer's, row r's 16 k pairs at r * 64: A stored
+ * row-major copies straight in) and "pairs" (pair p's 32 rows at p * 128: A
+ * stored k-major, e.g. dY.T of a weight gradient, packs by interleaving two
+ * k rows, without the word transposes the rows layout needs; see
+ * pack_a_pairs). km selects "pairs". Only the addresses of the A broadcasts
+ * differ: every output's sum runs over the same pairs in the same order. */
+#define A_RSTEP(km) ((km) ? 4 : 64)
+#define A_PSTEP(km) ((km) ? 4 * B_MR : 4)
+
 /* One pass: rows [g*8, g*8+8) x 32 columns of the tile at w (row stride ldw)
  * over kcp packed k (a multiple of 32); per 32-k block, 8 lines from pf on
  * (512 bytes apart per block) are prefetched when pf != NULL. */
 static BF_INL void pass8(int64_t kcp, const char *a, const char *b, float *w, int64_t ldw,
-                         int accumulate, const char *pf)
+                         int accumulate, const char *pf, int km)
 {
     __m512 c0[B_RP], c1[B_RP];
     for (int r = 0; r < B_RP; r++) {
@@ -100,7 +112,8 @@ static BF_INL void pass8(int64_t kcp, const char *a, const char *b, float *w, in
             __m512bh b0 = (__m512bh)_mm512_load_si512(b + p * 64);
             __m512bh b1 = (__m512bh)_mm512_load_si512(b + 1024 + p * 64);
             for (int r = 0; r < B_RP; r++) {
-                __m512bh av = (__m512bh)_mm512_set1_epi32(*(const int *)(a + r * 64 + p * 4));
+                __m512bh av = (__m512bh)_mm512_set1_epi32(
+                    *(const int *)(a + r * A_RSTEP(km) + p * A_PSTEP(km)));
                 c0[r] = _mm512_dpbf16_ps(c0[r], b0, av);
                 c1[r] = _mm512_dpbf16_ps(c1[r], b1, av);
             }
@@ -123,9 +136,9 @@ static BF_INL void pass8(int64_t kcp, const char *a, const char *b, float *w, in
  * With ipf, a prefetch step for the next batch item runs before each pass of
  * the first chunk (B_MR / B_RP steps per tile: gemm_impl.pf_steps); with
  * bpf, a step for the next B packing item before every pass of every chunk. */
-static void kernel_n(int64_t kcp, const void *va, const void *vb, float *w, int64_t ldw,
-                     int accumulate, int npass, const char *next_b, struct gemm_prefetch *ipf,
-                     struct gemm_prefetch *bpf)
+static BF_INL void kernel_n(int64_t kcp, const void *va, const void *vb, float *w,
+                            int64_t ldw, int accumulate, int npass, const char *next_b,
+                            struct gemm_prefetch *ipf, struct gemm_prefetch *bpf, int km)
 {
     const char *a = va, *b = vb;
     const int64_t cb = B_KCH / B_KB * (B_NR * B_KB * 2); /* bytes of a B chunk */
@@ -138,24 +151,98 @@ static void kernel_n(int64_t kcp, const void *va, const void *vb, float *w, int6
                 ampy_gemm_prefetch_step(ipf);
             if (bpf)
                 ampy_gemm_prefetch_step(bpf);
+            const char *ag = a + off + g * B_RP * A_RSTEP(km);
             if (accumulate || k0 > 0)
-                pass8(kn, a + off + g * B_RP * 64, b + off, w + g * B_RP * ldw, ldw, 1, pg);
+                pass8(kn, ag, b + off, w + g * B_RP * ldw, ldw, 1, pg, km);
             else
-                pass8(kn, a + off + g * B_RP * 64, b + off, w + g * B_RP * ldw, ldw, 0, pg);
+                pass8(kn, ag, b + off, w + g * B_RP * ldw, ldw, 0, pg, km);
         }
     }
+}
+
+/* kernel_n for each layout, out of line (as one function it was before the
+ * layouts: inlined into the macro-kernel it ran the small items ~4 % slower) */
+static __attribute__((noinline)) void kernel_rows(int64_t kcp, const void *a, const void *b,
+                                                  float *w, int64_t ldw, int accumulate,
+                                                  int npass, const char *next_b,
+                                                  struct gemm_prefetch *ipf,
+                                                  struct gemm_prefetch *bpf)
+{
+    kernel_n(kcp, a, b, w, ldw, accumulate, npass, next_b, ipf, bpf, 0);
+}
+
+static __attribute__((noinline)) void kernel_pairs(int64_t kcp, const void *a, const void *b,
+                                                   float *w, int64_t ldw, int accumulate,
+                                                   int npass, const char *next_b,
+                                                   struct gemm_prefetch *ipf,
+                                                   struct gemm_prefetch *bpf)
+{
+    kernel_n(kcp, a, b, w, ldw, accumulate, npass, next_b, ipf, bpf, 1);
 }
 
 static void kernel(int64_t kcp, const void *a, const void *b, float *w, int64_t ldw,
                    int accumulate)
 {
-    kernel_n(kcp, a, b, w, ldw, accumulate, B_MR / B_RP, NULL, NULL, NULL);
+    kernel_rows(kcp, a, b, w, ldw, accumulate, B_MR / B_RP, NULL, NULL, NULL);
 }
 
 static void kernel_pf(int64_t kcp, const void *a, const void *b, float *w, int64_t ldw,
                       int accumulate, struct gemm_prefetch *pf)
 {
-    kernel_n(kcp, a, b, w, ldw, accumulate, B_MR / B_RP, NULL, NULL, pf);
+    kernel_rows(kcp, a, b, w, ldw, accumulate, B_MR / B_RP, NULL, NULL, pf);
+}
+
+static void kernel_km(int64_t kcp, const void *a, const void *b, float *w, int64_t ldw,
+                      int accumulate)
+{
+    kernel_pairs(kcp, a, b, w, ldw, accumulate, B_MR / B_RP, NULL, NULL, NULL);
+}
+
+static void kernel_pf_km(int64_t kcp, const void *a, const void *b, float *w, int64_t ldw,
+                         int accumulate, struct gemm_prefetch *pf)
+{
+    kernel_pairs(kcp, a, b, w, ldw, accumulate, B_MR / B_RP, NULL, NULL, pf);
+}
+
+/* A stored k-major (a->rs == 1: element (i, k) at (i + k * cs)), packed in
+ * the "pairs" layout: k rows 2p, 2p+1 of a panel (32 consecutive i each) are
+ * interleaved into the 32 words of pair p, one vpermt2w per 16 rows, the
+ * rows A_PFD ahead prefetched (each is a run of rows * 2 bytes, cs elements
+ * apart: a new page every row or two, which the hardware prefetchers hardly
+ * follow; without them the copy waited on L3 for most of its time). Whole
+ * block k pair by k pair across every panel, so each row run is read once. */
+#ifndef A_PFD
+#define A_PFD 16
+#endif
+
+static void pack_a_pairs(const gemm_operand *a, int64_t i0, int64_t rows, int64_t k0,
+                         int64_t kc, int64_t kcp, void *vdst)
+{
+    const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9,
+                                        40, 8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1,
+                                        32, 0);
+    const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+    const char *row = a->p + (k0 * a->cs + i0) * 2;
+    int64_t rb = a->cs * 2, run = rows * 2;
+    uint16_t *dst = vdst;
+    for (int64_t k = 0; k < kcp; k += 2, row += 2 * rb) {
+        for (int64_t d = k + A_PFD; d < k + A_PFD + 2 && d < kc; d++) {
+            const char *r = row + (d - k) * rb;
+            for (int64_t o = 0; o < run + 63; o += 64)
+                _mm_prefetch(r + (o < run ? o : run - 1), _MM_HINT_T0);
+        }
+
+        uint16_t *dk = dst + (k / B_KB) * (B_MR * B_KB) + (k % B_KB) / 2 * (2 * B_MR);
+        for (int64_t p0 = 0; p0 < rows; p0 += B_MR, dk += B_MR * kcp) {
+            __mmask32 m = rows - p0 >= B_MR ? 0xFFFFFFFFu : (__mmask32)((1u << (rows - p0)) - 1u);
+            __m512i r0 = k < kc ? _mm512_maskz_loadu_epi16(m, row + p0 * 2)
+                                : _mm512_setzero_si512();
+            __m512i r1 = k + 1 < kc ? _mm512_maskz_loadu_epi16(m, row + rb + p0 * 2)
+                                    : _mm512_setzero_si512();
+            _mm512_storeu_si512(dk, _mm512_permutex2var_epi16(r0, lo, r1));
+            _mm512_storeu_si512(dk + B_MR, _mm512_permutex2var_epi16(r0, hi, r1));
+        }
+    }
 }
 
 /* A full 32 x 32 tile into a bfloat16 C (column stride 1): per row
@@ -245,12 +332,14 @@ static void pack_b(const gemm_operand *b, int64_t k0, int64_t kc, int64_t kcp, i
  * Before each pass, a share of the next batch item's operands (t->pf) and
  * of the next B packing item's source (t->bpf) is prefetched (see
  * gemm_driver.c). */
-static void macro(const gemm_task *t)
+static BF_INL void macro_n(const gemm_task *t, int km)
 {
     float tile[B_MR * B_NR] __attribute__((aligned(64)));
     int64_t csz = (int64_t)ampy_dtype_size(t->cdt), kcp = t->kcp, pb = B_MR * kcp * 2;
     int fast = t->cdt == AMPY_BFLOAT16 && t->ccs == 1;
-    if (!t->a_packed)
+    if (!t->a_packed && km)
+        pack_a_pairs(t->a, t->i0, t->rows, 0, t->K, kcp, t->ap);
+    else if (!t->a_packed)
         ampy_gemm_amx_pack_a(t->a, t->i0, t->rows, 0, t->K, kcp, t->ap);
     const char *bp = t->bp;
     for (int64_t jq = 0; jq < t->cols; jq += B_NR, bp += pb) {
@@ -261,8 +350,9 @@ static void macro(const gemm_task *t)
             char *c = t->c + (ip * t->crs + jq * t->ccs) * csz;
             const float *bias = t->bias ? t->bias + jq : NULL;
             const char *next_b = ip + B_MR < t->rows ? bp : jq + B_NR < t->cols ? bp + pb : NULL;
-            kernel_n(kcp, ap, bp, tile, B_NR, 0, (int)((tr + B_RP - 1) / B_RP), next_b, t->pf,
-                     t->bpf);
+            (km ? kernel_pairs : kernel_rows)(kcp, ap, bp, tile, B_NR, 0,
+                                              (int)((tr + B_RP - 1) / B_RP), next_b, t->pf,
+                                              t->bpf);
             if (fast && tr == B_MR && tc == B_NR)
                 epilogue_tile_bf16(tile, t->alpha, t->beta, bias, (uint16_t *)c, t->crs);
             else
@@ -272,13 +362,30 @@ static void macro(const gemm_task *t)
     }
 }
 
+static void macro(const gemm_task *t) { macro_n(t, 0); }
+static void macro_km(const gemm_task *t) { macro_n(t, 1); }
+
 #pragma GCC pop_options
 
+static const gemm_impl *for_a(const gemm_operand *a);
+
+/* Two tables, one per A layout (for_a picks one by A's strides); the
+ * driver treats them as one implementation. */
 static const gemm_impl impl_bf16 = {
     "avx512bf16", B_MR, B_NR, B_KB, B_MC, B_KC, 2,
     ampy_gemm_amx_pack_a, pack_b, kernel, ampy_gemm_epilogue_avx512, 0, 0,
-    macro, B_MR / B_RP, 1, kernel_pf, B_KCH,
+    macro, B_MR / B_RP, 1, kernel_pf, B_KCH, for_a,
 };
+static const gemm_impl impl_bf16_km = {
+    "avx512bf16", B_MR, B_NR, B_KB, B_MC, B_KC, 2,
+    pack_a_pairs, pack_b, kernel_km, ampy_gemm_epilogue_avx512, 0, 0,
+    macro_km, B_MR / B_RP, 1, kernel_pf_km, B_KCH, for_a,
+};
+
+static const gemm_impl *for_a(const gemm_operand *a)
+{
+    return a->rs == 1 && a->cs != 1 ? &impl_bf16_km : &impl_bf16;
+}
 
 const gemm_impl *ampy_gemm_impl_avx512bf16(ampy_dtype dt)
 {

@@ -1,7 +1,8 @@
 /* gemm_driver.c — the blocked, threaded GEMM loop nest shared by every
- * implementation (see gemm_impl.h for the kernel contract).
+ * implementation (see gemm_impl.h for the kernel contract), over one batch
+ * item (the batch loop and the entry points are in gemm_batch.c).
  *
- * For each batch item and each block of nc columns (jc):
+ * For each block of nc columns (jc):
  *   1. pack B[:, jc block] for ALL of K into nr-wide micro-panels, K blocks of
  *      kc one after the other (parallel over K blocks x groups of panels);
  *   2. split the M x nc block into tasks of mc rows (and, when M is too small
@@ -24,41 +25,11 @@
 
 #include "ampy/gemm.h"
 #include "ampy/parallel.h"
-#include "gemm_impl.h"
+#include "gemm_driver.h"
 
 #define B_PACK_BUDGET ((int64_t)16 << 20) /* bytes of packed B per jc block */
 #define W_BUDGET ((int64_t)512 << 10)     /* bytes of W when K is blocked  */
-#define SERIAL_FLOPS ((int64_t)1 << 21)    /* below: one thread            */
-#define MAX_DIM ((int64_t)1 << 40)
 #define GEMM_MAX_TILE 1024 /* floats: the largest mr * nr (AMX 32 x 32) */
-
-typedef struct gemm_ctx {
-    const gemm_impl *im;
-    gemm_operand a, b;
-    int64_t M, N, K, kp; /* kp: K with every block padded to kunit       */
-    float alpha, beta;
-    const float *bias;    /* NULL or N float32 */
-    char *c;
-    ampy_dtype cdt;
-    int64_t crs, ccs;
-    int64_t jc, nc, ncp;  /* current column block and its padded width */
-    char *bp;             /* packed B of the block                      */
-    int64_t mc, n_ic, n_js, js_cols;
-    int64_t next;         /* next unclaimed panel / task (atomic)       */
-    int failed;           /* a task could not get its workspace         */
-    struct gemm_prefetch *pf; /* next batch item's operands (or NULL)   */
-    int direct_a;         /* A read in place by gemm_direct.c's kernel  */
-    int nthreads;
-    int64_t bgroup;       /* panels per packing item                    */
-    int *bstate;          /* B packed in the tasks: per packing item, B_TODO.. */
-} gemm_ctx;
-
-/* gemm_direct.c */
-int ampy_gemm_direct_a_ok(const gemm_impl *im, const gemm_operand *a, int64_t K);
-void ampy_gemm_direct_a_f32(int64_t K, const float *a, int64_t rs, int64_t cs, int rows,
-                            const float *b, float *w, int64_t ldw);
-void ampy_gemm_direct_widen_rows(const void *src, ampy_dtype dt, int64_t rs, int64_t rows,
-                                 int64_t K, float *dst);
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -223,17 +194,96 @@ static void task_b_init(task_b *tb, gemm_ctx *x, int64_t t, int64_t q0, int64_t 
 static void task_b_plan(task_b *tb, int64_t t)
 {
     gemm_ctx *x = tb->x;
+    gemm_prefetch *then = tb->pf.then; /* the next A block's cursor stays */
     memset(&tb->pf, 0, sizeof tb->pf);
+    tb->pf.then = then;
     if (t < 0 || __atomic_load_n(&x->bstate[t], __ATOMIC_RELAXED) != B_TODO)
         return;
     int64_t k0, kc, j0, cols, es = (int64_t)ampy_dtype_size(x->b.dt);
     b_item(x, t, &k0, &kc, &j0, &cols);
     const char *p = x->b.p + (k0 * x->b.rs + (x->jc + j0) * x->b.cs) * es;
     int64_t bytes = ampy_gemm_pf_add(&tb->pf, p, kc, cols, x->b.rs, x->b.cs, es, 0, 1);
-    if (bytes <= 0)
+    if (bytes <= 0) {
         memset(&tb->pf, 0, sizeof tb->pf);
-    else
+        tb->pf.then = then;
+    } else {
         tb->pf.per_step = (bytes / 64 + tb->steps - 1) / tb->steps + 1;
+    }
+}
+
+/* ---- the next A block, prefetched (vdpbf16ps) ------------------------------
+ * A task packs its A block (mc rows x a K block) from memory right before
+ * using it, a copy that waited on L3 for a tenth of a 4096 x 256 x 1024
+ * product (Zen 5, 1 thread) and more for the k-major A of a weight
+ * gradient. So while a K block computes, the source of the block the
+ * thread packs next (the task's next K block, else, at one thread, the
+ * first block of task t + 1; with more threads the next claim is not known)
+ * is pulled into L2, chained to the B cursor (stepped before every pass of the
+ * kernel), up to A_PF_BYTES of it and no more than fits beside the packed
+ * block in half of a 1 MiB L2 (A_PF_PAIR; none below A_PF_MIN: a 2048-long
+ * K block of 128 rows fills that half alone).
+ * Measured (perf, loaded machine): the copy went from 10 % to 7 % of that
+ * product, the steps cost 2.5 %, so the net gain is small; more where A
+ * comes from memory rather than L3. Prefetches never change a result. */
+#define A_PF_BYTES ((int64_t)256 << 10)
+#define A_PF_PAIR ((int64_t)512 << 10) /* packed block + prefetched source */
+#define A_PF_MIN ((int64_t)32 << 10)
+
+int ampy_gemm_is_bf16dp(const gemm_impl *im)
+{
+    const gemm_impl *bf = ampy_gemm_impl_avx512bf16(AMPY_BFLOAT16);
+    return bf && (im == bf || (bf->for_a && im->for_a == bf->for_a));
+}
+
+/* Points apf at A rows [i0, i0+rows) x k [k0, k0+kc), capped, spread over
+ * `steps` steps; an empty cursor when it does not apply. */
+static void plan_a_next(const gemm_ctx *x, int64_t i0, int64_t rows, int64_t k0, int64_t kc,
+                        int64_t steps, int64_t cap, gemm_prefetch *apf)
+{
+    int64_t es = (int64_t)ampy_dtype_size(x->a.dt);
+    memset(apf, 0, sizeof *apf);
+    if (rows <= 0 || kc <= 0 || steps <= 0)
+        return;
+    const char *p = x->a.p + (i0 * x->a.rs + k0 * x->a.cs) * es;
+    if (ampy_gemm_pf_add(apf, p, rows, kc, x->a.rs, x->a.cs, es, 0, 1) <= 0) {
+        memset(apf, 0, sizeof *apf);
+        return;
+    }
+    gemm_pf_region *g = &apf->r[0];
+    if (g->nruns == 1 && g->run_bytes > cap)
+        g->run_bytes = cap;
+    else if (g->nruns * (g->run_bytes + 63) > cap)
+        g->nruns = cap / (g->run_bytes + 63) > 1 ? cap / (g->run_bytes + 63) : 1;
+    apf->per_step = (g->nruns * ((g->run_bytes + 63) / 64 + 1) + steps - 1) / steps + 1;
+}
+
+/* The A block this thread packs after K block k0 of task t (rows i0..):
+ * apf, and 1, when there is one to prefetch (0: no cursor, none stepped). */
+static int plan_a_after(const gemm_ctx *x, int64_t t, int64_t i0, int64_t rows, int64_t k0,
+                        int64_t steps, gemm_prefetch *apf)
+{
+    const gemm_impl *im = x->im;
+    memset(apf, 0, sizeof *apf);
+    if (!x->bstate || !ampy_gemm_is_bf16dp(im) || x->pf)
+        return 0;
+    /* room beside the packed block (mc x a K block) */
+    int64_t kb = x->K < im->kc ? x->K : im->kc;
+    int64_t cap = A_PF_PAIR - round_up(rows, im->mr) * round_up(kb, im->kunit) *
+                                  (int64_t)im->pelem;
+    if (cap > A_PF_BYTES)
+        cap = A_PF_BYTES;
+    if (cap < A_PF_MIN)
+        return 0;
+    if (k0 + im->kc < x->K) {
+        int64_t k1 = k0 + im->kc, kc = x->K - k1 < im->kc ? x->K - k1 : im->kc;
+        plan_a_next(x, i0, rows, k1, kc, steps, cap, apf);
+        return apf->nr > 0;
+    }
+    int64_t tn = t + 1, in = tn / x->n_js * x->mc;
+    if (x->nthreads > 1 || tn >= x->n_ic * x->n_js || in == i0)
+        return 0;
+    plan_a_next(x, in, x->M - in < x->mc ? x->M - in : x->mc, 0, kb, steps, cap, apf);
+    return apf->nr > 0;
 }
 
 typedef void (*visit_fn)(void *ctx, int64_t qa, int64_t qb);
@@ -333,8 +383,11 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
     int64_t npanels = (rows + im->mr - 1) / im->mr;
     int64_t csz = (int64_t)ampy_dtype_size(x->cdt);
     task_b tb;
+    gemm_prefetch apf;
     task_b_init(&tb, x, t, q0, q1, rows);
     tb.cols_end = j0 + cols;
+    /* steps of the B cursor per K block: passes per tile x tiles */
+    int64_t asteps = tb.steps / x->bgroup * (q1 - q0);
     visit_ctx v = {x, &tb, i0, rows, j0, 0, 0, ap, w, ldw, 0};
     if (x->K <= im->kc) {
         /* One K block: each micro-tile is complete after one kernel call, so
@@ -344,6 +397,7 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
         int64_t kcp = round_up(x->K, im->kunit);
         if (im->macro) {
             v.kcp = kcp;
+            tb.pf.then = plan_a_after(x, t, i0, rows, 0, asteps, &apf) ? &apf : NULL;
             walk_b(&tb, 0, visit_macro, &v);
             return;
         }
@@ -394,6 +448,7 @@ static void run_task(gemm_ctx *x, int64_t i0, int64_t rows, int64_t j0, int64_t 
         int64_t kc = x->K - k0 < im->kc ? x->K - k0 : im->kc;
         v.k0 = k0, v.kcp = round_up(kc, im->kunit);
         im->pack_a(&x->a, i0, rows, k0, kc, v.kcp, ap);
+        tb.pf.then = plan_a_after(x, t, i0, rows, k0, asteps, &apf) ? &apf : NULL;
         walk_b(&tb, k0 / im->kc, visit_kblock, &v);
     }
     im->epilogue(w, ldw, rows, cols, x->alpha, x->beta, x->bias ? x->bias + x->jc + j0 : NULL,
@@ -456,7 +511,7 @@ static void plan_tasks(gemm_ctx *x, int nthreads)
     x->js_cols = round_up((x->nc + x->n_js - 1) / x->n_js, im->nr);
 }
 
-static ampy_status run_one(gemm_ctx *x, int nthreads)
+ampy_status ampy_gemm_run_one(gemm_ctx *x, int nthreads)
 {
     const gemm_impl *im = x->im;
     int64_t pe = (int64_t)im->pelem;
@@ -508,198 +563,4 @@ static ampy_status run_one(gemm_ctx *x, int nthreads)
     if (x->failed)
         return ampy_error(AMPY_ERR_NOMEM, "ampy_gemm: cannot allocate the workspace");
     return AMPY_OK;
-}
-
-/* ---- the batch loop --------------------------------------------------------
- * Batch items are described by up to AMPY_GEMM_MAX_BATCH_DIMS dims, each with
- * a stride per operand, so permuted views (the heads of an attention
- * projection) run in one call. Small items (the attention GEMMs: a few MFLOP
- * each) are split over the threads one item at a time; large ones use the
- * threads inside each item. */
-
-/* While a small item runs on one thread, the next item's strided operands
- * (rows of 128-256 bytes a few KiB apart: the heads of a permuted qkv
- * projection, which the hardware prefetchers do not follow) are pulled into
- * L2 a few cache lines before each micro-kernel call (before each 8-row pass
- * of the vdpbf16ps macro-kernel: gemm_impl.pf_steps); packing them from L3
- * was up to a quarter of such a GEMM's time. Contiguous operands are left to
- * the hardware on the fp32 FMA path; the vdpbf16ps path prefetches them too
- * (its packing copies read a 128 x 128 item in a few microseconds, before
- * the hardware prefetchers ramp up: a third of the item's time went to
- * packing, measured on Zen 4, and the attention products ran 15-20 % faster
- * with every operand prefetched). */
-#define PF_MAX_BYTES ((int64_t)768 << 10) /* next item must fit in L2 */
-
-typedef struct batch_ctx {
-    gemm_ctx base;
-    const char *a, *b;
-    int nd;
-    int64_t shape[AMPY_GEMM_MAX_BATCH_DIMS];
-    int64_t a_bs[AMPY_GEMM_MAX_BATCH_DIMS], b_bs[AMPY_GEMM_MAX_BATCH_DIMS],
-        c_bs[AMPY_GEMM_MAX_BATCH_DIMS];
-    int nthreads;
-    int64_t batch, chunk, next; /* items claimed `chunk` at a time (atomic next) */
-    ampy_status status;
-} batch_ctx;
-
-/* Element offsets of item bi in A, B and C. */
-static void item_offsets(const batch_ctx *bc, int64_t bi, int64_t off[3])
-{
-    off[0] = off[1] = off[2] = 0;
-    for (int d = bc->nd - 1; d >= 0; d--) {
-        int64_t i = bi % bc->shape[d];
-        bi /= bc->shape[d];
-        off[0] += i * bc->a_bs[d];
-        off[1] += i * bc->b_bs[d];
-        off[2] += i * bc->c_bs[d];
-    }
-}
-
-/* The implementations whose batch items are prefetched (batch_range). */
-static int prefetch_items(const gemm_impl *im)
-{
-    return im->pelem == 4 || im == ampy_gemm_impl_avx512bf16(AMPY_BFLOAT16);
-}
-
-/* Sets up pf for the item at offsets nx, run after the item at cur; 0 when
- * prefetching does not apply. Contiguous operands are prefetched too for
- * vdpbf16ps (pelem 2): its item reads them in its packing copies, right at
- * the start, where the hardware prefetchers have not caught up yet. */
-static int plan_prefetch(const batch_ctx *bc, const int64_t cur[3], const int64_t nx[3],
-                         gemm_prefetch *pf)
-{
-    const gemm_ctx *x = &bc->base;
-    const gemm_impl *im = x->im;
-    int64_t asz = (int64_t)ampy_dtype_size(x->a.dt), csz = (int64_t)ampy_dtype_size(x->cdt);
-    memset(pf, 0, sizeof *pf);
-    int64_t bytes = 0, t;
-    int contig = im->pelem == 2;
-    if (nx[0] != cur[0]) { /* a broadcast operand is in cache already */
-        t = ampy_gemm_pf_add(pf, bc->a + nx[0] * asz, x->M, x->K, x->a.rs, x->a.cs, asz, 0, contig);
-        if (t > 0)
-            bytes += t;
-    }
-    if (nx[1] != cur[1]) {
-        t = ampy_gemm_pf_add(pf, bc->b + nx[1] * asz, x->K, x->N, x->b.rs, x->b.cs, asz, 0, contig);
-        if (t > 0)
-            bytes += t;
-    }
-    if ((t = ampy_gemm_pf_add(pf, x->c + nx[2] * csz, x->M, x->N, x->crs, x->ccs, csz, 1, contig)) > 0)
-        bytes += t;
-    if (pf->nr == 0 || bytes > PF_MAX_BYTES)
-        return 0;
-    /* spread over the micro-kernel calls of one item (one K block) */
-    int64_t calls = ((x->M + im->mr - 1) / im->mr) * ((x->N + im->nr - 1) / im->nr) *
-                    (im->macro && im->pf_steps > 1 ? im->pf_steps : 1);
-    pf->per_step = (bytes / 64 + calls - 1) / calls + 1;
-    return 1;
-}
-
-static void batch_range(int64_t b0, int64_t b1, void *vctx)
-{
-    batch_ctx *bc = vctx;
-    int64_t asz = (int64_t)ampy_dtype_size(bc->base.a.dt);
-    int64_t csz = (int64_t)ampy_dtype_size(bc->base.cdt);
-    /* Prefetch only when each item runs on this thread alone, in one K
-     * block, with a float32 FMA or vdpbf16ps kernel: an AMX item is over
-     * before the prefetches land, and they stalled it (bf16 attention GEMMs
-     * 10-20 % slower with them, the FMA ones 3-8 % faster). */
-    int use_pf = bc->nthreads == 1 && b1 - b0 > 1 && bc->base.K <= bc->base.im->kc &&
-                 prefetch_items(bc->base.im);
-    int64_t off[3], nx[3];
-    if (b0 < b1)
-        item_offsets(bc, b0, off);
-    for (int64_t bi = b0; bi < b1; bi++) {
-        gemm_ctx x = bc->base;
-        gemm_prefetch pf;
-        x.a.p = bc->a + off[0] * asz;
-        x.b.p = bc->b + off[1] * asz;
-        x.c = bc->base.c + off[2] * csz;
-        if (bi + 1 < b1)
-            item_offsets(bc, bi + 1, nx);
-        x.pf = use_pf && bi + 1 < b1 && plan_prefetch(bc, off, nx, &pf) ? &pf : NULL;
-        ampy_status s = run_one(&x, bc->nthreads);
-        if (s != AMPY_OK)
-            bc->status = s;
-        memcpy(off, nx, sizeof off);
-    }
-}
-
-/* One thread of a batch split: consecutive runs of `chunk` items are claimed
- * from a shared counter (as the driver's panels and tasks are), so a
- * descheduled thread's share is taken by the others. */
-static void batch_worker(int64_t t0, int64_t t1, void *vctx)
-{
-    (void)t0, (void)t1;
-    batch_ctx *bc = vctx;
-    for (int64_t b0; (b0 = __atomic_fetch_add(&bc->next, bc->chunk, __ATOMIC_RELAXED)) <
-                     bc->batch;)
-        batch_range(b0, b0 + bc->chunk < bc->batch ? b0 + bc->chunk : bc->batch, bc);
-}
-
-/* The driver over nd batch dims (sizes >= 1, already validated; nd may be
- * 0): see ampy_gemm_batched in gemm.h. */
-ampy_status ampy_gemm_run_nd(int nd, const int64_t *shape, int64_t M, int64_t N, int64_t K,
-                             float alpha, const gemm_operand *a, const int64_t *a_bs,
-                             const gemm_operand *b, const int64_t *b_bs, float beta,
-                             const float *bias, char *c,
-                             ampy_dtype cdt, const int64_t *c_bs, int64_t crs, int64_t ccs,
-                             const gemm_impl *im)
-{
-    if (M > MAX_DIM || N > MAX_DIM || K > MAX_DIM)
-        return ampy_error(AMPY_ERR_NOMEM, "ampy_gemm: sizes too large (M=%lld N=%lld K=%lld)",
-                          (long long)M, (long long)N, (long long)K);
-    if (nd < 0 || nd > AMPY_GEMM_MAX_BATCH_DIMS)
-        return ampy_error(AMPY_ERR_SHAPE, "ampy_gemm: %d batch dims (at most %d)", nd,
-                          AMPY_GEMM_MAX_BATCH_DIMS);
-    batch_ctx bc;
-    memset(&bc, 0, sizeof bc);
-    gemm_ctx *x = &bc.base;
-    x->im = im;
-    x->a = *a;
-    x->b = *b;
-    x->M = M, x->N = N, x->K = K;
-    x->kp = K / im->kc * im->kc + round_up(K % im->kc, im->kunit);
-    x->alpha = alpha, x->beta = beta, x->bias = bias;
-    x->c = c, x->cdt = cdt, x->crs = crs, x->ccs = ccs;
-    x->pf = NULL;
-    x->direct_a = ampy_gemm_direct_a_ok(im, a, K);
-    bc.a = a->p, bc.b = b->p;
-    int64_t batch = 1;
-    bc.nd = nd;
-    for (int d = 0; d < nd; d++) {
-        bc.shape[d] = shape[d];
-        bc.a_bs[d] = a_bs[d], bc.b_bs[d] = b_bs[d], bc.c_bs[d] = c_bs[d];
-        batch *= shape[d];
-    }
-    if (batch == 0)
-        return AMPY_OK;
-    int nthreads = ampy_get_num_threads();
-    double flops = (double)M * (double)N * (double)K;
-    if (flops * (double)batch < (double)SERIAL_FLOPS)
-        nthreads = 1;
-    bc.nthreads = nthreads;
-    bc.status = AMPY_OK;
-    /* Many small items: one item per thread; otherwise threads inside each. */
-    if (batch > 1 && nthreads > 1 && flops < 64.0 * SERIAL_FLOPS) {
-        bc.nthreads = 1;
-        bc.batch = batch;
-        bc.chunk = batch / ((int64_t)nthreads * 8);
-        if (bc.chunk < 1)
-            bc.chunk = 1;
-        bc.next = 0;
-        ampy_parallel_for(batch < nthreads ? batch : nthreads, 1, batch_worker, &bc);
-    } else {
-        batch_range(0, batch, &bc);
-    }
-    return bc.status;
-}
-
-ampy_status ampy_gemm_run(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha,
-                          const gemm_operand *a, int64_t a_bs, const gemm_operand *b,
-                          int64_t b_bs, float beta, const float *bias, char *c, ampy_dtype cdt,
-                          int64_t c_bs, int64_t crs, int64_t ccs, const gemm_impl *im)
-{
-    return ampy_gemm_run_nd(1, &batch, M, N, K, alpha, a, &a_bs, b, &b_bs, beta, bias, c, cdt,
-                            &c_bs, crs, ccs, im);
 }

@@ -70,6 +70,7 @@ typedef struct gemm_prefetch {
     int write[GEMM_PF_REGIONS];
     int cur;                /* cursor: region, run, byte offset */
     int64_t run, off, per_step;
+    struct gemm_prefetch *then; /* stepped after this one at every step (or NULL) */
 } gemm_prefetch;
 void ampy_gemm_prefetch_step(struct gemm_prefetch *pf);
 /* Adds the rows x cols matrix at p (strides rs, cs in elements of es bytes)
@@ -118,6 +119,9 @@ typedef struct gemm_impl {
     void (*kernel_pf)(int64_t kcp, const void *a, const void *b, float *w, int64_t ldw,
                       int accumulate, struct gemm_prefetch *pf);
     int pf_kch;
+    /* the table to run for this A (a variant with its own A packing layout,
+     * pack_a / kernel / macro), or NULL: this one for every A */
+    const struct gemm_impl *(*for_a)(const gemm_operand *a);
 } gemm_impl;
 
 /* Portable pieces (gemm.c), also the fallbacks the SIMD files call for

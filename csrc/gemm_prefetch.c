@@ -27,6 +27,8 @@ void ampy_gemm_prefetch_step(gemm_prefetch *pf)
             }
         }
     }
+    if (pf->then)
+        ampy_gemm_prefetch_step(pf->then);
 }
 
 int64_t ampy_gemm_pf_add(gemm_prefetch *pf, const char *p, int64_t rows, int64_t cols,

@@ -187,6 +187,25 @@ def test_bits_several_k_blocks(k):
         check_f64(got, a, b)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("mnk", [(70, 45, 300), (45, 70, 33), (70, 40, 4200)], ids=str)
+def test_bits_k_major_a(mnk, threads):
+    """A stored k-major (a transposed view, row stride 1: dY.T of a weight
+    gradient) packs into the kernel's "pairs" layout; one K block (the
+    macro-kernel) and several (W), partial row panels and K tails: the
+    model's bits, at 1 and 2 threads."""
+    m, n, k = mnk
+    a, b = rand_bf16((m, k), 41 + k), rand_bf16((k, n), 42 + k)
+    old = ampy.get_num_threads()
+    try:
+        ampy.set_num_threads(threads)
+        got = _C.gemm(view(a, "col"), t_bf16(b), out_dtype=ampy.float32)
+    finally:
+        ampy.set_num_threads(old)
+    assert_bits(got, model_acc(a, b), ampy.float32)
+    check_f64(got, a, b)
+
+
 @pytest.mark.parametrize("out_dtype", [BF16, ampy.float32], ids=str)
 @pytest.mark.parametrize("k", [48, 2100])  # one K block (macro) and two (W)
 def test_bits_epilogue_alpha_beta_bias(out_dtype, k):

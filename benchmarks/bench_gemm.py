@@ -198,6 +198,9 @@ def worker(libs, shapes, threads, clock, rounds, min_time):
     return out
 
 
+LEVEL = None  # --level: the CPU level main() pins, passed on to the workers
+
+
 def run_worker(libs, threads, shapes, clock, rounds, min_time):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
                MKL_NUM_THREADS=str(threads), AMPY_NUM_THREADS=str(threads),
@@ -206,7 +209,8 @@ def run_worker(libs, threads, shapes, clock, rounds, min_time):
     r = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", ",".join(libs),
                         "--threads", str(threads), "--shapes", spec, "--clock", clock,
                         "--rounds", str(rounds), "--min-time", str(min_time),
-                        "--dtypes", ",".join(DTYPES)], env=env,
+                        "--dtypes", ",".join(DTYPES)] + (["--level", LEVEL] if LEVEL else []),
+                       env=env,
                        capture_output=True, text=True)
     if r.returncode != 0:
         print(f"warning: worker failed: {r.stderr.strip()[-300:]}", file=sys.stderr)
@@ -239,9 +243,16 @@ def main():
     ap.add_argument("--shapes", help="M,N,K;M,N,K... (default: the standard set)")
     ap.add_argument("--dtypes", default=",".join(DTYPES),
                     help="input dtypes to time, of f32,f16,bf16 (default all)")
+    ap.add_argument("--level", default=None,
+                    help="pin ampy's CPU level (portable, avx2, avx512, avx512bf16, amx); "
+                         "with ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 torch leaves AMX too")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    global LEVEL
+    LEVEL = args.level
+    if LEVEL:
+        _C._set_cpu_level(LEVEL)
     DTYPES = [d for d in args.dtypes.split(",") if d]
     if not DTYPES or any(d not in ("f32", "f16", "bf16") for d in DTYPES):
         ap.error(f"--dtypes: expected a comma-separated subset of f32,f16,bf16, got "
@@ -265,7 +276,9 @@ def main():
     libs = ["numpy", "ampy"] + (["torch"] if importlib.util.find_spec("torch") else [])
     paths = {name: _C.gemm_impl_name({"f32": ampy.float32, "f16": ampy.float16,
                                        "bf16": ampy.bfloat16}[name]) for name in DTYPES}
-    print("ampy gemm implementations: " + " ".join(f"{k}={v}" for k, v in paths.items()))
+    print("ampy gemm implementations: " + " ".join(f"{k}={v}" for k, v in paths.items())
+          + f" (CPU level {_C.cpu_info()['level']}; ONEDNN_MAX_CPU_ISA="
+          + os.environ.get("ONEDNN_MAX_CPU_ISA", "(unset)") + ")")
     print(f"clock: {args.clock} (1 thread), wall (2 threads); >= {args.rounds} interleaved "
           "rounds per shape")
     print("\nGFLOP/s = median over rounds. r_np = ampy / NumPy float32 and r_t = ampy / "

@@ -12,7 +12,7 @@ ampy, torch, ampy, torch, ...; ratio = the median of the per-round ratios
 ampy time / torch time (< 1: ampy faster), which survives background load
 better than the medians of the times (also printed). torch runs its default
 CPU LSTM (oneDNN's, torch.backends.mkldnn enabled). The CPU path is ampy's selected level
-(`AMPY_CPU_LEVEL`/_C._set_cpu_level force a lower one; for torch on an AMX
+(`ampy._C._set_cpu_level` forces a lower one; for torch on an AMX
 machine set ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 to compare the same path).
 """
 import contextlib

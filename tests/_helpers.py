@@ -260,6 +260,22 @@ def stable_seed(*parts):
     return zlib.crc32(repr(parts).encode())
 
 
+def conv_geometry(case):
+    """A conv test case (n, c, h, w, o, (kh, kw), s, p, d) with s / p / d ints or pairs:
+    ((sh, sw), (ph, pw), (dh, dw), oh, ow), the output size as torch computes it."""
+    n, c, h, w, o, (kh, kw), s, p, d = case
+    pair = (lambda v: v if isinstance(v, tuple) else (v, v))
+    (sh, sw), (ph, pw), (dh, dw) = pair(s), pair(p), pair(d)
+    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    return (sh, sw), (ph, pw), (dh, dw), oh, ow
+
+
+def randn_f32(shape, seed):
+    """Standard normal float32 values of `shape` from seed `seed`."""
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
 def assert_raises_as_torch(case, ampy_ns, torch_ns, rand):
     """case = (fn, exc, msg): fn(ns, make) builds its inputs with make(*shape) and calls
     into ns; torch and ampy must both raise exc with msg in the text, and ampy's inputs

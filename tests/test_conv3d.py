@@ -398,27 +398,7 @@ def test_conv_transpose3d_bad_output_size_and_padding_mode():
     assert str(et.value) == str(ea.value)
 
 
-CTOR_ERRORS = [
-    (dict(in_channels=3, out_channels=8, kernel_size=3, groups=2),
-     "in_channels must be divisible by groups"),
-    (dict(in_channels=4, out_channels=6, kernel_size=3, groups=4),
-     "out_channels must be divisible by groups"),
-    (dict(in_channels=4, out_channels=6, kernel_size=3, padding_mode="foo"),
-     "padding_mode must be one of"),
-    (dict(in_channels=4, out_channels=6, kernel_size=3, padding="foo"),
-     "Invalid padding string 'foo', should be one of {"),
-    (dict(in_channels=4, out_channels=6, kernel_size=3, padding="same", stride=2),
-     "padding='same' is not supported for strided convolutions"),
-]
-
-
-@pytest.mark.parametrize("kw,msg", CTOR_ERRORS)
-def test_constructor_errors_as_torch(kw, msg):
-    with pytest.raises(ValueError) as et:
-        torch.nn.Conv3d(**kw)
-    with pytest.raises(ValueError) as ea:
-        nn.Conv3d(**kw)
-    assert msg in str(et.value) and msg in str(ea.value)
+# the modules' constructor errors: test_conv_modules.py's test_constructor_errors_as_torch
 
 
 def test_reflect_padding_too_large_raises_as_torch():

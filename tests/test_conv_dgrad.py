@@ -21,7 +21,7 @@ import pytest
 import torch
 
 import ampy
-from _helpers import cpu_level_missing
+from _helpers import conv_geometry, cpu_level_missing, randn_f32
 from ampy import _C
 
 UNIT = {"float32": 2.0 ** -24, "float64": 2.0 ** -53, "float16": 2.0 ** -24,
@@ -47,26 +47,13 @@ CASES = [  # (N, C, H, W, O, (KH, KW), stride, padding, dilation)
 ]
 
 
-def _pair(v):
-    return v if isinstance(v, tuple) else (v, v)
-
-
-def _rand(shape, seed):
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-
-
-def _out_size(h, k, s, p, d):
-    return (h + 2 * p - d * (k - 1) - 1) // s + 1
-
-
 def _inputs(case, dt, seed=0):
-    n, c, h, w, o, (kh, kw), s, p, d = case
-    (sh, sw), (ph, pw), (dh, dw) = _pair(s), _pair(p), _pair(d)
-    oh, ow = _out_size(h, kh, sh, ph, dh), _out_size(w, kw, sw, pw, dw)
+    n, c, h, w, o, (kh, kw) = case[:6]
+    (sh, sw), (ph, pw), (dh, dw), oh, ow = conv_geometry(case)
     tdt = getattr(torch, dt)
-    g = torch.from_numpy(_rand((n, o, oh, ow), seed)).to(tdt)
-    wt = torch.from_numpy(_rand((o, c, kh, kw), seed + 1)).to(tdt)
-    b = torch.from_numpy(_rand((c,), seed + 2)).to(tdt)
+    g = torch.from_numpy(randn_f32((n, o, oh, ow), seed)).to(tdt)
+    wt = torch.from_numpy(randn_f32((o, c, kh, kw), seed + 1)).to(tdt)
+    b = torch.from_numpy(randn_f32((c,), seed + 2)).to(tdt)
     return g, wt, b, (n, c, h, w), (sh, sw, ph, pw, dh, dw, 1)
 
 
@@ -177,10 +164,10 @@ def test_strided_grad_through_autograd(cpu_path, dt):
     """F.conv2d with stride 2 on a non-contiguous dy and a channels-last x:
     x.grad equals torch's float64 input gradient within the bound."""
     adt = getattr(ampy, dt)
-    w = ampy.tensor(_rand((12, 10, 3, 3), 1)).to(adt).requires_grad_()
-    x = ampy.tensor(_rand((2, 9, 11, 10), 2)).to(adt).permute(0, 3, 1, 2).requires_grad_()
+    w = ampy.tensor(randn_f32((12, 10, 3, 3), 1)).to(adt).requires_grad_()
+    x = ampy.tensor(randn_f32((2, 9, 11, 10), 2)).to(adt).permute(0, 3, 1, 2).requires_grad_()
     y = ampy.nn.functional.conv2d(x, w, stride=2, padding=1)
-    gbig = ampy.tensor(_rand(tuple(y.shape[:3]) + (2 * y.shape[3],), 3)).to(adt)
+    gbig = ampy.tensor(randn_f32(tuple(y.shape[:3]) + (2 * y.shape[3],), 3)).to(adt)
     y.backward(gbig[..., ::2])
     g64 = torch.from_numpy(np.asarray(gbig[..., ::2].contiguous().double()))
     w64 = torch.from_numpy(np.asarray(w.detach().double()))

@@ -106,12 +106,13 @@ CTOR_ERRORS = [
 ]
 
 
+@pytest.mark.parametrize("cls", ["Conv1d", "Conv2d", "Conv3d"])
 @pytest.mark.parametrize("kw,msg", CTOR_ERRORS)
-def test_constructor_errors_as_torch(kw, msg):
+def test_constructor_errors_as_torch(kw, msg, cls):
     with pytest.raises(ValueError) as et:
-        torch.nn.Conv2d(**kw)
+        getattr(torch.nn, cls)(**kw)
     with pytest.raises(ValueError) as ea:
-        nn.Conv2d(**kw)
+        getattr(nn, cls)(**kw)
     assert msg in str(et.value) and msg in str(ea.value)
 
 

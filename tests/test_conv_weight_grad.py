@@ -22,6 +22,8 @@ import torch
 import ampy
 from ampy import _C
 
+from _helpers import conv_geometry, randn_f32
+
 UNIT = {"float32": 2.0 ** -24, "float64": 2.0 ** -53, "float16": 2.0 ** -24,
         "bfloat16": 2.0 ** -24}
 ROUND = {"float32": 2.0 ** -24, "float64": 2.0 ** -53, "float16": 2.0 ** -11,
@@ -56,25 +58,12 @@ CASES = [  # (N, C, H, W, O, (KH, KW), stride, padding, dilation)
 ]
 
 
-def _pair(v):
-    return v if isinstance(v, tuple) else (v, v)
-
-
-def _rand(shape, seed):
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-
-
-def _out_size(h, k, s, p, d):
-    return (h + 2 * p - d * (k - 1) - 1) // s + 1
-
-
 def _inputs(case, dt, seed=0):
-    n, c, h, w, o, (kh, kw), s, p, d = case
-    (sh, sw), (ph, pw), (dh, dw) = _pair(s), _pair(p), _pair(d)
-    oh, ow = _out_size(h, kh, sh, ph, dh), _out_size(w, kw, sw, pw, dw)
+    n, c, h, w, o, (kh, kw) = case[:6]
+    (sh, sw), (ph, pw), (dh, dw), oh, ow = conv_geometry(case)
     tdt = getattr(torch, dt)
-    x = torch.from_numpy(_rand((n, c, h, w), seed)).to(tdt)
-    g = torch.from_numpy(_rand((n, o, oh, ow), seed + 1)).to(tdt)
+    x = torch.from_numpy(randn_f32((n, c, h, w), seed)).to(tdt)
+    g = torch.from_numpy(randn_f32((n, o, oh, ow), seed + 1)).to(tdt)
     geom = (sh, sw, ph, pw, dh, dw, 1)
     return x, g, (o, c, kh, kw), geom
 
@@ -137,15 +126,15 @@ def test_weight_grad_views_equal_contiguous(cpu_path, dt, stride):
     """Channels-last and sliced x, and a non-contiguous dy, give the bits of
     their contiguous copies (autograd through F.conv2d)."""
     adt = getattr(ampy, dt)
-    w = ampy.tensor(_rand((6, 5, 3, 3), 1)).to(adt)
-    xs = [ampy.tensor(_rand((2, 7, 6, 5), 2)).to(adt).permute(0, 3, 1, 2),
-          ampy.tensor(_rand((2, 5, 12, 6), 3)).to(adt)[:, :, ::2]]
+    w = ampy.tensor(randn_f32((6, 5, 3, 3), 1)).to(adt)
+    xs = [ampy.tensor(randn_f32((2, 7, 6, 5), 2)).to(adt).permute(0, 3, 1, 2),
+          ampy.tensor(randn_f32((2, 5, 12, 6), 3)).to(adt)[:, :, ::2]]
     for xin in xs:
         a, b = xin.detach().requires_grad_(), xin.contiguous().detach().requires_grad_()
         wa, wb = w.detach().requires_grad_(), w.detach().clone().requires_grad_()
         ya = ampy.nn.functional.conv2d(a, wa, stride=stride, padding=1)
         yb = ampy.nn.functional.conv2d(b, wb, stride=stride, padding=1)
-        gbig = ampy.tensor(_rand(tuple(ya.shape[:3]) + (2 * ya.shape[3],), 4)).to(adt)
+        gbig = ampy.tensor(randn_f32(tuple(ya.shape[:3]) + (2 * ya.shape[3],), 4)).to(adt)
         ya.backward(gbig[..., ::2])
         yb.backward(gbig[..., ::2].contiguous())
         assert np.array_equal(np.asarray(wa.grad.float()), np.asarray(wb.grad.float()))

@@ -171,6 +171,8 @@ typedef struct {
     char *y;                /* image n0 of y                        */
     int64_t total, tiles;   /* the block's positions, their tiles   */
     int64_t chunks;         /* runs of about DIRECT_CHUNK tiles     */
+    uint64_t *spans;        /* per thread: its items [lo, hi), packed */
+    int64_t nspans;
 } direct_ctx;
 
 /* Rows of position tile tl: the block's positions j = tl * MR + r run across
@@ -232,6 +234,61 @@ static void direct_range(int64_t begin, int64_t end, void *vctx)
             tile_store(c, tile, tl, o0, on);
         }
     }
+}
+
+/* ---- the split over the threads --------------------------------------------- */
+/* Thread k owns the k-th equal run of items (neighbouring positions: its
+ * half of the padded block in its own L2) and takes them from the front;
+ * when its run is done it takes the others' items from their back, so a
+ * thread that starts late (woken late, or descheduled on a loaded machine)
+ * leaves no tail for the rest to wait on. Which thread computes an item
+ * does not change its sums. A span packs lo (low 32 bits) and hi. */
+static int span_take(uint64_t *span, int front, int64_t *item)
+{
+    uint64_t v = __atomic_load_n(span, __ATOMIC_RELAXED);
+    for (;;) {
+        uint64_t lo = v & 0xFFFFFFFFu, hi = v >> 32;
+        if (lo >= hi)
+            return 0;
+        uint64_t nv = front ? (hi << 32) | (lo + 1) : ((hi - 1) << 32) | lo;
+        if (__atomic_compare_exchange_n(span, &v, nv, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            *item = (int64_t)(front ? lo : hi - 1);
+            return 1;
+        }
+    }
+}
+
+static void steal_range(int64_t begin, int64_t end, void *vctx)
+{
+    direct_ctx *c = vctx;
+    int64_t it;
+    for (int64_t k = begin; k < end; k++) {
+        while (span_take(&c->spans[k], 1, &it))
+            direct_range(it, it + 1, c);
+        for (int64_t j = 1; j < c->nspans; j++)
+            while (span_take(&c->spans[(k + j) % c->nspans], 0, &it))
+                direct_range(it, it + 1, c);
+    }
+}
+
+#define DIRECT_MAX_SPANS 256
+
+/* The block's items over the threads (steal_range), or in one call. */
+static void run_items(direct_ctx *c, int64_t items)
+{
+    uint64_t spans[DIRECT_MAX_SPANS];
+    int64_t ns = ampy_get_num_threads();
+    ns = ns < items ? ns : items;
+    ns = ns < DIRECT_MAX_SPANS ? ns : DIRECT_MAX_SPANS;
+    if (ns <= 1 || items >= ((int64_t)1 << 31)) {
+        ampy_parallel_for(items, 1, direct_range, c);
+        return;
+    }
+    for (int64_t k = 0; k < ns; k++)
+        spans[k] = ((uint64_t)((k + 1) * items / ns) << 32) | (uint64_t)(k * items / ns);
+    c->spans = spans, c->nspans = ns;
+    ampy_parallel_for(ns, 1, steal_range, c);
+    c->spans = NULL, c->nspans = 0;
 }
 
 /* ---- the forward ------------------------------------------------------------- */
@@ -329,7 +386,7 @@ ampy_status ampy_conv_forward_direct(const ampy_conv2d_geom *g, ampy_dtype dtype
         c.total = nb * g->OH * g->OW;
         c.tiles = (c.total + CONV_DIRECT_MR - 1) / CONV_DIRECT_MR;
         c.chunks = (c.tiles + DIRECT_CHUNK - 1) / DIRECT_CHUNK;
-        ampy_parallel_for(c.chunks * c.nob, 1, direct_range, &c);
+        run_items(&c, c.chunks * c.nob);
     }
     free_bufs(&b);
     return s;

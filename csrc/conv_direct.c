@@ -171,8 +171,6 @@ typedef struct {
     char *y;                /* image n0 of y                        */
     int64_t total, tiles;   /* the block's positions, their tiles   */
     int64_t chunks;         /* runs of about DIRECT_CHUNK tiles     */
-    uint64_t *spans;        /* per thread: its items [lo, hi), packed */
-    int64_t nspans;
 } direct_ctx;
 
 /* Rows of position tile tl: the block's positions j = tl * MR + r run across
@@ -258,37 +256,42 @@ static int span_take(uint64_t *span, int front, int64_t *item)
     }
 }
 
+typedef struct {
+    ampy_range_fn fn;
+    void *ctx;
+    uint64_t *spans;
+    int64_t ns;
+} steal_ctx;
+
 static void steal_range(int64_t begin, int64_t end, void *vctx)
 {
-    direct_ctx *c = vctx;
+    steal_ctx *c = vctx;
     int64_t it;
     for (int64_t k = begin; k < end; k++) {
         while (span_take(&c->spans[k], 1, &it))
-            direct_range(it, it + 1, c);
-        for (int64_t j = 1; j < c->nspans; j++)
-            while (span_take(&c->spans[(k + j) % c->nspans], 0, &it))
-                direct_range(it, it + 1, c);
+            c->fn(it, it + 1, c->ctx);
+        for (int64_t j = 1; j < c->ns; j++)
+            while (span_take(&c->spans[(k + j) % c->ns], 0, &it))
+                c->fn(it, it + 1, c->ctx);
     }
 }
 
 #define DIRECT_MAX_SPANS 256
 
-/* The block's items over the threads (steal_range), or in one call. */
-static void run_items(direct_ctx *c, int64_t items)
+void ampy_conv_parallel_steal(int64_t items, ampy_range_fn fn, void *ctx)
 {
     uint64_t spans[DIRECT_MAX_SPANS];
     int64_t ns = ampy_get_num_threads();
     ns = ns < items ? ns : items;
     ns = ns < DIRECT_MAX_SPANS ? ns : DIRECT_MAX_SPANS;
     if (ns <= 1 || items >= ((int64_t)1 << 31)) {
-        ampy_parallel_for(items, 1, direct_range, c);
+        ampy_parallel_for(items, 1, fn, ctx);
         return;
     }
     for (int64_t k = 0; k < ns; k++)
         spans[k] = ((uint64_t)((k + 1) * items / ns) << 32) | (uint64_t)(k * items / ns);
-    c->spans = spans, c->nspans = ns;
-    ampy_parallel_for(ns, 1, steal_range, c);
-    c->spans = NULL, c->nspans = 0;
+    steal_ctx sc = {fn, ctx, spans, ns};
+    ampy_parallel_for(ns, 1, steal_range, &sc);
 }
 
 /* ---- the forward ------------------------------------------------------------- */
@@ -386,7 +389,7 @@ ampy_status ampy_conv_forward_direct(const ampy_conv2d_geom *g, ampy_dtype dtype
         c.total = nb * g->OH * g->OW;
         c.tiles = (c.total + CONV_DIRECT_MR - 1) / CONV_DIRECT_MR;
         c.chunks = (c.tiles + DIRECT_CHUNK - 1) / DIRECT_CHUNK;
-        run_items(&c, c.chunks * c.nob);
+        ampy_conv_parallel_steal(c.chunks * c.nob, direct_range, &c);
     }
     free_bufs(&b);
     return s;

@@ -351,6 +351,34 @@ FLIP(uint16_t, flip_u16)
 FLIP(uint32_t, flip_u32)
 FLIP(uint64_t, flip_u64)
 
+typedef struct {
+    const ampy_conv2d_geom *g;
+    size_t es;
+    const void *w;
+    void *wf;
+} flip_ctx;
+
+/* Items are output channels o (all groups): w[o][c] flipped to wf[c][o]
+ * per group. */
+static void flip_range(int64_t begin, int64_t end, void *vctx)
+{
+    const flip_ctx *f = vctx;
+    const ampy_conv2d_geom *g = f->g;
+    int64_t Cg = g->C / g->groups, Og = g->O / g->groups, kk = g->KH * g->KW;
+    for (int64_t go = begin; go < end; go++) {
+        int64_t gr = go / Og, o = go % Og;
+        for (int64_t c = 0; c < Cg; c++) {
+            int64_t src = (go * Cg + c) * kk, dst = ((gr * Cg + c) * Og + o) * kk;
+            if (f->es == 2)
+                flip_u16((const uint16_t *)f->w + src, kk, (uint16_t *)f->wf + dst);
+            else if (f->es == 4)
+                flip_u32((const uint32_t *)f->w + src, kk, (uint32_t *)f->wf + dst);
+            else
+                flip_u64((const uint64_t *)f->w + src, kk, (uint64_t *)f->wf + dst);
+        }
+    }
+}
+
 /* Unit stride: dx is the convolution of dy with the kernel flipped in both
  * dims and its channel axes swapped (per group), padded by d*(k-1) - p
  * before; the forward path then writes dx in its dtype directly (one
@@ -358,25 +386,17 @@ FLIP(uint64_t, flip_u64)
 static ampy_status bwd_input_as_conv(const ampy_conv2d_geom *g, ampy_dtype dtype,
                                      const void *dy, const void *w, const void *bias, void *dx)
 {
-    int64_t G = g->groups, Cg = g->C / G, Og = g->O / G, kk = g->KH * g->KW;
+    int64_t Cg = g->C / g->groups, kk = g->KH * g->KW;
     size_t es = ampy_dtype_size(dtype), bytes = (size_t)(g->O * Cg * kk) * es;
     char *wf = ampy_alloc(bytes);
     if (!wf)
         return ampy_error(AMPY_ERR_NOMEM, "conv2d: cannot allocate %zu bytes", bytes);
-    for (int64_t gr = 0; gr < G; gr++)
-        for (int64_t o = 0; o < Og; o++)
-            for (int64_t c = 0; c < Cg; c++) {
-                int64_t src = ((gr * Og + o) * Cg + c) * kk, dst = ((gr * Cg + c) * Og + o) * kk;
-                if (es == 2)
-                    flip_u16((const uint16_t *)w + src, kk, (uint16_t *)wf + dst);
-                else if (es == 4)
-                    flip_u32((const uint32_t *)w + src, kk, (uint32_t *)wf + dst);
-                else
-                    flip_u64((const uint64_t *)w + src, kk, (uint64_t *)wf + dst);
-            }
+    flip_ctx fc = {g, es, w, wf};
+    int64_t per = Cg * kk;
+    ampy_parallel_for(g->O, per >= 16384 ? 1 : 16384 / per, flip_range, &fc);
     ampy_conv2d_geom t = {g->N, g->O, g->OH, g->OW, g->C, g->KH, g->KW, g->H, g->W, 1, 1,
                           g->dh * (g->KH - 1) - g->pt, g->dw * (g->KW - 1) - g->pl, g->dh,
-                          g->dw, G};
+                          g->dw, g->groups};
     int64_t ys[4] = {g->O * g->OH * g->OW, g->OH * g->OW, g->OW, 1};
     ampy_status s = ampy_conv2d_forward(&t, dtype, dy, ys, wf, bias, dx);
     ampy_free(wf, bytes);

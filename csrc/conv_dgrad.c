@@ -329,7 +329,7 @@ ampy_status ampy_conv_dgrad_phase(const ampy_conv2d_geom *g, ampy_dtype dtype, c
             int64_t nc = (f->tiles + DG_CHUNK - 1) / DG_CHUNK;
             p.nchunk_max = nc > p.nchunk_max ? nc : p.nchunk_max;
         }
-        ampy_parallel_for(p.nchunk_max * p.nph * p.nob, 1, tile_range, &p);
+        ampy_conv_parallel_steal(p.nchunk_max * p.nph * p.nob, tile_range, &p);
     }
     free_bufs(&b);
     return s;

@@ -170,6 +170,7 @@ typedef struct {
     const float *bias;      /* float32, or NULL                     */
     char *y;                /* image n0 of y                        */
     int64_t total, tiles;   /* the block's positions, their tiles   */
+    int64_t chunks;         /* runs of about DIRECT_CHUNK tiles     */
 } direct_ctx;
 
 /* Rows of position tile tl: the block's positions j = tl * MR + r run across
@@ -204,7 +205,11 @@ static void tile_store(const direct_ctx *c, const float *tile, int64_t tl, int64
     }
 }
 
-/* Items are (chunk of DIRECT_CHUNK position tiles, panel), panels fastest. */
+/* Items are (chunk of position tiles, panel), panels fastest; the tiles
+ * are dealt to the chunks evenly (chunk k: [k * tiles / chunks, (k + 1) *
+ * tiles / chunks)), so that the threads' equal runs of items get equal
+ * work (a 7 x 7 block's 42 tiles as 8+8+8+8+8+2 gave one thread 24, the
+ * other 18). A tile's sums do not depend on the chunk it falls in. */
 static void direct_range(int64_t begin, int64_t end, void *vctx)
 {
     const direct_ctx *c = vctx;
@@ -212,8 +217,8 @@ static void direct_range(int64_t begin, int64_t end, void *vctx)
     float tile[CONV_DIRECT_MR * DIRECT_NR];
     int64_t roff[CONV_DIRECT_MR];
     for (int64_t it = begin; it < end; it++) {
-        int64_t ob = it % c->nob, t0 = it / c->nob * DIRECT_CHUNK;
-        int64_t t1 = t0 + DIRECT_CHUNK < c->tiles ? t0 + DIRECT_CHUNK : c->tiles;
+        int64_t ob = it % c->nob, ci = it / c->nob;
+        int64_t t0 = ci * c->tiles / c->chunks, t1 = (ci + 1) * c->tiles / c->chunks;
         int64_t o0 = ob * DIRECT_NR, on = g->O - o0 < DIRECT_NR ? g->O - o0 : DIRECT_NR;
         for (int64_t tl = t0; tl < t1; tl++) {
             tile_rows(c, tl, roff);
@@ -227,6 +232,66 @@ static void direct_range(int64_t begin, int64_t end, void *vctx)
             tile_store(c, tile, tl, o0, on);
         }
     }
+}
+
+/* ---- the split over the threads --------------------------------------------- */
+/* Thread k owns the k-th equal run of items (neighbouring positions: its
+ * half of the padded block in its own L2) and takes them from the front;
+ * when its run is done it takes the others' items from their back, so a
+ * thread that starts late (woken late, or descheduled on a loaded machine)
+ * leaves no tail for the rest to wait on. Which thread computes an item
+ * does not change its sums. A span packs lo (low 32 bits) and hi. */
+static int span_take(uint64_t *span, int front, int64_t *item)
+{
+    uint64_t v = __atomic_load_n(span, __ATOMIC_RELAXED);
+    for (;;) {
+        uint64_t lo = v & 0xFFFFFFFFu, hi = v >> 32;
+        if (lo >= hi)
+            return 0;
+        uint64_t nv = front ? (hi << 32) | (lo + 1) : ((hi - 1) << 32) | lo;
+        if (__atomic_compare_exchange_n(span, &v, nv, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            *item = (int64_t)(front ? lo : hi - 1);
+            return 1;
+        }
+    }
+}
+
+typedef struct {
+    ampy_range_fn fn;
+    void *ctx;
+    uint64_t *spans;
+    int64_t ns;
+} steal_ctx;
+
+static void steal_range(int64_t begin, int64_t end, void *vctx)
+{
+    steal_ctx *c = vctx;
+    int64_t it;
+    for (int64_t k = begin; k < end; k++) {
+        while (span_take(&c->spans[k], 1, &it))
+            c->fn(it, it + 1, c->ctx);
+        for (int64_t j = 1; j < c->ns; j++)
+            while (span_take(&c->spans[(k + j) % c->ns], 0, &it))
+                c->fn(it, it + 1, c->ctx);
+    }
+}
+
+#define DIRECT_MAX_SPANS 256
+
+void ampy_conv_parallel_steal(int64_t items, ampy_range_fn fn, void *ctx)
+{
+    uint64_t spans[DIRECT_MAX_SPANS];
+    int64_t ns = ampy_get_num_threads();
+    ns = ns < items ? ns : items;
+    ns = ns < DIRECT_MAX_SPANS ? ns : DIRECT_MAX_SPANS;
+    if (ns <= 1 || items >= ((int64_t)1 << 31)) {
+        ampy_parallel_for(items, 1, fn, ctx);
+        return;
+    }
+    for (int64_t k = 0; k < ns; k++)
+        spans[k] = ((uint64_t)((k + 1) * items / ns) << 32) | (uint64_t)(k * items / ns);
+    steal_ctx sc = {fn, ctx, spans, ns};
+    ampy_parallel_for(ns, 1, steal_range, &sc);
 }
 
 /* ---- the forward ------------------------------------------------------------- */
@@ -323,8 +388,8 @@ ampy_status ampy_conv_forward_direct(const ampy_conv2d_geom *g, ampy_dtype dtype
         c.y = (char *)y + (size_t)(n0 * g->O * g->OH * g->OW) * es;
         c.total = nb * g->OH * g->OW;
         c.tiles = (c.total + CONV_DIRECT_MR - 1) / CONV_DIRECT_MR;
-        int64_t chunks = (c.tiles + DIRECT_CHUNK - 1) / DIRECT_CHUNK;
-        ampy_parallel_for(chunks * c.nob, 1, direct_range, &c);
+        c.chunks = (c.tiles + DIRECT_CHUNK - 1) / DIRECT_CHUNK;
+        ampy_conv_parallel_steal(c.chunks * c.nob, direct_range, &c);
     }
     free_bufs(&b);
     return s;

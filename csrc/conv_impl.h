@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "ampy/conv.h"
+#include "ampy/parallel.h"
 
 /* Unfold images [0, nb) of x (strides xs, element size es) into col:
  * row (c * KH + kh) * KW + kw, column n * OH * OW + oh * OW + ow, ld columns
@@ -33,6 +34,12 @@ ampy_status ampy_conv_forward_patches(const ampy_conv2d_geom *g, ampy_dtype dtyp
 void ampy_conv_pad_nhwc(const char *x, const int64_t *xs, size_t es, int64_t nb, int64_t C,
                         int64_t H, int64_t W, int64_t pt, int64_t pl, int64_t Hp, int64_t Wp,
                         int64_t Cp, char *dst);
+
+/* conv_direct.c: fn over items [0, items) on the thread pool, one item per
+ * call: thread k takes the k-th equal run of items from its front, then the
+ * other runs' items from their back (for kernels whose item results do not
+ * depend on the thread that computes them). */
+void ampy_conv_parallel_steal(int64_t items, ampy_range_fn fn, void *ctx);
 
 /* conv_direct.c: whether the direct (implicit-GEMM) forward takes this
  * convolution (ungrouped, any stride, N*OH*OW >= 64; float32 at AMPY_CPU_AVX512 and up,

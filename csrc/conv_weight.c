@@ -145,38 +145,65 @@ typedef struct {
     void *db;
 } bias_ctx;
 
-static double load(const void *p, int64_t i, ampy_dtype dt)
+#define BIAS_LANES 4   /* channels summed side by side        */
+#define BIAS_SEG 256   /* elements of a plane row per pass    */
+
+/* out[i] = dy element `base + i` as a double (exact), i < n. */
+static void load_run(const void *p, int64_t base, int64_t n, ampy_dtype dt, double *out)
 {
     switch (dt) {
-    case AMPY_FLOAT16: return ampy_f16_to_f32(((const uint16_t *)p)[i]);
-    case AMPY_BFLOAT16: return ampy_bf16_to_f32(((const uint16_t *)p)[i]);
-    case AMPY_FLOAT32: return ((const float *)p)[i];
-    default: return ((const double *)p)[i];
+    case AMPY_FLOAT16:
+        for (int64_t i = 0; i < n; i++)
+            out[i] = ampy_f16_to_f32(((const uint16_t *)p)[base + i]);
+        break;
+    case AMPY_BFLOAT16:
+        for (int64_t i = 0; i < n; i++)
+            out[i] = ampy_bf16_to_f32(((const uint16_t *)p)[base + i]);
+        break;
+    case AMPY_FLOAT32:
+        for (int64_t i = 0; i < n; i++)
+            out[i] = ((const float *)p)[base + i];
+        break;
+    default:
+        for (int64_t i = 0; i < n; i++)
+            out[i] = ((const double *)p)[base + i];
+        break;
     }
 }
 
+static void store_bias(void *db, int64_t o, double acc, ampy_dtype dt)
+{
+    switch (dt) {
+    case AMPY_FLOAT16: ((uint16_t *)db)[o] = ampy_f64_to_f16(acc); break;
+    case AMPY_BFLOAT16: ((uint16_t *)db)[o] = ampy_f64_to_bf16(acc); break;
+    case AMPY_FLOAT32: ((float *)db)[o] = (float)acc; break;
+    default: ((double *)db)[o] = acc; break;
+    }
+}
+
+/* db[o] = the float64 sum over n, then positions ascending, of dy[n][o],
+ * rounded once. BIAS_LANES channels are summed side by side, each in its
+ * own chain in that same order (the same bits as one channel at a time;
+ * the independent chains hide the add latency). */
 static void bias_range(int64_t begin, int64_t end, void *vctx)
 {
     const bias_ctx *c = vctx;
-    for (int64_t o = begin; o < end; o++) {
-        double acc = 0.0;
-        for (int64_t n = 0; n < c->N; n++) {
-            int64_t base = (n * c->O + o) * c->P;
-            if (c->dtype == AMPY_FLOAT32) {
-                const float *r = (const float *)c->dy + base;
-                for (int64_t i = 0; i < c->P; i++)
-                    acc += r[i];
-            } else {
-                for (int64_t i = 0; i < c->P; i++)
-                    acc += load(c->dy, base + i, c->dtype);
+    double buf[BIAS_LANES][BIAS_SEG];
+    for (int64_t o0 = begin; o0 < end; o0 += BIAS_LANES) {
+        int64_t on = end - o0 < BIAS_LANES ? end - o0 : BIAS_LANES;
+        double acc[BIAS_LANES] = {0.0};
+        memset(buf, 0, sizeof buf);
+        for (int64_t n = 0; n < c->N; n++)
+            for (int64_t i0 = 0; i0 < c->P; i0 += BIAS_SEG) {
+                int64_t len = c->P - i0 < BIAS_SEG ? c->P - i0 : BIAS_SEG;
+                for (int64_t k = 0; k < on; k++)
+                    load_run(c->dy, (n * c->O + o0 + k) * c->P + i0, len, c->dtype, buf[k]);
+                for (int64_t i = 0; i < len; i++)
+                    for (int64_t k = 0; k < BIAS_LANES; k++)
+                        acc[k] += buf[k][i];
             }
-        }
-        switch (c->dtype) {
-        case AMPY_FLOAT16: ((uint16_t *)c->db)[o] = ampy_f64_to_f16(acc); break;
-        case AMPY_BFLOAT16: ((uint16_t *)c->db)[o] = ampy_f64_to_bf16(acc); break;
-        case AMPY_FLOAT32: ((float *)c->db)[o] = (float)acc; break;
-        default: ((double *)c->db)[o] = acc; break;
-        }
+        for (int64_t k = 0; k < on; k++)
+            store_bias(c->db, o0 + k, acc[k], c->dtype);
     }
 }
 

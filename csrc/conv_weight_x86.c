@@ -410,14 +410,19 @@ typedef struct {
     const wg_plan *p;
     wg_work *work;
     int64_t nw;
+    size_t accbytes;
 } wg_ctx;
 
+/* Items are the workers: each zeroes its own float32 tile buffer (on its
+ * thread, in parallel, not serially on the caller) and sums its run of
+ * chunks into it. */
 static void worker_range(int64_t begin, int64_t end, void *vctx)
 {
     const wg_ctx *c = vctx;
     const wg_plan *p = c->p;
     for (int64_t wi = begin; wi < end; wi++) {
         wg_work *w = &c->work[wi];
+        memset(w->acc, 0, c->accbytes);
         int64_t a = wi * p->nch / c->nw, b = (wi + 1) * p->nch / c->nw;
         for (int64_t ch = a; ch < b; ch++) {
             pack_chunk(p, ch * p->kc, w);
@@ -599,10 +604,9 @@ ampy_status ampy_conv_wgrad_shifted(const ampy_conv2d_geom *g, ampy_dtype dtype,
             s = ampy_error(AMPY_ERR_NOMEM, "conv2d: cannot allocate the weight-gradient buffers");
             goto done;
         }
-        memset(work[i].acc, 0, sz[3]);
     }
     if ((*fallback = pack_x(&p, flags)) == 0) {
-        wg_ctx c = {&p, work, nw};
+        wg_ctx c = {&p, work, nw, sz[3]};
         ampy_parallel_for(nw, 1, worker_range, &c);
         store_ctx sc = {&p, work, nw, dw};
         int64_t per = p.Cp * WG_NR * taps;

@@ -142,11 +142,15 @@ def test_resnet_strided_shape(cpu_path, dgrad_path, dt):
     _check(got, g, w, None, shape, geom, dt, dt)
 
 
+@pytest.mark.parametrize("case", ((3, 24, 14, 14, 48, (3, 3), 2, 1, 1),
+                                  (20, 64, 7, 7, 40, (3, 3), 1, 1, 1)), ids=("s2", "7x7"))
 @pytest.mark.parametrize("dt", ("float32", "bfloat16"))
-def test_phase_threads_same_bits(cpu_path, dt):
+def test_phase_threads_same_bits(cpu_path, dt, case):
     """Each dx element is one register sum in a fixed order, so the phase
-    kernel gives the same bits at 1 and 2 threads."""
-    g, w, b, shape, geom = _inputs((3, 24, 14, 14, 48, (3, 3), 2, 1, 1), dt, seed=9)
+    kernel gives the same bits at 1 and 2 threads whichever thread takes
+    (or steals) its tile: stride 2, and a 7 x 7 map at unit stride (many
+    tiles across images, two panels)."""
+    g, w, b, shape, geom = _inputs(case, dt, seed=9)
     args = (_ampy(g, dt), _ampy(w, dt), _ampy(b, dt), shape, geom)
     old = ampy.get_num_threads()
     try:

@@ -41,6 +41,8 @@ DIRECT = {  # name: (x shape, w shape, kwargs)
     "stride (1, 3)": ((2, 7, 9, 22), (9, 7, 2, 3), dict(stride=(1, 3), padding=(1, 0))),
     # tiles of 14 rows run across images: 49 positions (3.5 tiles) per image
     "tiles across images": ((5, 16, 7, 7), (40, 16, 3, 3), dict(padding=1)),
+    # 105 tiles dealt to 14 chunks of 7 or 8 (not 13 of 8 and one of 1)
+    "tiles dealt evenly": ((30, 24, 7, 7), (40, 24, 3, 3), dict(padding=1)),
     "1 position, 70 images": ((70, 3, 1, 1), (5, 3, 3, 3), dict(padding=1)),
     "63 positions, batch 1": ((1, 5, 7, 9), (6, 5, 3, 3), dict(padding=1)),  # below the rule
     # the padded copy's 16 x 16 transposes: full blocks and both tails
@@ -174,3 +176,32 @@ def test_strided_1x1_views_give_the_contiguous_bits(cpu_path, dt, groups):
         ya.backward(g)
         yc.backward(g)
         assert np.array_equal(_np(a.grad), _np(c.grad))
+
+
+@pytest.mark.parametrize("dt", ("float32", "bfloat16"))
+@pytest.mark.parametrize("groups", (1, 2))
+def test_direct_threads_same_bits(cpu_path, dt, groups):
+    """Each output is one register sum in a fixed order whichever thread
+    and chunk its tile falls in: the forward (tiles dealt evenly to the
+    chunks; float32 in two padded blocks of 25 and 5 images) and the unit-stride input gradient (the
+    flipped kernel built over the pool, then this forward) give the same
+    bits at 1 and 2 threads."""
+    adt = getattr(ampy, dt)
+    xs, ws = (30, 256, 7, 7), (48, 256 // groups, 3, 3)
+    x = ampy.tensor(_rand(*xs)).to(adt)
+    w = ampy.tensor(_rand(*ws, seed=1) * 0.1).to(adt)
+    b = ampy.tensor(_rand(ws[0], seed=2)).to(adt)
+    g = ampy.tensor(_rand(30, 48, 7, 7, seed=3)).to(adt)
+    geom = (1, 1, 1, 1, 1, 1, groups)
+    got = {}
+    old = ampy.get_num_threads()
+    try:
+        for nt in (1, 2):
+            ampy.set_num_threads(nt)
+            y = ampy._C.conv2d_fwd(x, w, b, (7, 7), geom)
+            dx = ampy._C.conv2d_bwd_input(g, w, None, xs, geom)
+            got[nt] = [np.asarray(t.float()).view(np.uint32) for t in (y, dx)]
+    finally:
+        ampy.set_num_threads(old)
+    for a, c, what in zip(got[1], got[2], ("forward", "input gradient")):
+        assert np.array_equal(a, c), what

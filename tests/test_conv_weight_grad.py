@@ -175,3 +175,59 @@ def test_weight_grad_inf_nan_as_torch(cpu_path, dt, where, stride):
     assert np.array_equal(np.isposinf(got), np.isposinf(ref))
     assert np.array_equal(np.isneginf(got), np.isneginf(ref))
     assert np.isfinite(got).any()
+
+
+def _at_threads(nt, fn):
+    old = ampy.get_num_threads()
+    try:
+        ampy.set_num_threads(nt)
+        return fn()
+    finally:
+        ampy.set_num_threads(old)
+
+
+@pytest.mark.parametrize("dt", ("float32", "bfloat16"))
+def test_weight_grad_threads_repeatable(cpu_path, dt):
+    """Each worker zeroes its own tile buffer: calls after one that left
+    other sums in the (cached) buffers give the same bits, at 1 and at 2
+    threads, and the 2-thread sums (a fixed split, added in thread order)
+    stay within the float64 bound."""
+    x, g, wshape, geom = _inputs((3, 24, 10, 10, 40, (3, 3), 1, 1, 1), dt, seed=11)
+    x2, g2, _, _ = _inputs((3, 24, 10, 10, 40, (3, 3), 1, 1, 1), dt, seed=12)
+    args = (_ampy(x, dt), _ampy(g, dt), wshape, geom)
+    other = (_ampy(x2, dt), _ampy(g2, dt), wshape, geom)
+    for nt in (1, 2):
+        runs = [_at_threads(nt, lambda a=a: np.asarray(_C.conv2d_bwd_weight(*a).float()))
+                for a in (args, other, args)]
+        assert np.array_equal(runs[0].view(np.uint32), runs[2].view(np.uint32)), nt
+        _check(ampy.tensor(runs[2]), x, g, wshape, geom, dt, f"{dt} {nt} threads")
+
+
+def _bias_oracle(dy):
+    """float64 sums over images, then positions ascending (a sequential
+    cumsum: the kernel's order), per channel."""
+    N, O = dy.shape[:2]
+    flat = dy.astype(np.float64).transpose(1, 0, 2, 3).reshape(O, -1)
+    return np.cumsum(flat, axis=1)[:, -1] if flat.shape[1] else np.zeros(O)
+
+
+@pytest.mark.parametrize("dt", ("float32", "float64", "bfloat16", "float16"))
+@pytest.mark.parametrize("shape", ((3, 7, 5, 5), (2, 13, 17, 19), (1, 4, 1, 1), (2, 9, 0, 3)))
+def test_bias_grad_sequential_sum_bits(cpu_path, dt, shape):
+    """The bias gradient sums BIAS_LANES channels side by side, each in the
+    sequential float64 order: float32 / float64 give the oracle's bits
+    (channel counts past and below a multiple of 4, rows past 256
+    elements), every dtype the same bits at 1 and 2 threads, and the half
+    dtypes the float64 sum within one rounding."""
+    dy = np.random.default_rng(5).standard_normal(shape).astype(np.float32) * 3
+    a = ampy.tensor(dy).to(getattr(ampy, dt))
+    exact = np.asarray(a.to(ampy.float64))
+    one = _at_threads(1, lambda: np.asarray(_C.conv_bwd_bias(a).to(ampy.float64)))
+    two = _at_threads(2, lambda: np.asarray(_C.conv_bwd_bias(a).to(ampy.float64)))
+    assert np.array_equal(one.view(np.uint64), two.view(np.uint64))
+    ref = _bias_oracle(exact)
+    if dt in ("float32", "float64"):
+        want = ref.astype(np.float32).astype(np.float64) if dt == "float32" else ref
+        assert np.array_equal(one.view(np.uint64), want.view(np.uint64))
+    else:
+        assert np.all(np.abs(one - ref) <= ROUND[dt] * np.abs(ref) + 1e-300)

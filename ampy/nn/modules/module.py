@@ -8,11 +8,19 @@ import numpy as np
 from ... import _C
 from ... import _devices
 from ..._convert import from_numpy
+from ..._creation import empty
 from ... import _dtype as D
 from ..._tensor import Tensor, _parse_to_args
 from ..parameter import Parameter
+from . import _module_hooks
 
 __all__ = ["Module"]
+
+# the hook stores every Module has besides _forward_hooks / _forward_pre_hooks
+_HOOK_DICTS = ("_backward_hooks", "_backward_pre_hooks", "_state_dict_pre_hooks",
+               "_state_dict_hooks", "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks")
+_HOOK_SETS = ("_forward_hooks_with_kwargs", "_forward_hooks_always_called",
+              "_forward_pre_hooks_with_kwargs")
 
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -65,11 +73,19 @@ def _to_ampy(v):
 class _Handle:
     _ids = itertools.count()
 
-    def __init__(self, d):
-        self._d, self.id = d, next(_Handle._ids)
+    def __init__(self, d, *extra):
+        self._d, self._extra, self.id = d, extra, next(_Handle._ids)
 
     def remove(self):
         self._d.pop(self.id, None)
+        for e in self._extra:
+            e.discard(self.id) if isinstance(e, set) else e.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
 
 
 class Module:
@@ -92,32 +108,92 @@ class Module:
         d["_modules"] = OrderedDict()
         d["_forward_hooks"] = OrderedDict()
         d["_forward_pre_hooks"] = OrderedDict()
+        for k in _HOOK_DICTS:
+            d[k] = OrderedDict()
+        for k in _HOOK_SETS:
+            d[k] = set()
 
     def forward(self, *input):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
                                   f'"forward" function')
 
     def __call__(self, *args, **kwargs):
-        for hook in list(self._forward_pre_hooks.values()):
-            r = hook(self, args)
-            if r is not None:
-                args = r if isinstance(r, tuple) else (r,)
-        out = self.forward(*args, **kwargs)
-        for hook in list(self._forward_hooks.values()):
-            r = hook(self, args, out)
-            if r is not None:
-                out = r
-        return out
+        d = self.__dict__
+        if d["_forward_pre_hooks"] or d["_forward_hooks"] or d.get("_backward_hooks") or \
+                d.get("_backward_pre_hooks"):
+            return _module_hooks.hooked_call(self, args, kwargs)
+        return self.forward(*args, **kwargs)
 
-    def register_forward_hook(self, hook):
-        h = _Handle(self._forward_hooks)
-        self._forward_hooks[h.id] = hook
+    def _add_hook(self, store, hook, prepend, *flags):
+        """Register hook in self.<store>; flags: (set name, on) pairs marking its id."""
+        marks = [getattr(self, name) for name, on in flags if on]
+        h = _Handle(getattr(self, store), *marks)
+        getattr(self, store)[h.id] = hook
+        for m in marks:
+            m.add(h.id)
+        if prepend:
+            getattr(self, store).move_to_end(h.id, last=False)
         return h
 
-    def register_forward_pre_hook(self, hook):
-        h = _Handle(self._forward_pre_hooks)
-        self._forward_pre_hooks[h.id] = hook
-        return h
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False,
+                              always_call=False):
+        """hook(module, args, output) -> None or a new output, after forward;
+        with_kwargs: hook(module, args, kwargs, output); always_call: also when forward
+        raises (output None)."""
+        return self._add_hook("_forward_hooks", hook, prepend,
+                              ("_forward_hooks_with_kwargs", with_kwargs),
+                              ("_forward_hooks_always_called", always_call))
+
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """hook(module, args) -> None or new args, before forward; with_kwargs:
+        hook(module, args, kwargs) -> None or (new_args, new_kwargs)."""
+        return self._add_hook("_forward_pre_hooks", hook, prepend,
+                              ("_forward_pre_hooks_with_kwargs", with_kwargs))
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """hook(module, grad_input, grad_output) -> None or new grad_input, once the
+        gradients of the module's inputs are computed."""
+        return self._add_hook("_backward_hooks", hook, prepend)
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """hook(module, grad_output) -> None or new grad_output, before the module's
+        backward runs."""
+        return self._add_hook("_backward_pre_hooks", hook, prepend)
+
+    def register_state_dict_pre_hook(self, hook):
+        """hook(module, prefix, keep_vars) before this module's state_dict entries."""
+        return self._add_hook("_state_dict_pre_hooks", hook, False)
+
+    def register_state_dict_post_hook(self, hook):
+        """hook(module, state_dict, prefix, local_metadata) after them (may edit in place)."""
+        return self._add_hook("_state_dict_hooks", hook, False)
+
+    def register_load_state_dict_pre_hook(self, hook):
+        """hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
+        unexpected_keys, error_msgs) before this module loads its entries."""
+        return self._add_hook("_load_state_dict_pre_hooks", hook, False)
+
+    def register_load_state_dict_post_hook(self, hook):
+        """hook(module, incompatible_keys) after load_state_dict (may edit the key lists)."""
+        return self._add_hook("_load_state_dict_post_hooks", hook, False)
+
+    def get_extra_state(self):
+        raise RuntimeError("Reached a code path in Module.get_extra_state() that should never be "
+                           "called. Please file an issue at https://github.com/pytorch/pytorch/"
+                           "issues/new?template=bug-report.yml to report this bug.")
+
+    def set_extra_state(self, state):
+        raise RuntimeError("Reached a code path in Module.set_extra_state() that should never be "
+                           "called. Please file an issue at https://github.com/pytorch/pytorch/"
+                           "issues/new?template=bug-report.yml to report this bug.")
+
+    def _has_extra_state(self):
+        return type(self).get_extra_state is not Module.get_extra_state
+
+    def compile(self, *args, **kwargs):
+        """torch.compile in place: ampy runs the module eagerly (its kernels are already
+        compiled C), so this only accepts torch's arguments and returns None."""
+        return None
 
     # ------------------------------------------------------------ registration
     def register_parameter(self, name, param):
@@ -174,7 +250,7 @@ class Module:
         if isinstance(value, Parameter):
             if params is None:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
-            self._remove_everywhere(name)
+            self._remove_everywhere(name, keep="_parameters")   # keeps its place, as torch
             self.register_parameter(name, value)
         elif params is not None and name in params:
             if value is not None:
@@ -186,7 +262,7 @@ class Module:
             if isinstance(value, Module):
                 if modules is None:
                     raise AttributeError("cannot assign module before Module.__init__() call")
-                self._remove_everywhere(name)
+                self._remove_everywhere(name, keep="_modules")
                 modules[name] = value
             elif modules is not None and name in modules:
                 if value is not None:
@@ -203,10 +279,13 @@ class Module:
                 else:
                     object.__setattr__(self, name, value)
 
-    def _remove_everywhere(self, name):
+    def _remove_everywhere(self, name, keep=None):
+        """name dropped from the instance dict and every store but keep (a replaced
+        parameter or submodule keeps its position in its own store, as in torch)."""
         self.__dict__.pop(name, None)
         for k in ("_parameters", "_buffers", "_modules"):
-            self.__dict__[k].pop(name, None)
+            if k != keep:
+                self.__dict__[k].pop(name, None)
         self._non_persistent_buffers_set.discard(name)
 
     def __getattr__(self, name):
@@ -307,6 +386,42 @@ class Module:
         if name not in mod._parameters:
             raise AttributeError(f"{mod._get_name()} has no parameter `{name}`")
         return mod._parameters[name]
+
+    def get_buffer(self, target):
+        mod_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(mod_path)
+        if not hasattr(mod, name):
+            raise AttributeError(f"{mod._get_name()} has no attribute `{name}`")
+        if name not in mod._buffers:
+            raise AttributeError(f"`{name}` is not a buffer")
+        return mod._buffers[name]
+
+    def set_submodule(self, target, module, strict=False):
+        """Replace (or, strict=False, add) the submodule at the dotted path target."""
+        if target == "":
+            raise ValueError("Cannot set the submodule without a target name!")
+        if not isinstance(module, Module):
+            raise ValueError(f"`module` is not an nn.Module, found {type(module)}")
+        parent_path, _, name = target.rpartition(".")
+        parent = self.get_submodule(parent_path)
+        if strict and not hasattr(parent, name):
+            raise AttributeError(f"{parent._get_name()} has no attribute `{name}`")
+        if hasattr(parent, name) and not isinstance(getattr(parent, name), Module):
+            raise AttributeError(f"`{name}` is not an nn.Module")
+        setattr(parent, name, module)
+
+    def to_empty(self, *, device=None, recurse=True):
+        """Every parameter and buffer replaced by uninitialized memory of its shape and
+        dtype (on device)."""
+        def fresh(t):
+            return empty(tuple(t.shape), dtype=t.dtype, device=device if device is not None
+                         else t.device)
+        return self._apply(fresh)
+
+    def share_memory(self):
+        """A no-op on ampy's CPU tensors: they already live in ordinary process memory, and
+        ampy has no torch.multiprocessing to share them through. Returns self."""
+        return self
 
     def apply(self, fn):
         for m in self.children():
@@ -418,20 +533,30 @@ class Module:
             keep_vars = args[2] if len(args) > 2 else keep_vars
         if destination is None:
             destination = OrderedDict()
+        for hook in self.__dict__.get("_state_dict_pre_hooks", {}).values():
+            hook(self, prefix, keep_vars)
         for name, p in self._parameters.items():
             if p is not None:
                 destination[prefix + name] = p if keep_vars else p.detach()
         for name, b in self._buffers.items():
             if b is not None and name not in self._non_persistent_buffers_set:
                 destination[prefix + name] = b if keep_vars else b.detach()
+        if self._has_extra_state():
+            destination[prefix + "_extra_state"] = self.get_extra_state()
         for name, m in self._modules.items():
             if m is not None:
                 m.state_dict(destination=destination, prefix=prefix + name + ".",
                              keep_vars=keep_vars)
+        for hook in self.__dict__.get("_state_dict_hooks", {}).values():
+            r = hook(self, destination, prefix, {})
+            if r is not None:
+                raise RuntimeError("state_dict post-hook must return None")
         return destination
 
     def _load_from_state_dict(self, state_dict, prefix, strict, missing, unexpected, errors,
                               assign):
+        for hook in self.__dict__.get("_load_state_dict_pre_hooks", {}).values():
+            hook(self, state_dict, prefix, {}, strict, missing, unexpected, errors)
         persistent = {k: v for k, v in self._buffers.items()
                       if k not in self._non_persistent_buffers_set}
         local = {k: v for k, v in itertools.chain(self._parameters.items(), persistent.items())
@@ -462,12 +587,19 @@ class Module:
                     self._buffers[name] = new
             else:
                 _C.copy_(param, src)
+        extra = prefix + "_extra_state"
+        if self._has_extra_state():
+            if extra in state_dict:
+                self.set_extra_state(state_dict[extra])
+            elif strict:
+                missing.append(extra)
         if strict:
             for key in state_dict:
                 if key.startswith(prefix):
                     rest = key[len(prefix):]
                     head = rest.split(".", 1)[0]
-                    if head not in self._modules and rest not in local:
+                    if head not in self._modules and rest not in local and \
+                            not (rest == "_extra_state" and self._has_extra_state()):
                         unexpected.append(key)
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
@@ -482,6 +614,11 @@ class Module:
                 if child is not None:
                     load(child, prefix + name + ".")
         load(self, "")
+        keys = _IncompatibleKeys(missing, unexpected)
+        for m in self.modules():
+            for hook in m.__dict__.get("_load_state_dict_post_hooks", {}).values():
+                if hook(m, keys) is not None:
+                    raise RuntimeError("load_state_dict post-hook must return None")
         if strict:
             if unexpected:
                 errors.insert(0, "Unexpected key(s) in state_dict: {}. ".format(
@@ -492,7 +629,7 @@ class Module:
         if errors:
             raise RuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(
                 type(self).__name__, "\n\t".join(errors)))
-        return _IncompatibleKeys(missing, unexpected)
+        return keys
 
     # -------------------------------------------------------------------- repr
     def extra_repr(self):

@@ -3,6 +3,7 @@ normalization: module.<name> = <name>_orig / sigma before each forward, sigma es
 power iteration on the buffers <name>_u, <name>_v (v from u, then u from v; only in training
 mode). The state_dict keys are torch's: <name>_orig, <name>_u, <name>_v."""
 from ...autograd import no_grad
+from ..modules.conv import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from ..parameter import Parameter
 from .parametrizations import as_matrix, normalize0, random_unit
 
@@ -67,7 +68,6 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
     """Normalize module.<name> by its largest singular value (torch's hook API); dim defaults
     to 1 for ConvTranspose modules, else 0. Returns module."""
     if dim is None:
-        from ..modules.conv import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
         dim = 1 if isinstance(module, (ConvTranspose1d, ConvTranspose2d, ConvTranspose3d)) else 0
     SpectralNorm.apply(module, name, n_power_iterations, dim, eps)
     return module

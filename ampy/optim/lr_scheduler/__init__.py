@@ -7,9 +7,12 @@ from ._plateau import ReduceLROnPlateau
 from ._schedules import (CosineAnnealingLR, ExponentialLR, LambdaLR, LinearLR, MultiStepLR,
                          StepLR)
 from ._sequential import SequentialLR
+from ._more import (ChainedScheduler, ConstantLR, CosineAnnealingWarmRestarts, CyclicLR,
+                    MultiplicativeLR, PolynomialLR)
 
 _LRScheduler = LRScheduler
 
 __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR",
            "OneCycleLR", "LambdaLR", "LinearLR", "SequentialLR", "ReduceLROnPlateau",
-           "EPOCH_DEPRECATION_WARNING"]
+           "EPOCH_DEPRECATION_WARNING", "ConstantLR", "PolynomialLR", "MultiplicativeLR",
+           "CosineAnnealingWarmRestarts", "CyclicLR", "ChainedScheduler"]

@@ -157,3 +157,8 @@ __all__ += ["flatten"]
 from .nn.modules.rnn import lstm  # noqa: E402
 
 __all__ += ["lstm"]
+
+# ---- random fills and more Tensor methods: the top-level names
+from ._random_fills import bernoulli, normal, poisson, randint_like  # noqa: E402
+
+__all__ += ["bernoulli", "normal", "poisson", "randint_like"]

@@ -436,3 +436,14 @@ Tensor.is_floating_point = _tensor_format.is_floating_point
 from . import _scatter_reduce  # noqa: E402
 Tensor.scatter_reduce = _scatter_reduce.scatter_reduce
 Tensor.scatter_reduce_ = _scatter_reduce.scatter_reduce_
+# ---- random fills and more Tensor methods (ampy/_random_fills.py, _tensor_methods_more.py)
+from . import _random_fills  # noqa: E402
+Tensor.uniform_ = _random_fills.uniform_
+Tensor.normal_ = _random_fills.normal_
+Tensor.random_ = _random_fills.random_
+Tensor.bernoulli_ = _random_fills.bernoulli_
+Tensor.bernoulli = _random_fills._tensor_bernoulli
+Tensor.exponential_ = _random_fills.exponential_
+Tensor.geometric_ = _random_fills.geometric_
+Tensor.log_normal_ = _random_fills.log_normal_
+Tensor.cauchy_ = _random_fills.cauchy_

@@ -169,7 +169,9 @@ def test_random_default_range_matches_torch_rule(dt):
     if dt not in ("uint8", "bool"):
         y = ampy.empty(N, dtype=_a(dt)).random_(-1, None)
         w = y.double().numpy()
-        assert w.min() == -1 and w.max() <= top
+        assert w.min() >= -1 and w.max() <= top
+        if top <= 4096:  # small ranges: the lowest value shows up
+            assert w.min() == -1
 
 
 def test_random_int64_full_range():

@@ -209,6 +209,9 @@ def unsqueeze_(self, dim):
 
 
 def t_(self):
+    if self.ndim > 2:
+        raise RuntimeError(f"t_() expects a tensor with <= 2 dimensions, but self is "
+                           f"{self.ndim}D")
     return _set_view(self, self.detach().t(), "t_")
 
 
@@ -255,12 +258,12 @@ def _index_vector(index, fn, err=RuntimeError, int64_only=False):
     return index.reshape(-1)
 
 
-def _check_range(ix, n, d, prefix=""):
+def _check_range(ix, n, d, prefix="", exc=IndexError):
     if ix.numel():
         lo, hi = int(ix.min().item()), int(ix.max().item())
         bad = lo if lo < -n or lo >= n else hi if hi >= n or hi < -n else None
         if bad is not None:
-            raise IndexError(f"{prefix}index {bad} is out of bounds for dimension {d} with size "
+            raise exc(f"{prefix}index {bad} is out of bounds for dimension {d} with size "
                              f"{n}")
         if lo < 0:  # negative indices count from the end, as torch
             ix = where(ix < 0, ix + n, ix)
@@ -277,7 +280,7 @@ def _expanded(ix, d, shape):
 def _index_args(fn, self, dim, index, source):
     x = self.reshape(1) if self.ndim == 0 else self
     d = wrap_dim(dim, x.ndim)
-    ix = _index_vector(index, fn)
+    ix = _index_vector(index, fn.rstrip("_") + "_")  # (torch names the in-place form)
     if not isinstance(source, Tensor):
         raise TypeError(f"{fn}(): argument 'source' must be Tensor, not {type(source).__name__}")
     src = source.reshape(1) if source.ndim == 0 else source
@@ -296,7 +299,7 @@ def _index_add_checks(x, d, ix, src):
         if k != d and src.shape[k] != x.shape[k]:
             raise RuntimeError(f"index_add_(): source and self must have the same size at dim "
                                f"{k}, got {src.shape[k]} and {x.shape[k]}")
-    return _check_range(ix, x.shape[d], d)
+    return _check_range(ix, x.shape[d], d, exc=RuntimeError)
 
 
 def _alpha_src(src, alpha):

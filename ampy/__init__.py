@@ -157,3 +157,11 @@ __all__ += ["flatten"]
 from .nn.modules.rnn import lstm  # noqa: E402
 
 __all__ += ["lstm"]
+
+# ---- random fills and more Tensor methods: the top-level names
+from ._random_fills import bernoulli, normal, poisson, randint_like  # noqa: E402
+from ._tensor_methods_more import (index_add, index_copy, index_fill, masked_scatter,  # noqa: E402
+                                   ravel, repeat_interleave)
+
+__all__ += ["bernoulli", "normal", "poisson", "randint_like", "repeat_interleave", "ravel",
+            "index_add", "index_copy", "index_fill", "masked_scatter"]

@@ -436,3 +436,46 @@ Tensor.is_floating_point = _tensor_format.is_floating_point
 from . import _scatter_reduce  # noqa: E402
 Tensor.scatter_reduce = _scatter_reduce.scatter_reduce
 Tensor.scatter_reduce_ = _scatter_reduce.scatter_reduce_
+# ---- random fills and more Tensor methods (ampy/_random_fills.py, _tensor_methods_more.py)
+from . import _random_fills  # noqa: E402
+Tensor.uniform_ = _random_fills.uniform_
+Tensor.normal_ = _random_fills.normal_
+Tensor.random_ = _random_fills.random_
+Tensor.bernoulli_ = _random_fills.bernoulli_
+Tensor.bernoulli = _random_fills._tensor_bernoulli
+Tensor.exponential_ = _random_fills.exponential_
+Tensor.geometric_ = _random_fills.geometric_
+Tensor.log_normal_ = _random_fills.log_normal_
+Tensor.cauchy_ = _random_fills.cauchy_
+from . import _tensor_methods_more as _more  # noqa: E402
+Tensor.repeat_interleave = _more.repeat_interleave
+Tensor.ravel = _more.ravel
+Tensor.unfold = _more.unfold
+Tensor.sum_to_size = _more.sum_to_size
+Tensor.nelement = _more.nelement
+Tensor.ndimension = _more.ndimension
+Tensor.nbytes = property(_more._nbytes)
+Tensor.itemsize = property(_more._itemsize)
+Tensor.is_signed = _more.is_signed
+Tensor.is_complex = _more.is_complex
+Tensor.is_nonzero = _more.is_nonzero
+Tensor.is_same_size = _more.is_same_size
+Tensor.squeeze_ = _more.squeeze_
+Tensor.unsqueeze_ = _more.unsqueeze_
+Tensor.t_ = _more.t_
+Tensor.transpose_ = _more.transpose_
+Tensor.swapaxes_ = _more.transpose_
+Tensor.swapdims_ = _more.transpose_
+Tensor.fill_diagonal_ = _more.fill_diagonal_
+Tensor.index_add = _more.index_add
+Tensor.index_add_ = _more.index_add_
+Tensor.index_copy = _more.index_copy
+Tensor.index_copy_ = _more.index_copy_
+Tensor.index_fill = _more.index_fill
+Tensor.index_fill_ = _more.index_fill_
+Tensor.masked_scatter = _more.masked_scatter
+Tensor.masked_scatter_ = _more.masked_scatter_
+Tensor.cumsum_ = _more.cumsum_
+Tensor.cumprod_ = _more.cumprod_
+Tensor.apply_ = _more.apply_
+Tensor.new = _more.new

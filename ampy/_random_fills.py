@@ -373,7 +373,7 @@ def _make_sampled():
 _Sampled = _make_sampled()
 
 
-def bernoulli(input, p=None, *, generator=None, out=None):
+def bernoulli(input, p=None, *, generator=None):
     """Draws of 0/1 in input's shape and dtype: with probability input (its
     values in [0, 1]) or, given p, with probability p everywhere."""
     if not isinstance(input, Tensor):
@@ -392,9 +392,6 @@ def bernoulli(input, p=None, *, generator=None, out=None):
     res = _C.cast(_from_f64((u < pa).astype(np.float64), tuple(input.shape)), input.dtype)
     if input.is_cuda:
         res = res.to(input.device)
-    if out is not None:
-        _C.copy_(out, res)
-        return out
     return _zero_grad_of(res, (input,))
 
 
@@ -404,7 +401,7 @@ def _tensor_bernoulli(self, p=None, *, generator=None):
 
 
 # ---- normal -------------------------------------------------------------------------
-def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None, device=None,
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
            requires_grad=False, layout=None, pin_memory=False):
     """torch.normal's four forms: normal(mean_tensor, std_tensor) (broadcast,
     mean's dtype), normal(mean_tensor, std=1.0), normal(mean, std_tensor),
@@ -424,9 +421,6 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
         if res.numel():
             sd, off = _gen(generator)._take(res.numel())
             _C.fill_random(res, _C.RANDOM_NORMAL, sd, off, m, s)
-        if out is not None:
-            _C.copy_(out, res)
-            return out
         return place(res, device, requires_grad)
     if size is not None:
         raise TypeError("normal(): 'size' is only accepted when mean and std are numbers")
@@ -461,9 +455,6 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
     res = _C.cast(_from_f64(ma + sa * z._numpy(), shape), dt)
     if ref.is_cuda:
         res = res.to(ref.device)
-    if out is not None:
-        _C.copy_(out, res)
-        return out
     return _zero_grad_of(res, (mean, std))
 
 

@@ -24,6 +24,11 @@ from ._creation import (_RANDINT_DIGITS, _float_bound, _randint_check_dtype, _si
                         default_generator, randint)
 from ._convert import from_numpy, place
 from ._tensor import Tensor
+from . import autograd
+from ._creation import zeros
+from ._scatter import _mismatch
+from ._shape import broadcast_shapes
+from .autograd.function import Function
 
 __all__ = ["bernoulli", "normal", "poisson", "randint_like"]
 
@@ -68,7 +73,6 @@ def _gen(generator):
 def _check_target(self, fn):
     if not isinstance(self, Tensor):
         raise TypeError(f"{fn}(): argument 'self' must be Tensor, not {type(self).__name__}")
-    from . import autograd
     if self._requires_grad and autograd.is_grad_enabled():
         if self.grad_fn is None:
             raise RuntimeError("a leaf Variable that requires grad is being used in an "
@@ -81,7 +85,6 @@ def _check_target(self, fn):
 
 def _store(self, buf):
     """Copy the contiguous CPU buffer buf into self (cast once to self's dtype)."""
-    from . import autograd
     if self._requires_grad and autograd.is_grad_enabled():
         src = buf if buf.dtype is self.dtype else _C.cast(buf, self.dtype)
         self.copy_(src if self.is_cpu else src.to(self.device))  # recorded: zero gradient
@@ -94,7 +97,6 @@ def _store(self, buf):
 def _direct(self):
     """self itself when it can be filled directly (contiguous, on the CPU, no
     history to record), else a fresh buffer of its shape and dtype."""
-    from . import autograd
     if (self.is_cpu and self.is_contiguous() and
             not (self._requires_grad and autograd.is_grad_enabled())):
         return self
@@ -343,7 +345,6 @@ def bernoulli_(self, p=0.5, *, generator=None):
 def _zero_grad_of(out, inputs):
     """out (fresh, no history) given a zero gradient to each tensor of
     `inputs` that requires grad, as torch's sampling functions do."""
-    from . import autograd
     need = [t for t in inputs if isinstance(t, Tensor) and t._requires_grad]
     if not need or not autograd.is_grad_enabled() or not out.dtype.is_floating_point:
         return out
@@ -351,7 +352,6 @@ def _zero_grad_of(out, inputs):
 
 
 def _make_sampled():
-    from .autograd.function import Function
 
     class _Sampled(Function):
         """The identity on a fresh sample, with zero gradients for its
@@ -364,7 +364,6 @@ def _make_sampled():
 
         @staticmethod
         def backward(ctx, grad):
-            from ._creation import zeros
             return (None,) + tuple(zeros(*s, dtype=dt).to(dev) for s, dt, dev in ctx.metas)
 
     return _Sampled
@@ -431,10 +430,8 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     if st and not std.dtype.is_floating_point and not mt:
         raise _not_impl("normal_kernel_cpu", std.dtype)
     if mt and st:
-        from ._shape import broadcast_shapes
         shape = broadcast_shapes(tuple(mean.shape), tuple(std.shape))
         if shape is None:
-            from ._scatter import _mismatch
             raise RuntimeError(_mismatch(tuple(mean.shape), tuple(std.shape)))
     else:
         shape = tuple(ref.shape)

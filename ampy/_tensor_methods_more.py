@@ -21,6 +21,8 @@ from ._math_reduce import sum as _sum
 from ._scatter import _CPP_NAMES, _mismatch, index_select, masked_fill, scatter, scatter_add
 from ._shape import broadcast_shapes, wrap_dim
 from ._tensor import Tensor
+from . import autograd
+from ._convert import from_numpy, tensor
 
 __all__ = ["repeat_interleave", "ravel", "index_add", "index_copy", "index_fill",
            "masked_scatter"]
@@ -137,7 +139,6 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
 
 
 def _int_tensor(a):
-    from ._convert import from_numpy
     return from_numpy(np.ascontiguousarray(a, dtype=np.int64))
 
 
@@ -188,7 +189,6 @@ def sum_to_size(self, *size):
 # ---- in-place views -----------------------------------------------------------------
 def _set_view(self, view, fn):
     """self takes the view's shape and strides (its own memory), in place."""
-    from . import autograd
     if self.grad_fn is not None:
         raise NotImplementedError(f"{fn}: in-place view ops on a tensor with autograd history "
                                   f"are not supported by ampy; use the out-of-place form")
@@ -236,7 +236,6 @@ def fill_diagonal_(self, fill_value, wrap=False):
     else:
         step = sum(math.prod(shape[k + 1:]) for k in range(len(shape)))
         mask[np.arange(shape[0]) * step] = True
-    from ._convert import from_numpy
     m = from_numpy(mask.reshape(shape))
     if self.is_cuda:
         m = m.to(self.device)
@@ -362,7 +361,6 @@ def _index_mask(x, dim, index, value, fn):
     ix = _check_range(ix, n, d)
     m = np.zeros(n, dtype=bool)
     m[_C.cast(ix.detach().cpu(), D.int64)._numpy().reshape(-1)] = True
-    from ._convert import from_numpy
     shape = [1] * x.ndim
     if x.ndim:
         shape[d] = n
@@ -442,7 +440,6 @@ def apply_(self, callable):  # noqa: A002 (torch's name)
                            "var.detach().apply_() instead.")
     vals = [callable(v) for v in self.reshape(-1).tolist()]
     if self.numel():
-        from ._convert import tensor
         src = tensor(vals, dtype=D.float64 if self.dtype.is_floating_point else
                      (D.bool if self.dtype is D.bool else D.int64))
         _C.copy_(self, _C.cast(src, self.dtype).reshape(*self.shape))
@@ -464,7 +461,6 @@ def new(self, *args, **kwargs):
     if len(args) == 1 and type(args[0]).__name__ == "Size":
         return empty(*args[0], dtype=dt)
     if len(args) == 1:
-        from ._convert import tensor
         return tensor(args[0], dtype=dt)
     raise TypeError("new(): expected sizes or a single sequence of data")
 

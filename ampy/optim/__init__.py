@@ -1,7 +1,10 @@
 """ampy.optim — torch.optim's SGD, Adam, AdamW, RMSprop, Adagrad and Adadelta
 over ampy's fused C kernels (ampy/amp/functional.py), with optional float32
-master weights, and torch's lr schedulers (ampy.optim.lr_scheduler)."""
+master weights; Adamax, NAdam, RAdam, Rprop and ASGD as single-tensor Python
+steps (ampy/optim/_python_optims.py); and torch's lr schedulers
+(ampy.optim.lr_scheduler)."""
 from . import lr_scheduler
+from ._python_optims import ASGD, NAdam, RAdam, Adamax, Rprop
 from .adadelta import Adadelta
 from .adagrad import Adagrad
 from .adam import Adam, AdamW
@@ -9,4 +12,5 @@ from .optimizer import Optimizer
 from .rmsprop import RMSprop
 from .sgd import SGD
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "lr_scheduler",
+           "Adamax", "NAdam", "RAdam", "Rprop", "ASGD"]

@@ -27,7 +27,7 @@ FUNCS = [
     ("elu", {"alpha": 0.5}), ("softplus", {}), ("softplus", {"beta": 2.0, "threshold": 3.0}),
     ("mish", {}), ("logsigmoid", {}), ("hardtanh", {}),
     ("hardtanh", {"min_val": -2.0, "max_val": 0.5}), ("relu6", {}), ("selu", {}), ("celu", {}),
-    ("celu", {"alpha": 2.0}), ("hardsigmoid", {}), ("softsign", {}), ("tanhshrink", {}),
+    ("celu", {"alpha": 2.0}), ("celu", {"alpha": -0.5}), ("hardsigmoid", {}), ("softsign", {}), ("tanhshrink", {}),
     ("threshold", {"threshold": 0.1, "value": -2.0}), ("glu", {}), ("glu", {"dim": 0}),
     ("softmin", {"dim": 1}), ("softmin", {"dim": 0}), ("softshrink", {}),
     ("softshrink", {"lambd": 1.0}), ("hardshrink", {}), ("hardshrink", {"lambd": 1.5}),
@@ -38,8 +38,9 @@ INPLACE = ["leaky_relu", "elu", "mish", "hardtanh", "relu6", "selu", "celu", "ha
 UNDERSCORE = [("leaky_relu_", {"negative_slope": 0.3}), ("elu_", {}), ("hardtanh_", {}),
               ("selu_", {}), ("celu_", {"alpha": 0.7}),
               ("threshold_", {"threshold": 0.0, "value": 5.0}), ("rrelu_", {})]
-KW = {n: k for n, k in FUNCS}
-KW.update(threshold={"threshold": 0.1, "value": -2.0})
+KW = {}
+for _n, _k in FUNCS:
+    KW.setdefault(_n, _k)
 
 
 def _ids(table):
@@ -97,6 +98,29 @@ def test_forward_and_grad_match_torch(name, kw, dt):
 @pytest.mark.parametrize("name,kw", FUNCS, ids=_ids(FUNCS))
 def test_transposed_input(name, kw):
     _fwd_bwd(name, kw, _data((6, 4), 2), "float32", transpose=True)
+
+
+SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, 1.0, -1.0, 6.0, -3.0, 3.0, 100.0, -100.0, 0.5,
+                     -0.5, 0.1, 1e-30, -1e-30])
+
+
+@pytest.mark.parametrize("name,kw", FUNCS, ids=_ids(FUNCS))
+def test_special_values_and_nan(name, kw):
+    """Bounds, infinities, zeros of both signs (forward and grad), NaN kept NaN."""
+    a = SPECIALS.reshape(4, 4)
+    if name == "glu":  # inf * sigmoid(-100): torch's float32 sigmoid underflows to 0, ampy's
+        a = np.clip(a, -50, 50)  # keeps the subnormal, so the product differs (inf vs nan)
+    x, t = _pair(a, "float32")
+    ya, yt = getattr(AF, name)(x, **kw), getattr(TF, name)(t, **kw)
+    np.testing.assert_allclose(_np(ya), _np(yt), rtol=1e-6, atol=1e-30)
+    g = _data(tuple(yt.shape), 23, 1.0)
+    ya.backward(_pair(g, "float32", False)[0])
+    yt.backward(_pair(g, "float32", False)[1])
+    np.testing.assert_allclose(_np(x.grad), _np(t.grad), rtol=1e-6, atol=1e-30)
+    n = np.full((2, 2), np.nan)
+    ya = getattr(AF, name)(ampy.from_numpy(n).float(), **kw)
+    yt = getattr(TF, name)(torch.from_numpy(n).float(), **kw)
+    np.testing.assert_array_equal(np.isnan(_np(ya)), np.isnan(_np(yt)))
 
 
 @pytest.mark.parametrize("name,kw", FUNCS + [("prelu", {})], ids=_ids(FUNCS + [("prelu", {})]))

@@ -111,7 +111,7 @@ def hardsigmoid(input, inplace=False):
 
 def threshold(input, threshold, value, inplace=False):
     """x where x > threshold, else value."""
-    return _apply(lambda x: _math.where(x > threshold, x, value), input, inplace, "threshold")
+    return _apply(lambda x: _math.where(x <= threshold, value, x), input, inplace, "threshold")
 
 
 def threshold_(input, threshold, value):
@@ -129,7 +129,7 @@ def softshrink(input, lambd=0.5):
 def hardshrink(input, lambd=0.5):
     """x outside [-lambd, lambd], 0 inside."""
     _check(input, "hardshrink")
-    return _math.where((input > lambd) | (input < -lambd), input, 0.0)
+    return _math.where((input >= -lambd) & (input <= lambd), 0.0, input)  # NaN stays NaN
 
 
 # ---------------------------------------------------- exponential family
@@ -143,7 +143,10 @@ def selu_(input):
 
 
 def _celu_of(x, alpha):
-    neg = _math.expm1(_math.clamp(x, max=0.0) / alpha) * alpha
+    if alpha > 0:  # elu's kernel: its gradient keeps exp(x / alpha) where expm1 + 1 would not
+        neg = _math.elu(x / alpha, 1.0) * alpha
+    else:
+        neg = _math.expm1(_math.clamp(x, max=0.0) / alpha) * alpha
     return _math.where(x > 0, x, neg)
 
 

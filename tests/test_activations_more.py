@@ -456,3 +456,17 @@ def test_new_names_are_exported():
         assert n in F.__all__ and hasattr(torch.nn.functional, n)
     for n in ("PReLU", "Softmax2d", "RReLU", "FeatureAlphaDropout"):
         assert n in ampy.nn.__all__ and n in ampy.nn.modules.__all__
+
+
+@pytest.mark.parametrize("name", INPLACE)
+def test_inplace_on_a_transposed_view_writes_the_base(name):
+    kw = dict(KW.get(name, {}))
+    a = _data((4, 6), 24)
+    base_a, base_t = ampy.from_numpy(a).float(), torch.from_numpy(a).float()
+    va, vt = base_a.t(), base_t.t()
+    assert getattr(AF, name)(va, inplace=True, **kw) is va
+    getattr(TF, name)(vt, inplace=True, **kw)
+    _close(base_a, base_t, "float32")
+    with ampy.no_grad():
+        x = ampy.from_numpy(a).float().requires_grad_(True)
+        assert getattr(AF, name)(x * 1.0, inplace=True, **kw).shape == x.shape

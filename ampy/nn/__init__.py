@@ -54,3 +54,13 @@ from .modules import (BCELoss, BCEWithLogitsLoss, HuberLoss, KLDivLoss, L1Loss, 
 from . import utils  # noqa: E402
 __all__ += ["ModuleDict", "ParameterList", "ParameterDict", "BCELoss", "BCEWithLogitsLoss",
             "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "utils"]
+
+# ---- more activations (_functional_act.py)
+from .modules import (  # noqa: E402
+    LeakyReLU, ELU, SELU, CELU, Softplus, Mish, LogSigmoid, Hardtanh, ReLU6, Hardsigmoid, Softsign,
+    Tanhshrink, Threshold, GLU, PReLU, Softmin, Softmax2d, Softshrink, Hardshrink, RReLU,
+    AlphaDropout, FeatureAlphaDropout)
+__all__ += ["LeakyReLU", "ELU", "SELU", "CELU", "Softplus", "Mish", "LogSigmoid", "Hardtanh",
+            "ReLU6", "Hardsigmoid", "Softsign", "Tanhshrink", "Threshold", "GLU", "PReLU",
+            "Softmin", "Softmax2d", "Softshrink", "Hardshrink", "RReLU", "AlphaDropout",
+            "FeatureAlphaDropout"]

@@ -336,3 +336,7 @@ __all__ += _loss_all
 # ------------------------------------------- multi-head attention (nn/_mha.py)
 from ._mha import multi_head_attention_forward  # noqa: E402
 __all__ += ["multi_head_attention_forward"]
+# ---- more activations (_functional_act.py)
+from ._functional_act import *  # noqa: E402,F401,F403
+from ._functional_act import __all__ as _act_all  # noqa: E402
+__all__ += _act_all

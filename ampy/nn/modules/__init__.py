@@ -46,3 +46,13 @@ from .loss import (BCELoss, BCEWithLogitsLoss, HuberLoss, KLDivLoss, L1Loss,  # 
                    SmoothL1Loss)
 __all__ += ["ModuleDict", "ParameterList", "ParameterDict", "BCELoss", "BCEWithLogitsLoss",
             "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss"]
+
+# ---- more activations (_functional_act.py)
+from .activation import (  # noqa: E402
+    LeakyReLU, ELU, SELU, CELU, Softplus, Mish, LogSigmoid, Hardtanh, ReLU6, Hardsigmoid, Softsign,
+    Tanhshrink, Threshold, GLU, PReLU, Softmin, Softmax2d, Softshrink, Hardshrink, RReLU,
+    AlphaDropout, FeatureAlphaDropout)
+__all__ += ["LeakyReLU", "ELU", "SELU", "CELU", "Softplus", "Mish", "LogSigmoid", "Hardtanh",
+            "ReLU6", "Hardsigmoid", "Softsign", "Tanhshrink", "Threshold", "GLU", "PReLU",
+            "Softmin", "Softmax2d", "Softshrink", "Hardshrink", "RReLU", "AlphaDropout",
+            "FeatureAlphaDropout"]

@@ -494,13 +494,21 @@ def softplus(input, beta=1.0, threshold=20.0):
     return dispatch(_SOFTPLUS, input, beta, threshold)
 
 
+def _inplace_src(input, inplace):
+    """What an in-place activation computes from: a clone when autograd records it, so the
+    backward keeps the input it saved while the result is copied over the input."""
+    if inplace and input.requires_grad:
+        return input.clone()
+    return input
+
+
 def leaky_relu(input, negative_slope=0.01, inplace=False):
-    r = dispatch(_LEAKY, input, negative_slope)
+    r = dispatch(_LEAKY, _inplace_src(input, inplace), negative_slope)
     return input.copy_(r) if inplace else r
 
 
 def elu(input, alpha=1.0, inplace=False):
-    r = dispatch(_ELU, input, alpha)
+    r = dispatch(_ELU, _inplace_src(input, inplace), alpha)
     return input.copy_(r) if inplace else r
 
 

@@ -470,3 +470,19 @@ def test_inplace_on_a_transposed_view_writes_the_base(name):
     with ampy.no_grad():
         x = ampy.from_numpy(a).float().requires_grad_(True)
         assert getattr(AF, name)(x * 1.0, inplace=True, **kw).shape == x.shape
+
+
+@pytest.mark.parametrize("name,kw", [("leaky_relu", dict(negative_slope=0.1)),
+                                     ("elu", dict(alpha=0.7))])
+def test_top_level_inplace_on_a_non_leaf_keeps_backward(name, kw):
+    """ampy.leaky_relu / ampy.elu with inplace=True on an intermediate tensor: the backward
+    reads the input it saved, not the overwritten values (grads equal torch's)."""
+    grads = []
+    for lib, fn in ((ampy, getattr(ampy, name)), (torch, getattr(torch.nn.functional, name))):
+        x = lib.tensor([-1.5, 2.0, -0.25, 3.0], requires_grad=True)
+        y = x * 2
+        out = fn(y, **kw, inplace=True)
+        assert out is y
+        (out * out).sum().backward()
+        grads.append(x.grad.detach().numpy())
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-6)

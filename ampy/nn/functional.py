@@ -74,7 +74,8 @@ def gelu(input, approximate="none"):
 
 
 def silu(input, inplace=False):
-    out = _math.silu(input)
+    # in place with autograd: from a clone, so the backward keeps the input it saved
+    out = _math.silu(input.clone() if inplace and input.requires_grad else input)
     if inplace:
         input.copy_(out)
         return input

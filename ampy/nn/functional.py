@@ -336,3 +336,7 @@ __all__ += _loss_all
 # ------------------------------------------- multi-head attention (nn/_mha.py)
 from ._mha import multi_head_attention_forward  # noqa: E402
 __all__ += ["multi_head_attention_forward"]
+# ---- misc layers (_functional_misc.py)
+from ._functional_misc import *  # noqa: E402,F401,F403
+from ._functional_misc import __all__ as _misc_all  # noqa: E402
+__all__ += _misc_all

@@ -54,3 +54,7 @@ from .modules import (BCELoss, BCEWithLogitsLoss, HuberLoss, KLDivLoss, L1Loss, 
 from . import utils  # noqa: E402
 __all__ += ["ModuleDict", "ParameterList", "ParameterDict", "BCELoss", "BCEWithLogitsLoss",
             "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "utils"]
+# ---- misc layers (_functional_misc.py)
+from .modules.misc_more import *  # noqa: E402,F401,F403
+from .modules.misc_more import __all__ as _misc_all  # noqa: E402
+__all__ += _misc_all

@@ -46,3 +46,7 @@ from .loss import (BCELoss, BCEWithLogitsLoss, HuberLoss, KLDivLoss, L1Loss,  # 
                    SmoothL1Loss)
 __all__ += ["ModuleDict", "ParameterList", "ParameterDict", "BCELoss", "BCEWithLogitsLoss",
             "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss"]
+# ---- misc layers (_functional_misc.py)
+from .misc_more import *  # noqa: E402,F401,F403
+from .misc_more import __all__ as _misc_all  # noqa: E402
+__all__ += _misc_all

@@ -14,7 +14,7 @@ from .. import _creation as C
 from .. import _views as V
 from .._convert import tensor as _tensor
 from .._dispatch import CPU, backward, defop, dispatch, get_op
-from .._math_reduce import stack
+from .._math_reduce import cat, stack
 from .._tensor import Tensor
 from . import _functional_cnn as FC
 from . import _functional_pool as FP
@@ -205,15 +205,17 @@ def _fold_args(kernel_size, dilation, padding, stride, fn):
     p = _tup(padding, 2, fn, "padding")
     s = _tup(stride, 2, fn, "stride")
     if min(k) <= 0:
-        raise RuntimeError(f"{fn}(): kernel_size should be greater than zero, but got "
-                           f"kernel_size: {k}")
+        raise RuntimeError(f"kernel size should be greater than zero, but got kernel_height: "
+                           f"{k[0]} kernel_width: {k[1]}")
     if min(d) <= 0:
-        raise RuntimeError(f"{fn}(): dilation should be greater than zero, but got "
-                           f"dilation: {d}")
+        raise RuntimeError(f"dilation should be greater than zero, but got dilation_height: "
+                           f"{d[0]} dilation_width: {d[1]}")
     if min(p) < 0:
-        raise RuntimeError(f"{fn}(): padding should be non-negative, but got padding: {p}")
+        raise RuntimeError(f"padding should be non-negative, but got pad_height: {p[0]} "
+                           f"pad_width: {p[1]}")
     if min(s) <= 0:
-        raise RuntimeError(f"{fn}(): stride should be greater than zero, but got stride: {s}")
+        raise RuntimeError(f"stride should be greater than zero, but got stride_height: "
+                           f"{s[0]} stride_width: {s[1]}")
     return k, d, p, s
 
 
@@ -396,10 +398,13 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     c = input.shape[1]
     sq = input * input
     lo, hi = size // 2, (size - 1) // 2
-    pads = [0, 0] * (input.ndim - 2) + [lo, hi]
-    padded = FC.pad(sq.unsqueeze(0), pads).squeeze(0) if input.ndim - 1 <= 3 else None
-    if padded is None:
-        raise NotImplementedError("local_response_norm: at most 3 spatial dims")
+    rest = tuple(input.shape[2:])
+    parts = [sq]
+    if lo:
+        parts.insert(0, C.zeros((input.shape[0], lo) + rest, dtype=sq.dtype))
+    if hi:
+        parts.append(C.zeros((input.shape[0], hi) + rest, dtype=sq.dtype))
+    padded = cat(parts, 1) if len(parts) > 1 else sq
     acc = padded.narrow(1, 0, c)
     for j in range(1, size):
         acc = acc + padded.narrow(1, j, c)

@@ -646,14 +646,15 @@ def _reflect(c, lo, hi):
 
 def _coords(c, size, padding_mode, align_corners):
     c = _unnorm(c, size, align_corners)
-    if padding_mode == "border":
-        c = c.clamp(0, size - 1)
-    elif padding_mode == "reflection":
+    if padding_mode == "reflection":
         if align_corners:
             c = _reflect(c, 0.0, float(size - 1))
         else:
             c = _reflect(c, -0.5, size - 0.5)
-        c = c.clamp(0, size - 1)
+    if padding_mode in ("border", "reflection"):
+        # the clip passes the gradient strictly inside (0, size - 1) only, as torch's
+        inside = (c > 0) & (c < size - 1)
+        c = c.where(inside, c.detach().clamp(0, size - 1))
     return c
 
 
@@ -682,8 +683,11 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
                            f"but got input with sizes {list(input.shape)} and grid with sizes "
                            f"{list(grid.shape)}")
     if input.dtype != grid.dtype:
-        raise RuntimeError(f"grid_sampler(): expected input and grid to have same dtype, but "
-                           f"input has {input.dtype} and grid has {grid.dtype}")
+        names = {"float32": "Float", "float64": "Double", "bfloat16": "BFloat16",
+                 "float16": "Half"}
+        a, b = (names.get(str(t).split(".")[-1], str(t)) for t in (input.dtype, grid.dtype))
+        raise RuntimeError(f"grid_sampler(): expected scalar type {a} but found {b} (input "
+                           f"and grid must have the same dtype)")
     n, c, h, w = input.shape
     _, ho, wo, _ = grid.shape
     gx = _coords(grid.select(3, 0), w, padding_mode, align_corners)

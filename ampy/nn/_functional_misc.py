@@ -11,6 +11,7 @@ import numbers
 
 from .. import _C
 from .. import _creation as C
+from .. import _dtype as D
 from .. import _views as V
 from .._convert import tensor as _tensor
 from .._dispatch import CPU, backward, defop, dispatch, get_op
@@ -112,7 +113,6 @@ def pdist(input, p=2):
 
 
 def _int64():
-    from .. import _dtype as D
     return D.int64
 
 

@@ -213,19 +213,51 @@ def test_affine_grid_align():
 
 
 # ------------------------------------------------------------------ autocast
-def test_autocast_dtypes():
-    a, b, w = torch.randn(3, 4), torch.randn(3, 5), torch.randn(2, 4, 5)
+def _ac_cases():
+    x, g = torch.randn(2, 4, 6, 6), torch.rand(2, 3, 3, 2) * 2 - 1
+    y, idx = TF.max_pool2d(x, 2, return_indices=True)
+    y1, i1 = TF.max_pool1d(x[0], 2, return_indices=True)
+    x5 = torch.randn(1, 2, 4, 4, 4)
+    y5, i5 = TF.max_pool3d(x5, 2, return_indices=True)
+    return {
+        "grid_sample": (lambda f, a, b: f.grid_sample(a, b, align_corners=False), [x, g]),
+        "affine_grid": (lambda f, a: f.affine_grid(a, (2, 3, 4, 4), align_corners=False),
+                        [torch.randn(2, 2, 3)]),
+        "max_unpool1d": (lambda f, a, i: f.max_unpool1d(a, i, 2), [y1, i1]),
+        "max_unpool2d": (lambda f, a, i: f.max_unpool2d(a, i, 2), [y, idx]),
+        "max_unpool3d": (lambda f, a, i: f.max_unpool3d(a, i, 2), [y5, i5]),
+        "bilinear": (lambda f, a, b, w: f.bilinear(a, b, w),
+                     [x[0, 0], x[0, 1], torch.randn(3, 6, 6)]),
+        "cosine_similarity": (lambda f, a, b: f.cosine_similarity(a, b), [x, x]),
+        "pairwise_distance": (lambda f, a, b: f.pairwise_distance(a, b), [x, x]),
+        "normalize": (lambda f, a: f.normalize(a), [x]),
+        "unfold": (lambda f, a: f.unfold(a, 2), [x]),
+        "fold": (lambda f, a: f.fold(a, 3, 2), [torch.randn(1, 8, 4)]),
+        "lrn3": (lambda f, a: f.local_response_norm(a, 2), [x[0]]),
+        "lrn4": (lambda f, a: f.local_response_norm(a, 2), [x]),
+        "lrn5": (lambda f, a: f.local_response_norm(a, 2), [x5]),
+        "lp_pool1d": (lambda f, a: f.lp_pool1d(a, 2, 2), [x[0]]),
+        "lp_pool2d": (lambda f, a: f.lp_pool2d(a, 2, 2), [x]),
+        "lp_pool3d": (lambda f, a: f.lp_pool3d(a, 2, 2), [x5]),
+        "adaptive_max_pool3d": (lambda f, a: f.adaptive_max_pool3d(a, 2), [x5]),
+        "pixel_shuffle": (lambda f, a: f.pixel_shuffle(a, 2), [x]),
+    }
+
+
+AC = _ac_cases()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("name", list(AC))
+def test_autocast_dtypes(name, dtype):
+    """Under CPU autocast (bfloat16) the output dtype is torch's."""
+    fn, ins = AC[name]
+    ti = [t.to(TD[dtype]) if t.is_floating_point() else t for t in ins]
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        tdt = TF.bilinear(a, b, w).dtype
-        tn = TF.normalize(a).dtype
-        tu = TF.unfold(torch.randn(1, 2, 4, 4), 2).dtype
+        td = fn(TF, *ti).dtype
     with ampy.autocast("cpu", dtype=ampy.bfloat16):
-        adt = F.bilinear(to_a(a), to_a(b), to_a(w)).dtype
-        an = F.normalize(to_a(a)).dtype
-        au = F.unfold(ampy.randn(1, 2, 4, 4), 2).dtype
-    assert str(adt).split(".")[-1] == str(tdt).split(".")[-1]
-    assert str(an).split(".")[-1] == str(tn).split(".")[-1]
-    assert str(au).split(".")[-1] == str(tu).split(".")[-1]
+        ad = fn(F, *[to_a(t) for t in ti]).dtype
+    assert str(ad).split(".")[-1] == str(td).split(".")[-1]
 
 
 # ------------------------------------------------------------------- modules

@@ -17,6 +17,7 @@ from .._convert import tensor as _tensor
 from .._dispatch import CPU, backward, defop, dispatch, get_op
 from .._math_reduce import cat, stack
 from .._tensor import Tensor
+from ..amp import autocast_mode as _AM
 from . import _functional_cnn as FC
 from . import _functional_pool as FP
 from . import _ops_pool3d as P3
@@ -49,6 +50,15 @@ def _check(t, fn, arg="input"):
     if not isinstance(t, Tensor):
         raise TypeError(f"{fn}(): argument '{arg}' (position 1) must be Tensor, not "
                         f"{type(t).__name__}")
+
+
+def _fp32_cpu(*ts):
+    """torch's CPU autocast fp32 policy for the ops it lists that ampy composes:
+    float16/bfloat16 CPU tensors run in float32 while CPU autocast is on."""
+    if not _AM.is_autocast_enabled("cpu"):
+        return ts
+    return tuple(t.float() if isinstance(t, Tensor) and t.is_cpu
+                 and t.dtype in (D.float16, D.bfloat16) else t for t in ts)
 
 
 # ------------------------------------------------------------- distances
@@ -324,8 +334,9 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
                                       f"mode='sum' (got mode='{mode}'). Please open a feature "
                                       f"request on GitHub.")
         if tuple(per_sample_weights.shape) != tuple(input.shape):
-            raise ValueError(f"embedding_bag: If per_sample_weights ({tuple(per_sample_weights.shape)}) "
-                             f"is not None, then it must have the same shape as the input "
+            psw_shape = tuple(per_sample_weights.shape)
+            raise ValueError(f"embedding_bag: If per_sample_weights ({psw_shape}) is not "
+                             f"None, then it must have the same shape as the input "
                              f"({tuple(input.shape)})")
     num = weight.shape[0]
     if padding_idx is not None:
@@ -395,6 +406,8 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
                          f"dimensions)")
     if input.numel() == 0:
         return input
+    if input.ndim > 3:
+        (input,) = _fp32_cpu(input)  # (torch pools these through avg_pool3d: fp32 on CPU)
     c = input.shape[1]
     sq = input * input
     lo, hi = size // 2, (size - 1) // 2
@@ -489,6 +502,7 @@ def adaptive_max_pool3d(input, output_size, return_indices=False):
         bad = next(v for v in size if v < 0)
         raise RuntimeError(f"Trying to create tensor with negative dimension {bad}: "
                            f"{list(input.shape[:-3]) + size}")
+    (input,) = _fp32_cpu(input)  # (torch's CPU autocast runs it in float32)
     saved = Saved()
     y = dispatch(_AMP3, input, tuple(size), saved)
     return (y, saved.a) if return_indices else y
@@ -560,6 +574,7 @@ def _unpool(input, indices, k, kernel_size, stride, padding, output_size, fn):
             if not lo < out[i] < hi:
                 raise ValueError(f'invalid output_size "{out}" (dim {i} must be between '
                                  f'{lo} and {hi})')
+    (input,) = _fp32_cpu(input)  # (max_unpool2d/3d are on CPU autocast's fp32 list)
     lead = tuple(input.shape[:-k])
     vol = 1
     for v in out:
@@ -688,6 +703,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         a, b = (names.get(str(t).split(".")[-1], str(t)) for t in (input.dtype, grid.dtype))
         raise RuntimeError(f"grid_sampler(): expected scalar type {a} but found {b} (input "
                            f"and grid must have the same dtype)")
+    input, grid = _fp32_cpu(input, grid)  # (grid_sampler is on CPU autocast's fp32 list)
     n, c, h, w = input.shape
     _, ho, wo, _ = grid.shape
     gx = _coords(grid.select(3, 0), w, padding_mode, align_corners)

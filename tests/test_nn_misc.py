@@ -381,3 +381,23 @@ def test_bad_embedding_bag():
         akw = {k: to_a(v) if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
         with pytest.raises(exc, match=match):
             F.embedding_bag(to_a(i), to_a(w), **akw)
+
+
+def test_bad_max_unpool_and_broadcast():
+    x = torch.randn(1, 2, 4, 4)
+    y, i = TF.max_pool2d(x, 2, return_indices=True)
+    cases = [(lambda M, a, b: M.max_unpool2d(a, b, 2, output_size=(9, 9)), ValueError,
+              "output_size"),
+             (lambda M, a, b: M.max_unpool2d(a, b[..., :1], 2), RuntimeError, "indices"),
+             (lambda M, a, b: M.max_unpool2d(a, b * 10 + 3, 2), RuntimeError, "max index"),
+             (lambda M, a, b: M.cosine_similarity(a, b[..., :1, :1].expand(1, 2, 2, 3)),
+              RuntimeError, "size of tensor")]
+    for fn, exc, match in cases:
+        with pytest.raises(exc, match=match) as te:
+            fn(TF, y, i)
+        ay, ai = to_a(y), to_a(i)
+        with pytest.raises(exc, match=match) as ae:
+            fn(F, ay, ai)
+        if match != "max index":  # (which invalid index torch names first is its loop order)
+            assert str(ae.value) == str(te.value)
+        assert np.array_equal(ay.numpy(), y.numpy()) and np.array_equal(ai.numpy(), i.numpy())

@@ -572,8 +572,8 @@ def _unpool(input, indices, k, kernel_size, stride, padding, output_size, fn):
         for i in range(k):
             lo, hi = default[i] - st[i], default[i] + st[i]
             if not lo < out[i] < hi:
-                raise ValueError(f'invalid output_size "{out}" (dim {i} must be between '
-                                 f'{lo} and {hi})')
+                raise ValueError(f'invalid output_size "{tuple(output_size)}" (dim {i} must '
+                                 f'be between {lo} and {hi})')
     (input,) = _fp32_cpu(input)  # (max_unpool2d/3d are on CPU autocast's fp32 list)
     lead = tuple(input.shape[:-k])
     vol = 1
@@ -582,10 +582,11 @@ def _unpool(input, indices, k, kernel_size, stride, padding, output_size, fn):
     src = input.reshape(*lead, -1)
     idx = indices.reshape(*lead, -1)
     if idx.numel():
-        mx, mn = int(idx.max().item()), int(idx.min().item())
-        if mn < 0 or mx >= vol:
-            raise RuntimeError(f"Found an invalid max index: {mx if mx >= vol else mn} (output "
-                               f"volumes are of size {'x'.join(str(v) for v in out)}")
+        bad = (idx < 0) | (idx >= vol)
+        if bool(bad.any().item()):
+            first = int(idx.reshape(-1)[bad.reshape(-1).long().argmax()].item())
+            raise RuntimeError(f"Found an invalid max index: {first} (output volumes are of "
+                               f"size {'x'.join(str(v) for v in out)})")
     res = C.zeros(lead + (vol,), dtype=input.dtype).scatter(len(lead), idx, src)
     return res.reshape(*lead, *out)
 

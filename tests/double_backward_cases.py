@@ -423,6 +423,8 @@ CASES.update({
         x * x, (2, 3, 2)), r(1, 2, 3, 5, 4)),
     "adaptive_max_pool2d": Case(lambda m, x: m.nn.functional.adaptive_max_pool2d(x * x, (2, 3)),
                                 r(1, 2, 5, 7)),
+    "adaptive_max_pool3d": Case(lambda m, x: m.nn.functional.adaptive_max_pool3d(x * x, (2, 3, 2)),
+                                r(1, 2, 3, 5, 4)),
     "constant_pad_nd": Case(lambda m, x: m.nn.functional.pad(x * x, (1, 2, -1, 1), value=0.5),
                             r(2, 4, 5)),
     "upsample_nearest2d": Case(lambda m, x: m.nn.functional.interpolate(x * x, scale_factor=2),

@@ -208,6 +208,7 @@ CPU_ONLY = {
     "avg_pool3d": "the volume pool kernel is host C only",
     "adaptive_avg_pool3d": "the volume pool kernel is host C only",
     "adaptive_max_pool2d": "runs the volume pool kernel (host C only) with depth 1",
+    "adaptive_max_pool3d": "runs the volume pool kernel (host C only)",
 }
 
 # ops whose CUDA kernels are reached through the _C bindings of csrc/py/

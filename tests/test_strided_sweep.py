@@ -325,6 +325,8 @@ CASES.update({
                                 [_VOL], zero=True),
     "adaptive_max_pool2d": Case(lambda M, x: M.nn.functional.adaptive_max_pool2d(x, (2, 4)),
                                 [_IMG]),
+    "adaptive_max_pool3d": Case(lambda M, x: M.nn.functional.adaptive_max_pool3d(x, (2, 1, 4)),
+                                [_VOL]),
     "_pad_circular": Case(lambda M, x: M.nn.functional.pad(x, (1, 2), mode="circular"),
                           [("f", (2, 3, 5))]),
     "upsample_nearest2d": Case(lambda M, x: M.nn.functional.interpolate(x, scale_factor=2),

@@ -64,3 +64,8 @@ __all__ += ["LeakyReLU", "ELU", "SELU", "CELU", "Softplus", "Mish", "LogSigmoid"
             "ReLU6", "Hardsigmoid", "Softsign", "Tanhshrink", "Threshold", "GLU", "PReLU",
             "Softmin", "Softmax2d", "Softshrink", "Hardshrink", "RReLU", "AlphaDropout",
             "FeatureAlphaDropout"]
+
+# ---- misc layers (_functional_misc.py)
+from .modules.misc_more import *  # noqa: E402,F401,F403
+from .modules.misc_more import __all__ as _misc_all  # noqa: E402
+__all__ += _misc_all

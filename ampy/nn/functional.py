@@ -341,3 +341,8 @@ __all__ += ["multi_head_attention_forward"]
 from ._functional_act import *  # noqa: E402,F401,F403
 from ._functional_act import __all__ as _act_all  # noqa: E402
 __all__ += _act_all
+
+# ---- misc layers (_functional_misc.py)
+from ._functional_misc import *  # noqa: E402,F401,F403
+from ._functional_misc import __all__ as _misc_all  # noqa: E402
+__all__ += _misc_all

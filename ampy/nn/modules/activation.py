@@ -8,6 +8,7 @@ from .. import functional as F
 from .. import init
 from ..parameter import Parameter
 from .module import Module
+from .upsampling import _DropoutNd
 
 __all__ = ["ReLU", "GELU", "SiLU", "Hardswish", "Tanh", "Sigmoid", "Softmax", "LogSoftmax"]
 
@@ -330,21 +331,13 @@ class RReLU(Module):
         return f"lower={self.lower}, upper={self.upper}{_inplace_str(self.inplace)}"
 
 
-class AlphaDropout(Module):
-    def __init__(self, p=0.5, inplace=False):
-        super().__init__()
-        if p < 0 or p > 1:
-            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-        self.p = p
-        self.inplace = inplace
+class AlphaDropout(_DropoutNd):
+    """Dropout that keeps a SELU network's mean and variance (torch.nn.AlphaDropout)."""
 
-    def forward(self, input):
-        return F.alpha_dropout(input, self.p, self.training, self.inplace)
-
-    def extra_repr(self):
-        return f"p={self.p}, inplace={self.inplace}"
+    _fn = staticmethod(F.alpha_dropout)
 
 
-class FeatureAlphaDropout(AlphaDropout):
-    def forward(self, input):
-        return F.feature_alpha_dropout(input, self.p, self.training, self.inplace)
+class FeatureAlphaDropout(_DropoutNd):
+    """AlphaDropout of whole channels."""
+
+    _fn = staticmethod(F.feature_alpha_dropout)

@@ -6,6 +6,7 @@ from .. import functional as F
 from .. import init
 from ..parameter import Parameter
 from .module import Module
+from .upsampling import _DropoutNd
 
 __all__ = ["LayerNorm", "Embedding", "Dropout", "Flatten"]
 
@@ -109,19 +110,8 @@ class Embedding(Module):
         return s
 
 
-class Dropout(Module):
-    def __init__(self, p=0.5, inplace=False):
-        super().__init__()
-        if p < 0 or p > 1:
-            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-        self.p = p
-        self.inplace = inplace
-
-    def forward(self, input):
-        return F.dropout(input, self.p, self.training, self.inplace)
-
-    def extra_repr(self):
-        return f"p={self.p}, inplace={self.inplace}"
+class Dropout(_DropoutNd):
+    _fn = staticmethod(F.dropout)
 
 
 class Flatten(Module):

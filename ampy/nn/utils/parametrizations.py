@@ -47,6 +47,17 @@ def as_matrix(weight, dim):
     return weight.reshape(weight.shape[0], -1)
 
 
+def remove_hook(module, cls, name, label):
+    """Undo a hook-based reparametrization: the forward pre-hook of type cls for name
+    removes itself (hook.remove(module)) and leaves the hook table. Returns module."""
+    for k, hook in list(module._forward_pre_hooks.items()):
+        if isinstance(hook, cls) and hook.name == name:
+            hook.remove(module)
+            del module._forward_pre_hooks[k]
+            return module
+    raise ValueError(f"{label} of '{name}' not found in {module}")
+
+
 def random_unit(n, like, eps):
     """A random unit vector of n entries, like's dtype (drawn from ampy's generator)."""
     return normalize0(_creation.randn(n, dtype=like.dtype), eps)

@@ -5,7 +5,7 @@ mode). The state_dict keys are torch's: <name>_orig, <name>_u, <name>_v."""
 from ...autograd import no_grad
 from ..modules.conv import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from ..parameter import Parameter
-from .parametrizations import as_matrix, normalize0, random_unit
+from .parametrizations import as_matrix, normalize0, random_unit, remove_hook
 
 __all__ = ["spectral_norm", "remove_spectral_norm", "SpectralNorm"]
 
@@ -75,9 +75,4 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
 
 def remove_spectral_norm(module, name="weight"):
     """Undo spectral_norm: module.<name> becomes one Parameter (the normalized weight)."""
-    for k, hook in list(module._forward_pre_hooks.items()):
-        if isinstance(hook, SpectralNorm) and hook.name == name:
-            hook.remove(module)
-            del module._forward_pre_hooks[k]
-            return module
-    raise ValueError(f"spectral_norm of '{name}' not found in {module}")
+    return remove_hook(module, SpectralNorm, name, "spectral_norm")

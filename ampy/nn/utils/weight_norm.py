@@ -5,7 +5,7 @@ the parameters <name>_g and <name>_v."""
 import warnings
 
 from ..parameter import Parameter
-from .parametrizations import norm_except_dim, weight_norm_product
+from .parametrizations import norm_except_dim, remove_hook, weight_norm_product
 
 __all__ = ["weight_norm", "remove_weight_norm", "WeightNorm"]
 
@@ -59,9 +59,4 @@ def weight_norm(module, name="weight", dim=0):
 
 def remove_weight_norm(module, name="weight"):
     """Undo weight_norm: module.<name> becomes one Parameter again. Returns module."""
-    for k, hook in list(module._forward_pre_hooks.items()):
-        if isinstance(hook, WeightNorm) and hook.name == name:
-            hook.remove(module)
-            del module._forward_pre_hooks[k]
-            return module
-    raise ValueError(f"weight_norm of '{name}' not found in {module}")
+    return remove_hook(module, WeightNorm, name, "weight_norm")

@@ -7,6 +7,7 @@ import types
 
 from ._base import LRScheduler, _check_optimizer, _format_param
 from ._plateau import ReduceLROnPlateau
+from ._schedules import _LambdasState
 
 __all__ = ["ConstantLR", "PolynomialLR", "MultiplicativeLR", "CosineAnnealingWarmRestarts",
            "CyclicLR", "ChainedScheduler"]
@@ -69,11 +70,9 @@ class PolynomialLR(LRScheduler):
         return [b * (1.0 - min(t, self.last_epoch) / t) ** self.power for b in self.base_lrs]
 
 
-class MultiplicativeLR(LRScheduler):
+class MultiplicativeLR(_LambdasState, LRScheduler):
     """Each epoch multiplies a group's lr by lr_lambda(epoch) (one function or one per
     group)."""
-
-    _NOT_SAVED = ("optimizer", "lr_lambdas")
 
     def __init__(self, optimizer, lr_lambda, last_epoch=-1):
         _check_optimizer(optimizer)
@@ -84,18 +83,6 @@ class MultiplicativeLR(LRScheduler):
         if self._is_initial:
             return self._group_lrs()
         return [lr * f(self.last_epoch) for f, lr in zip(self.lr_lambdas, self._group_lrs())]
-
-    def state_dict(self):
-        sd = super().state_dict()
-        sd["lr_lambdas"] = [_fn_state(f) for f in self.lr_lambdas]
-        return sd
-
-    def load_state_dict(self, state_dict):
-        saved = state_dict.get("lr_lambdas") if isinstance(state_dict, dict) else None
-        super().load_state_dict(state_dict)
-        for f, s in zip(self.lr_lambdas, saved or []):
-            if s is not None:
-                f.__dict__.update(s)
 
 
 class CosineAnnealingWarmRestarts(LRScheduler):

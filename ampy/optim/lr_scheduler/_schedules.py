@@ -80,10 +80,28 @@ class ExponentialLR(LRScheduler):
         return [b * self.gamma ** self.last_epoch for b in self.base_lrs]
 
 
-class LambdaLR(LRScheduler):
-    """lr = base_lr * lr_lambda(epoch) (one function, or one per group)."""
+class _LambdasState:
+    """state_dict / load_state_dict of a scheduler holding self.lr_lambdas, in torch's
+    format: plain functions are not saved (None); callable objects save their __dict__."""
 
     _NOT_SAVED = ("optimizer", "lr_lambdas")
+
+    def state_dict(self):
+        sd = super().state_dict()
+        sd["lr_lambdas"] = [None if isinstance(f, types.FunctionType) else f.__dict__.copy()
+                            for f in self.lr_lambdas]
+        return sd
+
+    def load_state_dict(self, state_dict):
+        lambdas = state_dict.get("lr_lambdas") if isinstance(state_dict, dict) else None
+        super().load_state_dict(state_dict)
+        for f, saved in zip(self.lr_lambdas, lambdas or []):
+            if saved is not None:
+                f.__dict__.update(saved)
+
+
+class LambdaLR(_LambdasState, LRScheduler):
+    """lr = base_lr * lr_lambda(epoch) (one function, or one per group)."""
 
     def __init__(self, optimizer, lr_lambda, last_epoch=-1):
         n = len(optimizer.param_groups)
@@ -101,20 +119,6 @@ class LambdaLR(LRScheduler):
     def get_lr(self):
         return [b * f(self.last_epoch) for f, b in zip(self.lr_lambdas, self.base_lrs)]
 
-    def state_dict(self):
-        """torch's format: plain functions are not saved (None); callable
-        objects save their __dict__."""
-        sd = super().state_dict()
-        sd["lr_lambdas"] = [None if isinstance(f, types.FunctionType) else f.__dict__.copy()
-                            for f in self.lr_lambdas]
-        return sd
-
-    def load_state_dict(self, state_dict):
-        lambdas = state_dict.get("lr_lambdas") if isinstance(state_dict, dict) else None
-        super().load_state_dict(state_dict)
-        for f, saved in zip(self.lr_lambdas, lambdas or []):
-            if saved is not None:
-                f.__dict__.update(saved)
 
 
 class LinearLR(LRScheduler):

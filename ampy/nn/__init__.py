@@ -69,3 +69,8 @@ __all__ += ["LeakyReLU", "ELU", "SELU", "CELU", "Softplus", "Mish", "LogSigmoid"
 from .modules.misc_more import *  # noqa: E402,F401,F403
 from .modules.misc_more import __all__ as _misc_all  # noqa: E402
 __all__ += _misc_all
+
+# ---- more losses (_functional_loss_more.py)
+from .modules.loss_more import *  # noqa: E402,F401,F403
+from .modules.loss_more import __all__ as _loss_more_all  # noqa: E402
+__all__ += _loss_more_all

@@ -346,3 +346,8 @@ __all__ += _act_all
 from ._functional_misc import *  # noqa: E402,F401,F403
 from ._functional_misc import __all__ as _misc_all  # noqa: E402
 __all__ += _misc_all
+
+# ---- more losses (_functional_loss_more.py)
+from ._functional_loss_more import *  # noqa: E402,F401,F403
+from ._functional_loss_more import __all__ as _loss_more_all  # noqa: E402
+__all__ += _loss_more_all

@@ -51,11 +51,13 @@ class _SingleTensorOptimizer(Optimizer):
     _SCALARS = ("step",)   # float32 0-d state entries (torch's); the others are like p
 
     def _load_state_value(self, p, key, value):
-        """A loaded entry in torch's layout: the scalars float32 0-d, the rest of p's shape
-        in p's dtype (torch casts a floating state to the parameter's dtype on load)."""
+        """A loaded entry in torch's layout: "step" a float32 0-d tensor, the other scalars
+        (mu_product, eta, mu) 0-d and the rest of p's shape, all in p's dtype (torch casts
+        every entry but "step" to the parameter's dtype on load)."""
         if key in self._SCALARS and key != "step" and value is not None and \
                 not isinstance(value, (int, float, bool)):
-            return super()._load_state_value(p, "step", value)
+            # one value, cast to p's dtype as torch casts every entry but "step"
+            return super()._load_state_value(p, "step", value).to(p.dtype)
         out = super()._load_state_value(p, key, value)
         if key in self._SCALARS or not hasattr(out, "dtype") or out.dtype is p.dtype:
             return out

@@ -61,3 +61,8 @@ __all__ += ["LeakyReLU", "ELU", "SELU", "CELU", "Softplus", "Mish", "LogSigmoid"
 from .misc_more import *  # noqa: E402,F401,F403
 from .misc_more import __all__ as _misc_all  # noqa: E402
 __all__ += _misc_all
+
+# ---- more losses (_functional_loss_more.py)
+from .loss_more import *  # noqa: E402,F401,F403
+from .loss_more import __all__ as _loss_more_all  # noqa: E402
+__all__ += _loss_more_all

@@ -1,13 +1,13 @@
 """Datasets: torch.utils.data's Dataset, IterableDataset, TensorDataset,
-ConcatDataset, Subset and random_split."""
+ConcatDataset, StackDataset, ChainDataset, Subset and random_split."""
 import bisect
 import math
 import numbers
 
 from .sampler import _randperm
 
-__all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "Subset",
-           "random_split"]
+__all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "StackDataset",
+           "ChainDataset", "Subset", "random_split"]
 
 
 class Dataset:
@@ -75,6 +75,72 @@ class ConcatDataset(Dataset):
         k = bisect.bisect_right(self.cumulative_sizes, idx)
         start = self.cumulative_sizes[k - 1] if k else 0
         return self.datasets[k][idx - start]
+
+
+class StackDataset(Dataset):
+    """Sample i of several equally long datasets together: a tuple
+    (StackDataset(a, b)) or a dict (StackDataset(x=a, y=b))."""
+
+    def __init__(self, *args, **kwargs):
+        if args and kwargs:
+            raise ValueError("Supported either ``tuple``- (via ``args``) or``dict``- (via "
+                             "``kwargs``) like input/output, but both types are given.")
+        if not args and not kwargs:
+            raise ValueError("At least one dataset should be passed")
+        parts = args if args else tuple(kwargs.values())
+        self._length = len(parts[0])
+        if any(len(d) != self._length for d in parts):
+            raise ValueError("Size mismatch between datasets")
+        self.datasets = args if args else kwargs
+
+    def __getitem__(self, index):
+        if isinstance(self.datasets, dict):
+            return {k: d[index] for k, d in self.datasets.items()}
+        return tuple(d[index] for d in self.datasets)
+
+    def __getitems__(self, indices):
+        named = isinstance(self.datasets, dict)
+        items = self.datasets.items() if named else enumerate(self.datasets)
+        rows = [{} if named else [] for _ in indices]
+        for k, d in items:
+            many = getattr(d, "__getitems__", None)
+            if callable(many):
+                got = many(indices)
+                if len(got) != len(indices):
+                    raise ValueError(f"Nested dataset's output size mismatch. Expected "
+                                     f"{len(indices)}, got {len(got)}")
+            else:
+                got = [d[i] for i in indices]
+            for row, v in zip(rows, got):
+                if named:
+                    row[k] = v
+                else:
+                    row.append(v)
+        return rows if named else [tuple(r) for r in rows]
+
+    def __len__(self):
+        return self._length
+
+
+class ChainDataset(IterableDataset):
+    """IterableDatasets one after the other (chained while iterating)."""
+
+    def __init__(self, datasets):
+        self.datasets = datasets
+
+    def __iter__(self):
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise AssertionError("ChainDataset only supports IterableDataset")
+            yield from d
+
+    def __len__(self):
+        total = 0
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise AssertionError("ChainDataset only supports IterableDataset")
+            total += len(d)
+        return total
 
 
 class Subset(Dataset):

@@ -165,3 +165,10 @@ from ._tensor_methods_more import (index_add, index_copy, index_fill, masked_sca
 
 __all__ += ["bernoulli", "normal", "poisson", "randint_like", "repeat_interleave", "ravel",
             "index_add", "index_copy", "index_fill", "masked_scatter"]
+
+# ---- torch's top-level tensor functions (ampy/_tensor_fns.py)
+from . import _tensor_fns  # noqa: E402
+from ._tensor_fns import *  # noqa: E402,F401,F403
+from ._tensor_fns import __all__ as _fns_all  # noqa: E402
+
+__all__ += _fns_all

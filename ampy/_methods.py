@@ -479,3 +479,19 @@ Tensor.cumsum_ = _more.cumsum_
 Tensor.cumprod_ = _more.cumprod_
 Tensor.apply_ = _more.apply_
 Tensor.new = _more.new
+
+# ---- torch top-level tensor functions (ampy/_tensor_fns.py)
+from . import _tensor_fns  # noqa: E402
+
+Tensor.flip = _tensor_fns.flip
+Tensor.fliplr = _tensor_fns.fliplr
+Tensor.flipud = _tensor_fns.flipud
+Tensor.roll = _tensor_fns.roll
+Tensor.outer = _tensor_fns.outer
+Tensor.movedim = Tensor.moveaxis = _tensor_fns.movedim
+Tensor.broadcast_to = _tensor_fns.broadcast_to
+Tensor.isclose = _tensor_fns.isclose
+Tensor.allclose = _tensor_fns.allclose
+Tensor.equal = _tensor_fns.equal
+Tensor.nonzero = _tensor_fns.nonzero
+Tensor.argwhere = _tensor_fns.argwhere
